@@ -1,0 +1,204 @@
+//! The grorx command line: `grorx <command> [options] [-- <EAL arguments>]`.
+
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand};
+use grorx::gen::GenConfig;
+use grorx::lcores::parse_cpu_list;
+use grorx::port_spec::PortSpec;
+use grorx::run::{self, EalSetup, RunOptions};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "grorx",
+    version,
+    about = "DPDK poll-mode receive engine with per-queue software GRO",
+    after_help = "Anything after `--` goes to DPDK's EAL as written and wins over grorx's own choices,\n\
+                  e.g. grorx sink --port net_null0 -- -l 0,1 --no-huge -m 512"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Receive, count and free: a packet sink. Without --port it runs on the
+    /// embedded TCP generator (no NIC, no hugepages needed).
+    Sink(SinkArgs),
+    /// Show hugepages (sizes, free pages, mounts), or reserve them.
+    Hugepages(HugeArgs),
+}
+
+#[derive(Args)]
+struct SinkArgs {
+    /// A port: PCI address (0000:3b:00.0), virtual device (net_null0,
+    /// net_pcap0,rx_pcap=FILE, ...) or a port id. Repeat for several.
+    #[arg(long = "port", value_name = "SPEC", value_parser = PortSpec::parse)]
+    ports: Vec<PortSpec>,
+    /// Worker CPUs, e.g. 1 or 2-5 (default: the last CPU).
+    #[arg(long, value_name = "LIST", value_parser = parse_cpu_list)]
+    cores: Option<Vec<usize>>,
+    /// RX queues per port.
+    #[arg(long, default_value_t = 1)]
+    queues: u16,
+    /// RX descriptors per queue.
+    #[arg(long, default_value_t = 1024)]
+    rx_desc: u16,
+    /// Packets per RX burst.
+    #[arg(long, default_value_t = 32)]
+    burst: u16,
+    /// Port MTU (default: the port's own).
+    #[arg(long)]
+    mtu: Option<u16>,
+    /// mbuf data room in bytes, headroom included (default: one frame at the MTU per mbuf).
+    #[arg(long)]
+    data_room: Option<u16>,
+    /// Per-lcore mempool cache (0 disables it).
+    #[arg(long, default_value_t = 256)]
+    pool_cache: u32,
+    /// Stop after this many seconds (default: at Ctrl-C, or when a one-shot pcap is consumed).
+    #[arg(long, value_name = "SECS")]
+    duration: Option<f64>,
+    /// Print the final report as one JSON object on stdout.
+    #[arg(long)]
+    json: bool,
+    /// No live stats line.
+    #[arg(long, short)]
+    quiet: bool,
+    /// Run on 4 KiB pages (no hugepages).
+    #[arg(long)]
+    no_huge: bool,
+    /// Leave promiscuous mode off.
+    #[arg(long)]
+    no_promisc: bool,
+    #[command(flatten)]
+    gen: GenArgs,
+    /// EAL arguments (after --).
+    #[arg(last = true, value_name = "EAL ARGS")]
+    eal: Vec<String>,
+}
+
+#[derive(Args)]
+#[command(next_help_heading = "Embedded generator (when no --port is given)")]
+struct GenArgs {
+    /// TCP flows.
+    #[arg(long, default_value_t = 4)]
+    gen_flows: u32,
+    /// TCP payload bytes per segment.
+    #[arg(long, default_value_t = 1448)]
+    gen_mss: u16,
+    /// Packets per second (0: as fast as the sink takes them).
+    #[arg(long, default_value_t = 0)]
+    gen_rate: u64,
+    /// IPv6 instead of IPv4.
+    #[arg(long)]
+    gen_ipv6: bool,
+    /// 802.1Q VLAN tag on every frame.
+    #[arg(long)]
+    gen_vlan: Option<u16>,
+    /// PSH on every Nth segment of a flow (0: never).
+    #[arg(long, default_value_t = 0)]
+    gen_psh_every: u32,
+    /// Segments of one flow in a row before the next flow's.
+    #[arg(long, default_value_t = 8)]
+    gen_interleave: u32,
+    /// Stop after this many packets (0: never).
+    #[arg(long, default_value_t = 0)]
+    gen_count: u64,
+}
+
+#[derive(Args)]
+struct HugeArgs {
+    /// Reserve this much hugepage memory (e.g. 512M, 1G) and mount hugetlbfs; needs root.
+    #[arg(long, value_name = "SIZE", value_parser = hugepages::parse_size)]
+    setup: Option<u64>,
+    /// Page size to reserve (default: the system's default, usually 2M).
+    #[arg(long, value_name = "SIZE", value_parser = hugepages::parse_size)]
+    page_size: Option<u64>,
+}
+
+fn sink(a: SinkArgs) -> Result<()> {
+    let opts = RunOptions {
+        ports: a.ports,
+        queues: a.queues,
+        cores: a.cores,
+        rx_desc: a.rx_desc,
+        burst: a.burst,
+        mtu: a.mtu,
+        data_room: a.data_room,
+        pool_cache: a.pool_cache,
+        duration: a.duration,
+        promisc: !a.no_promisc,
+        gen: GenConfig {
+            flows: a.gen.gen_flows,
+            mss: a.gen.gen_mss,
+            rate_pps: a.gen.gen_rate,
+            ipv6: a.gen.gen_ipv6,
+            vlan: a.gen.gen_vlan,
+            psh_every: a.gen.gen_psh_every,
+            interleave: a.gen.gen_interleave,
+            count: a.gen.gen_count,
+            ..GenConfig::default()
+        },
+        eal: EalSetup::Start {
+            user_args: a.eal,
+            no_huge: a.no_huge,
+        },
+        live: !a.quiet,
+    };
+    grorx::signal::install();
+    let report = run::run(&opts);
+    let report = match report {
+        Ok(r) => r,
+        Err(e) => {
+            run::shutdown();
+            return Err(e);
+        }
+    };
+    if a.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        eprint!("{}", report.text());
+    }
+    run::shutdown();
+    if report.mbufs_leaked > 0 {
+        anyhow::bail!("{} mbuf(s) leaked", report.mbufs_leaked);
+    }
+    Ok(())
+}
+
+fn huge(a: HugeArgs) -> Result<()> {
+    let status = hugepages::Status::read()?;
+    match a.setup {
+        None => print!("{status}"),
+        Some(bytes) => {
+            if !hugepages::is_root() {
+                anyhow::bail!("reserving hugepages needs root: run as root (e.g. sudo grorx hugepages --setup 1G)");
+            }
+            let size = a.page_size.or(status.default_page_size).unwrap_or(2 << 20);
+            let r = hugepages::setup(size, bytes)?;
+            println!("{r}");
+            print!("{}", hugepages::Status::read()?);
+            if r.is_short() {
+                anyhow::bail!("the kernel granted fewer pages than asked (memory fragmentation?)");
+            }
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Sink(a) => sink(a),
+        Cmd::Hugepages(a) => huge(a),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("grorx: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! The DPDK Environment Abstraction Layer: started once per process.
+//!
+//! `rte_eal_init` can run only once in a process, ever (a second call fails
+//! with EALREADY even after cleanup), so the result lives in a OnceLock and
+//! every later caller gets the same `Eal` (or the same error).
+
+use anyhow::{anyhow, bail, Result};
+use dpdk_sys as sys;
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::sync::{Mutex, OnceLock};
+
+/// A running EAL. There is at most one per process.
+#[derive(Debug)]
+pub struct Eal {
+    args: Vec<String>,
+    tsc_hz: u64,
+    main_lcore: u32,
+}
+
+static EAL: OnceLock<Result<Eal, String>> = OnceLock::new();
+static INIT_LOCK: Mutex<()> = Mutex::new(());
+
+/// DPDK's text for an errno value.
+pub fn strerror(errno: i32) -> String {
+    // SAFETY: rte_strerror returns a pointer to a static or per-lcore buffer.
+    unsafe { CStr::from_ptr(sys::rte_strerror(errno.abs())) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The current rte_errno (read through a C getter: it is a per-lcore variable).
+pub fn rte_errno() -> i32 {
+    // SAFETY: plain read of a thread-local int.
+    unsafe { sys::grorx_rte_errno() }
+}
+
+impl Eal {
+    /// Starts EAL with `argv` (argv[0] is the program name). A second call in
+    /// the same process returns the running EAL if the arguments are equal.
+    pub fn init(argv: &[String]) -> Result<&'static Eal> {
+        let _g = INIT_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+        let r = EAL.get_or_init(|| Self::start(argv));
+        match r {
+            Ok(eal) if eal.args == argv => Ok(eal),
+            Ok(eal) => bail!(
+                "EAL already runs in this process with other arguments ({}); EAL starts once per process",
+                eal.args.join(" ")
+            ),
+            Err(e) => Err(anyhow!("{e}")),
+        }
+    }
+
+    /// The EAL of this process, if it was started.
+    pub fn get() -> Option<&'static Eal> {
+        EAL.get().and_then(|r| r.as_ref().ok())
+    }
+
+    fn start(argv: &[String]) -> Result<Eal, String> {
+        // EAL may keep pointers into argv: the strings live for the process
+        // (this runs once).
+        let cstrs: Vec<CString> = argv
+            .iter()
+            .map(|a| {
+                CString::new(a.as_str()).map_err(|_| format!("EAL argument '{a}' has a NUL byte"))
+            })
+            .collect::<Result<_, _>>()?;
+        let mut ptrs: Vec<*mut c_char> = cstrs.into_iter().map(|c| c.into_raw()).collect();
+        let argc = ptrs.len() as c_int;
+        ptrs.push(std::ptr::null_mut());
+        let ptrs = Box::leak(ptrs.into_boxed_slice());
+        // SAFETY: argc/argv are valid, NUL-terminated, and live forever.
+        let ret = unsafe { sys::rte_eal_init(argc, ptrs.as_mut_ptr()) };
+        if ret < 0 {
+            let errno = rte_errno();
+            return Err(format!(
+                "DPDK EAL failed to start: {} (errno {errno}); the EAL lines above say why. \
+                 Check the EAL arguments ({}), hugepages (grorx hugepages) or add -- --no-huge -m 512",
+                strerror(errno),
+                argv[1..].join(" ")
+            ));
+        }
+        // SAFETY: EAL is up.
+        let (tsc_hz, main_lcore) = unsafe { (sys::rte_get_tsc_hz(), sys::rte_get_main_lcore()) };
+        Ok(Eal {
+            args: argv.to_vec(),
+            tsc_hz,
+            main_lcore,
+        })
+    }
+
+    pub fn args(&self) -> &[String] {
+        &self.args
+    }
+
+    pub fn tsc_hz(&self) -> u64 {
+        self.tsc_hz
+    }
+
+    pub fn main_lcore(&self) -> u32 {
+        self.main_lcore
+    }
+
+    /// Worker lcores (every enabled lcore but the main one), in id order.
+    pub fn worker_lcores(&self) -> Vec<u32> {
+        let mut v = Vec::new();
+        // SAFETY: EAL is up; rte_get_next_lcore walks its lcore table.
+        let mut i = unsafe { sys::rte_get_next_lcore(u32::MAX, 1, 0) };
+        while i < sys::RTE_MAX_LCORE {
+            v.push(i);
+            i = unsafe { sys::rte_get_next_lcore(i, 1, 0) };
+        }
+        v
+    }
+
+    /// The CPU an lcore is pinned to.
+    pub fn lcore_cpu(&self, lcore: u32) -> i32 {
+        // SAFETY: plain table lookup.
+        unsafe { sys::rte_lcore_to_cpu_id(lcore as c_int) }
+    }
+
+    pub fn lcore_socket(&self, lcore: u32) -> u32 {
+        // SAFETY: plain table lookup.
+        unsafe { sys::rte_lcore_to_socket_id(lcore) }
+    }
+
+    /// Runs `f` on a worker lcore (pinned by EAL). Join with `wait`.
+    pub fn launch<F>(&self, lcore: u32, f: F) -> Result<Launched>
+    where
+        F: FnOnce() -> i32 + Send + 'static,
+    {
+        type Job = Box<dyn FnOnce() -> i32 + Send>;
+        extern "C" fn trampoline(arg: *mut c_void) -> c_int {
+            // SAFETY: arg is the Box<Job> leaked below, taken exactly once.
+            let job: Box<Job> = unsafe { Box::from_raw(arg as *mut Job) };
+            job()
+        }
+        let job: Box<Job> = Box::new(Box::new(f));
+        let arg = Box::into_raw(job) as *mut c_void;
+        // SAFETY: the trampoline owns arg once launched.
+        let ret = unsafe { sys::rte_eal_remote_launch(Some(trampoline), arg, lcore) };
+        if ret != 0 {
+            // Not launched: take the job back so it is dropped.
+            // SAFETY: the lcore did not take arg.
+            drop(unsafe { Box::from_raw(arg as *mut Job) });
+            bail!(
+                "cannot launch on lcore {lcore}: {} (is it a worker lcore, and idle?)",
+                strerror(ret)
+            );
+        }
+        Ok(Launched { lcore })
+    }
+
+    /// TSC ticks now (no FFI call).
+    #[inline(always)]
+    pub fn tsc() -> u64 {
+        tsc()
+    }
+}
+
+/// The TSC, read directly.
+#[inline(always)]
+pub fn tsc() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: rdtsc has no preconditions.
+    unsafe {
+        core::arch::x86_64::_rdtsc()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    // SAFETY: EAL's generic cycle counter.
+    unsafe {
+        sys::rte_rdtsc()
+    }
+}
+
+/// A job running on a worker lcore.
+#[must_use = "wait for the lcore"]
+pub struct Launched {
+    lcore: u32,
+}
+
+impl Launched {
+    pub fn lcore(&self) -> u32 {
+        self.lcore
+    }
+    /// Blocks until the job returns; its return value.
+    pub fn wait(self) -> i32 {
+        // SAFETY: the lcore was launched by us.
+        unsafe { sys::rte_eal_wait_lcore(self.lcore) }
+    }
+}
+
+/// A C string from a Rust one, or an error naming what it was for.
+pub fn cstring(what: &str, s: &str) -> Result<CString> {
+    CString::new(s).map_err(|_| anyhow!("{what} '{s}' contains a NUL byte"))
+}
+
+/// EAL's runtime directory (`/var/run/dpdk/<prefix>`), for cleanup at exit.
+pub fn runtime_dir() -> Option<std::path::PathBuf> {
+    // SAFETY: returns a pointer to EAL's static buffer.
+    let p = unsafe { sys::rte_eal_get_runtime_dir() };
+    if p.is_null() {
+        return None;
+    }
+    let s = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
+    (!s.is_empty()).then(|| s.into())
+}

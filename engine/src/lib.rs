@@ -1,0 +1,29 @@
+//! grorx: a DPDK poll-mode receive engine with per-queue software GRO.
+//!
+//! The data path, one way: port RX queue -> worker lcore -> stage (sink,
+//! capture, forward) -> buffers back to their pool in bulk.
+//!
+//! - DPDK side: [`eal`], [`mempool`], [`mbuf`], [`port`], [`ring_port`].
+//! - Pure logic (no EAL): [`csum`], [`traffic`], [`pool_sizing`],
+//!   [`lcores`], [`eal_args`], [`port_spec`].
+//! - The engine: [`worker`] (per-queue poll loop), [`gen`] (the embedded
+//!   source), [`run`] (one run, start to report), [`stats`], [`report`].
+
+pub mod csum;
+pub mod eal;
+pub mod eal_args;
+pub mod gen;
+pub mod lcores;
+pub mod mbuf;
+pub mod mempool;
+pub mod pcap;
+pub mod pool_sizing;
+pub mod port;
+pub mod port_spec;
+pub mod report;
+pub mod ring_port;
+pub mod run;
+pub mod signal;
+pub mod stats;
+pub mod traffic;
+pub mod worker;

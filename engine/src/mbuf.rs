@@ -1,0 +1,402 @@
+//! Owned mbufs and stack bursts of them.
+//!
+//! `Mbuf` owns one packet (a chain): Send, never Clone, freed on drop.
+//! `Burst<N>` is a stack array of owned mbuf pointers, filled by one RX call
+//! and freed in bulk; whatever it still holds when dropped is freed, so an
+//! early return cannot leak.
+
+use dpdk_sys::{self as sys, inline as mb};
+use std::ptr::NonNull;
+
+/// One owned packet (head of an mbuf chain).
+#[repr(transparent)]
+pub struct Mbuf(NonNull<sys::rte_mbuf>);
+
+// SAFETY: an mbuf may move between lcores; ownership is unique (no Clone).
+unsafe impl Send for Mbuf {}
+
+impl Mbuf {
+    /// Takes ownership of a raw mbuf.
+    ///
+    /// # Safety
+    /// `m` is a valid mbuf chain head nobody else owns.
+    #[inline(always)]
+    pub unsafe fn from_raw(m: *mut sys::rte_mbuf) -> Option<Mbuf> {
+        NonNull::new(m).map(Mbuf)
+    }
+
+    /// Gives up ownership without freeing.
+    #[inline(always)]
+    pub fn into_raw(self) -> *mut sys::rte_mbuf {
+        let p = self.0.as_ptr();
+        std::mem::forget(self);
+        p
+    }
+
+    #[inline(always)]
+    pub fn as_ptr(&self) -> *mut sys::rte_mbuf {
+        self.0.as_ptr()
+    }
+
+    /// Allocates one mbuf (a control-path helper; the data path allocates in bulk).
+    pub fn alloc(pool: &crate::mempool::Mempool) -> Option<Mbuf> {
+        // SAFETY: valid pool.
+        unsafe { Mbuf::from_raw(sys::rte_pktmbuf_alloc(pool.as_ptr())) }
+    }
+
+    #[inline(always)]
+    pub fn pkt_len(&self) -> u32 {
+        // SAFETY: we own a valid mbuf.
+        unsafe { mb::pkt_len(self.as_ptr()) }
+    }
+
+    #[inline(always)]
+    pub fn nb_segs(&self) -> u16 {
+        // SAFETY: as above.
+        unsafe { mb::nb_segs(self.as_ptr()) }
+    }
+
+    /// The first segment's data.
+    #[inline(always)]
+    pub fn data(&self) -> &[u8] {
+        // SAFETY: data_len bytes from mtod are inside the buffer we own.
+        unsafe {
+            std::slice::from_raw_parts(
+                mb::mtod(self.as_ptr()),
+                mb::data_len(self.as_ptr()) as usize,
+            )
+        }
+    }
+
+    #[inline(always)]
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as above, and we own it exclusively.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                mb::mtod(self.as_ptr()),
+                mb::data_len(self.as_ptr()) as usize,
+            )
+        }
+    }
+
+    /// Appends `bytes` to the first segment (a control-path builder for tests
+    /// and generators). Returns false when the tailroom is too small.
+    pub fn append(&mut self, bytes: &[u8]) -> bool {
+        let m = self.as_ptr();
+        // SAFETY: we own m; the write stays inside its tailroom.
+        unsafe {
+            if (mb::tailroom(m) as usize) < bytes.len() {
+                return false;
+            }
+            let dst = mb::mtod(m).add(mb::data_len(m) as usize);
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len());
+            (*m).data_len += bytes.len() as u16;
+            (*m).pkt_len += bytes.len() as u32;
+        }
+        true
+    }
+
+    /// The bytes of every segment, copied (a control-path helper).
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.pkt_len() as usize);
+        let mut m = self.as_ptr();
+        while !m.is_null() {
+            // SAFETY: walking our own chain.
+            unsafe {
+                out.extend_from_slice(std::slice::from_raw_parts(
+                    mb::mtod(m),
+                    mb::data_len(m) as usize,
+                ));
+                m = mb::next(m);
+            }
+        }
+        out
+    }
+}
+
+impl Drop for Mbuf {
+    fn drop(&mut self) {
+        // SAFETY: we own the chain.
+        unsafe { sys::rte_pktmbuf_free(self.0.as_ptr()) }
+    }
+}
+
+/// Up to `N` owned mbufs on the stack.
+pub struct Burst<const N: usize> {
+    pkts: [*mut sys::rte_mbuf; N],
+    len: usize,
+}
+
+impl<const N: usize> Default for Burst<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const N: usize> Burst<N> {
+    pub const CAPACITY: usize = N;
+
+    #[inline(always)]
+    pub const fn new() -> Self {
+        Burst {
+            pkts: [std::ptr::null_mut(); N],
+            len: 0,
+        }
+    }
+
+    /// Receives up to `max` (at most N) packets from a port queue (one FFI call).
+    #[inline(always)]
+    pub fn rx(&mut self, port: u16, queue: u16, max: u16) -> usize {
+        debug_assert_eq!(self.len, 0, "receiving into a burst that still owns mbufs");
+        let max = (max as usize).min(N) as u16;
+        // SAFETY: the array has room for N >= max pointers; the PMD fills n of
+        // them with mbufs it hands over to us.
+        let n = unsafe { sys::rte_eth_rx_burst(port, queue, self.pkts.as_mut_ptr(), max) };
+        self.len = n as usize;
+        self.len
+    }
+
+    /// Allocates `n` (<= N) fresh mbufs in one call; false if the pool is short.
+    ///
+    /// # Safety
+    /// `pool` is a valid mbuf pool.
+    #[inline(always)]
+    pub unsafe fn alloc(&mut self, pool: *mut sys::rte_mempool, n: usize) -> bool {
+        debug_assert_eq!(self.len, 0);
+        let n = n.min(N);
+        // SAFETY: room for n pointers; on failure nothing is allocated.
+        let ok =
+            unsafe { sys::rte_pktmbuf_alloc_bulk(pool, self.pkts.as_mut_ptr(), n as u32) } == 0;
+        if ok {
+            self.len = n;
+        }
+        ok
+    }
+
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The raw pointers (still owned by the burst).
+    #[inline(always)]
+    pub fn as_slice(&self) -> &[*mut sys::rte_mbuf] {
+        &self.pkts[..self.len]
+    }
+
+    /// Adds an owned mbuf; gives it back if the burst is full.
+    #[inline(always)]
+    pub fn push(&mut self, m: Mbuf) -> Result<(), Mbuf> {
+        if self.len == N {
+            return Err(m);
+        }
+        self.pkts[self.len] = m.into_raw();
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Pushes a raw pointer the caller owns.
+    ///
+    /// # Safety
+    /// `m` is a valid mbuf the caller owns and gives to the burst; the burst is not full.
+    #[inline(always)]
+    pub unsafe fn push_raw(&mut self, m: *mut sys::rte_mbuf) {
+        debug_assert!(self.len < N);
+        self.pkts[self.len] = m;
+        self.len += 1;
+    }
+
+    /// Frees every packet and returns the bytes they held: one pass over the
+    /// mbufs instead of a counting pass and a freeing pass.
+    #[inline(always)]
+    pub fn free_all_counted(&mut self, f: &mut BulkFree) -> u64 {
+        let mut bytes = 0u64;
+        for &m in &self.pkts[..self.len] {
+            // SAFETY: the burst owns each chain and hands it to the freer.
+            bytes += unsafe { f.chain(m) } as u64;
+        }
+        self.len = 0;
+        bytes
+    }
+
+    /// Frees every mbuf in one call.
+    #[inline(always)]
+    pub fn free_all(&mut self) {
+        if self.len > 0 {
+            // SAFETY: we own these len mbufs.
+            unsafe { sys::rte_pktmbuf_free_bulk(self.pkts.as_mut_ptr(), self.len as u32) };
+            self.len = 0;
+        }
+    }
+
+    /// Transmits on a port queue; what the PMD did not take stays in the
+    /// burst (moved to the front). Returns how many were sent.
+    #[inline(always)]
+    pub fn tx(&mut self, port: u16, queue: u16) -> usize {
+        if self.len == 0 {
+            return 0;
+        }
+        // SAFETY: the PMD takes ownership of the first `sent` mbufs.
+        let sent =
+            unsafe { sys::rte_eth_tx_burst(port, queue, self.pkts.as_mut_ptr(), self.len as u16) }
+                as usize;
+        self.pkts.copy_within(sent..self.len, 0);
+        self.len -= sent;
+        sent
+    }
+
+    /// Enqueues into a ring; what did not fit stays in the burst (moved to
+    /// the front). Returns how many were enqueued.
+    ///
+    /// # Safety
+    /// `ring` is a valid ring that carries mbufs.
+    #[inline(always)]
+    pub unsafe fn enqueue(&mut self, ring: *mut sys::rte_ring) -> usize {
+        if self.len == 0 {
+            return 0;
+        }
+        // SAFETY: the ring takes ownership of the first `n` mbufs.
+        let n = unsafe {
+            sys::rte_ring_enqueue_burst(
+                ring,
+                self.pkts.as_ptr() as *const *mut std::ffi::c_void,
+                self.len as u32,
+                std::ptr::null_mut(),
+            )
+        } as usize;
+        self.pkts.copy_within(n..self.len, 0);
+        self.len -= n;
+        n
+    }
+
+    /// Dequeues up to N mbufs from a ring.
+    ///
+    /// # Safety
+    /// `ring` is a valid ring whose entries are mbufs nobody else owns.
+    #[inline(always)]
+    pub unsafe fn dequeue(&mut self, ring: *mut sys::rte_ring) -> usize {
+        debug_assert_eq!(self.len, 0);
+        // SAFETY: room for N pointers; the ring hands them over.
+        let n = unsafe {
+            sys::rte_ring_dequeue_burst(
+                ring,
+                self.pkts.as_mut_ptr() as *mut *mut std::ffi::c_void,
+                N as u32,
+                std::ptr::null_mut(),
+            )
+        };
+        self.len = n as usize;
+        self.len
+    }
+
+    /// Forgets the mbufs without freeing (ownership passed elsewhere).
+    #[inline(always)]
+    pub fn clear_moved(&mut self) {
+        self.len = 0;
+    }
+}
+
+impl<const N: usize> Drop for Burst<N> {
+    fn drop(&mut self) {
+        self.free_all();
+    }
+}
+
+/// Frees mbuf chains in bulk, written out in Rust so a stage can read a
+/// packet's length in the same pass (rte_pktmbuf_free_bulk makes a second
+/// pass over the mbufs; on a sink that pass is a measurable share).
+///
+/// It follows DPDK's rte_pktmbuf_prefree_seg: a segment that we own alone
+/// (refcnt 1) with a direct buffer is reset (next, nb_segs) and batched for
+/// `rte_mempool_put_bulk`, per pool, up to 64 at a time; any other segment
+/// (shared, indirect or external buffer) goes through DPDK's own
+/// `rte_pktmbuf_free_seg`, which handles refcounts and detaching.
+pub struct BulkFree {
+    pending: [*mut sys::rte_mbuf; 64],
+    n: usize,
+    pool: *mut sys::rte_mempool,
+}
+
+impl Default for BulkFree {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl BulkFree {
+    pub const fn new() -> Self {
+        BulkFree {
+            pending: [std::ptr::null_mut(); 64],
+            n: 0,
+            pool: std::ptr::null_mut(),
+        }
+    }
+
+    /// Frees one segment (not its successors).
+    ///
+    /// # Safety
+    /// `m` is a valid mbuf segment the caller owns and no longer uses.
+    #[inline(always)]
+    pub unsafe fn seg(&mut self, m: *mut sys::rte_mbuf) {
+        const NOT_DIRECT: u64 = sys::RTE_MBUF_F_INDIRECT | sys::RTE_MBUF_F_EXTERNAL;
+        if mb::refcnt(m) == 1 && mb::ol_flags(m) & NOT_DIRECT == 0 {
+            if !(*m).next.is_null() {
+                (*m).next = std::ptr::null_mut();
+            }
+            if (*m).nb_segs != 1 {
+                (*m).nb_segs = 1;
+            }
+            let p = mb::pool(m);
+            if self.n == self.pending.len() || (self.n > 0 && p != self.pool) {
+                self.flush();
+            }
+            self.pool = p;
+            self.pending[self.n] = m;
+            self.n += 1;
+        } else {
+            sys::rte_pktmbuf_free_seg(m);
+        }
+    }
+
+    /// Frees a whole chain; returns its pkt_len.
+    ///
+    /// # Safety
+    /// `m` is a valid chain head the caller owns and no longer uses.
+    #[inline(always)]
+    pub unsafe fn chain(&mut self, mut m: *mut sys::rte_mbuf) -> u32 {
+        let len = mb::pkt_len(m);
+        while !m.is_null() {
+            let next = mb::next(m); // read before seg() clears it
+            self.seg(m);
+            m = next;
+        }
+        len
+    }
+
+    /// Returns the batched segments to their pool.
+    #[inline(always)]
+    pub fn flush(&mut self) {
+        if self.n > 0 {
+            // SAFETY: every pending pointer is a reset, unowned segment of `pool`.
+            unsafe {
+                sys::rte_mempool_put_bulk(
+                    self.pool,
+                    self.pending.as_ptr() as *const *mut std::ffi::c_void,
+                    self.n as u32,
+                )
+            };
+            self.n = 0;
+        }
+    }
+}
+
+impl Drop for BulkFree {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}

@@ -1,0 +1,483 @@
+//! Ethernet ports: open (PCI, vdev or id), configure (MTU, queues, rings,
+//! offloads masked against what the device offers, RSS), start, observe
+//! (link, stats, xstats), stop and close.
+
+use crate::eal::{cstring, rte_errno, strerror};
+use crate::mempool::Mempool;
+use crate::port_spec::PortSpec;
+use anyhow::{bail, Context, Result};
+use dpdk_sys as sys;
+use std::ffi::{c_char, CStr};
+
+/// What the engine asks of a port.
+#[derive(Debug, Clone)]
+pub struct PortConf {
+    pub rx_queues: u16,
+    pub tx_queues: u16,
+    pub rx_desc: u16,
+    pub tx_desc: u16,
+    /// None: keep the port's MTU.
+    pub mtu: Option<u16>,
+    pub promisc: bool,
+    /// Ask the NIC to check IPv4/TCP/UDP checksums (when it can).
+    pub rx_csum: bool,
+    /// Frames may span several mbufs (the data room is smaller than a frame).
+    pub scatter: bool,
+}
+
+impl Default for PortConf {
+    fn default() -> Self {
+        PortConf {
+            rx_queues: 1,
+            tx_queues: 1,
+            rx_desc: 1024,
+            tx_desc: 1024,
+            mtu: None,
+            promisc: true,
+            rx_csum: true,
+            scatter: false,
+        }
+    }
+}
+
+/// A configured port (stopped until `start`).
+#[derive(Debug)]
+pub struct Port {
+    pub id: u16,
+    pub name: String,
+    pub driver: String,
+    pub socket: i32,
+    pub mtu: u16,
+    pub rx_queues: u16,
+    pub tx_queues: u16,
+    pub rx_desc: u16,
+    pub tx_desc: u16,
+    pub rx_offloads: u64,
+    pub tx_offloads: u64,
+    pub rss_hf: u64,
+    pub notes: Vec<String>,
+    started: bool,
+    closed: bool,
+}
+
+/// Link state as DPDK reports it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Link {
+    pub up: bool,
+    pub speed_mbps: u32,
+    pub text: String,
+}
+
+/// The port's basic counters.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct PortStats {
+    pub ipackets: u64,
+    pub ibytes: u64,
+    pub imissed: u64,
+    pub ierrors: u64,
+    pub rx_nombuf: u64,
+    pub opackets: u64,
+    pub obytes: u64,
+    pub oerrors: u64,
+}
+
+fn check(ret: i32, what: impl FnOnce() -> String) -> Result<()> {
+    if ret < 0 {
+        bail!("{}: {}", what(), strerror(-ret));
+    }
+    Ok(())
+}
+
+/// Device information (a plain struct DPDK fills).
+pub fn dev_info(id: u16) -> Result<sys::rte_eth_dev_info> {
+    let mut info = sys::rte_eth_dev_info::default();
+    // SAFETY: info is a valid out-pointer.
+    let r = unsafe { sys::rte_eth_dev_info_get(id, &mut info) };
+    check(r, || format!("port {id}: cannot read device info"))?;
+    Ok(info)
+}
+
+pub fn port_name(id: u16) -> String {
+    let mut buf = [0 as c_char; sys::RTE_ETH_NAME_MAX_LEN as usize];
+    // SAFETY: buf has RTE_ETH_NAME_MAX_LEN bytes, as the API requires.
+    if unsafe { sys::rte_eth_dev_get_name_by_port(id, buf.as_mut_ptr()) } != 0 {
+        return format!("port{id}");
+    }
+    unsafe { CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Ports DPDK knows of right now.
+pub fn count_avail() -> u16 {
+    // SAFETY: plain query.
+    unsafe { sys::rte_eth_dev_count_avail() }
+}
+
+fn id_by_name(name: &str) -> Option<u16> {
+    let c = cstring("port name", name).ok()?;
+    let mut id = 0u16;
+    // SAFETY: valid string and out-pointer.
+    (unsafe { sys::rte_eth_dev_get_port_by_name(c.as_ptr(), &mut id) } == 0).then_some(id)
+}
+
+/// Finds or creates the port a spec names; returns its id.
+pub fn open(spec: &PortSpec) -> Result<u16> {
+    match spec {
+        PortSpec::Id(id) => {
+            // SAFETY: plain query.
+            if unsafe { sys::rte_eth_dev_is_valid_port(*id) } == 0 {
+                bail!(
+                    "--port {id}: no such port ({} port(s) exist); name a device instead, e.g. --port net_null0",
+                    count_avail()
+                );
+            }
+            Ok(*id)
+        }
+        PortSpec::Pci { addr, .. } => {
+            let full = if addr.matches(':').count() == 1 {
+                format!("0000:{addr}")
+            } else {
+                addr.clone()
+            };
+            id_by_name(&full)
+                .or_else(|| id_by_name(addr))
+                .with_context(|| {
+                    format!(
+                    "--port {addr}: DPDK did not take this PCI device; bind it to vfio-pci first \
+                     (dpdk-devbind.py -b vfio-pci {addr}) and check the EAL lines above"
+                )
+                })
+        }
+        PortSpec::Vdev { name, args } => {
+            if let Some(id) = id_by_name(name) {
+                return Ok(id); // created by the user's own --vdev
+            }
+            let cname = cstring("device name", name)?;
+            let cargs = cstring("device arguments", args)?;
+            // SAFETY: valid strings.
+            let r = unsafe { sys::rte_vdev_init(cname.as_ptr(), cargs.as_ptr()) };
+            if r < 0 {
+                let why = if r == -1 {
+                    "no such driver, or it refused the arguments".to_string()
+                } else {
+                    strerror(-r)
+                };
+                bail!(
+                    "--port '{spec}': DPDK could not create this virtual device ({why}); check the driver \
+                     name and its arguments (e.g. net_null0, net_ring0, net_pcap0,rx_pcap=FILE, \
+                     net_memif0,role=server,socket=PATH) and the EAL lines above"
+                );
+            }
+            id_by_name(name).with_context(|| {
+                format!("--port '{spec}': device created but no ethdev port named {name}")
+            })
+        }
+    }
+}
+
+/// Text for a set of RX offload bits (the ones grorx uses).
+pub fn rx_offload_names(bits: u64) -> String {
+    let names = [
+        (sys::RTE_ETH_RX_OFFLOAD_IPV4_CKSUM, "ipv4-cksum"),
+        (sys::RTE_ETH_RX_OFFLOAD_TCP_CKSUM, "tcp-cksum"),
+        (sys::RTE_ETH_RX_OFFLOAD_UDP_CKSUM, "udp-cksum"),
+        (sys::RTE_ETH_RX_OFFLOAD_SCATTER, "scatter"),
+        (sys::RTE_ETH_RX_OFFLOAD_RSS_HASH, "rss-hash"),
+    ];
+    let v: Vec<&str> = names
+        .iter()
+        .filter(|(b, _)| bits & b != 0)
+        .map(|(_, n)| *n)
+        .collect();
+    if v.is_empty() {
+        "none".into()
+    } else {
+        v.join(" ")
+    }
+}
+
+impl Port {
+    /// Configures port `id` with one pool per RX queue (`pools[q]`).
+    pub fn configure(id: u16, conf: &PortConf, pools: &[&Mempool]) -> Result<Port> {
+        assert_eq!(
+            pools.len(),
+            conf.rx_queues as usize,
+            "one pool per RX queue"
+        );
+        let info = dev_info(id)?;
+        let name = port_name(id);
+        let driver = if info.driver_name.is_null() {
+            "?".to_string()
+        } else {
+            // SAFETY: DPDK's static driver name.
+            unsafe { CStr::from_ptr(info.driver_name) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        let mut notes = Vec::new();
+        if conf.rx_queues == 0 {
+            bail!("port {name}: zero RX queues: give --queues 1 or more");
+        }
+        if conf.rx_queues > info.max_rx_queues {
+            bail!(
+                "port {name} ({driver}) has at most {} RX queues; asked for {}: lower --queues",
+                info.max_rx_queues,
+                conf.rx_queues
+            );
+        }
+        let tx_queues = conf.tx_queues.min(info.max_tx_queues);
+        // SAFETY: plain query.
+        let socket = unsafe { sys::rte_eth_dev_socket_id(id) };
+
+        let mut econf = sys::rte_eth_conf::default();
+        // MTU: asked for, else what the port has.
+        let mut cur_mtu = 0u16;
+        // SAFETY: valid out-pointer.
+        unsafe { sys::rte_eth_dev_get_mtu(id, &mut cur_mtu) };
+        let mtu = conf
+            .mtu
+            .unwrap_or(if cur_mtu == 0 { 1500 } else { cur_mtu });
+        if mtu < info.min_mtu || mtu > info.max_mtu {
+            bail!(
+                "port {name} ({driver}): MTU {mtu} is outside what it supports ({}..={}): give --mtu in that range",
+                info.min_mtu,
+                info.max_mtu
+            );
+        }
+        econf.rxmode.mtu = mtu as u32;
+
+        // Offloads: only what the device offers.
+        let mut rx_off = 0u64;
+        if conf.rx_csum {
+            let want = sys::RTE_ETH_RX_OFFLOAD_IPV4_CKSUM
+                | sys::RTE_ETH_RX_OFFLOAD_TCP_CKSUM
+                | sys::RTE_ETH_RX_OFFLOAD_UDP_CKSUM;
+            rx_off |= want & info.rx_offload_capa;
+            if want & info.rx_offload_capa == 0 {
+                notes.push("no RX checksum offload: GRO validates checksums in software".into());
+            }
+        }
+        if conf.scatter {
+            if info.rx_offload_capa & sys::RTE_ETH_RX_OFFLOAD_SCATTER == 0 {
+                notes.push(
+                    "no scatter RX offload: frames larger than one mbuf may be dropped".into(),
+                );
+            } else {
+                rx_off |= sys::RTE_ETH_RX_OFFLOAD_SCATTER;
+            }
+        }
+        let mut rss_hf = 0;
+        if conf.rx_queues > 1 {
+            rss_hf = (sys::RTE_ETH_RSS_IP | sys::RTE_ETH_RSS_TCP) & info.flow_type_rss_offloads;
+            if rss_hf == 0 {
+                notes.push(format!(
+                    "WARNING: {driver} cannot hash flows over {} queues (no RSS); a TCP flow may be split \
+                     over queues and GRO will merge less",
+                    conf.rx_queues
+                ));
+            } else {
+                econf.rxmode.mq_mode = sys::RTE_ETH_MQ_RX_RSS;
+                econf.rx_adv_conf.rss_conf.rss_hf = rss_hf;
+                rx_off |= sys::RTE_ETH_RX_OFFLOAD_RSS_HASH & info.rx_offload_capa;
+            }
+        }
+        econf.rxmode.offloads = rx_off;
+        // GRO output is chained: the TX side must take multi-segment mbufs.
+        let tx_off = sys::RTE_ETH_TX_OFFLOAD_MULTI_SEGS & info.tx_offload_capa;
+        econf.txmode.offloads = tx_off;
+
+        // SAFETY: econf is fully initialised.
+        let r = unsafe { sys::rte_eth_dev_configure(id, conf.rx_queues, tx_queues, &econf) };
+        check(r, || {
+            format!(
+                "port {name} ({driver}): configure {} RX / {tx_queues} TX queues",
+                conf.rx_queues
+            )
+        })?;
+
+        let (mut rx_desc, mut tx_desc) = (conf.rx_desc, conf.tx_desc);
+        // SAFETY: valid out-pointers.
+        let r = unsafe { sys::rte_eth_dev_adjust_nb_rx_tx_desc(id, &mut rx_desc, &mut tx_desc) };
+        check(r, || format!("port {name}: ring sizes"))?;
+        if rx_desc != conf.rx_desc {
+            notes.push(format!(
+                "RX ring {} -> {rx_desc} descriptors (device limits)",
+                conf.rx_desc
+            ));
+        }
+        for (q, pool) in pools.iter().enumerate() {
+            // SAFETY: NULL rxconf takes the device default with the port offloads.
+            let r = unsafe {
+                sys::rte_eth_rx_queue_setup(
+                    id,
+                    q as u16,
+                    rx_desc,
+                    socket as u32,
+                    std::ptr::null(),
+                    pool.as_ptr(),
+                )
+            };
+            check(r, || {
+                format!("port {name}: RX queue {q} setup ({rx_desc} descriptors)")
+            })?;
+        }
+        for q in 0..tx_queues {
+            // SAFETY: NULL txconf takes the device default with the port offloads.
+            let r = unsafe {
+                sys::rte_eth_tx_queue_setup(id, q, tx_desc, socket as u32, std::ptr::null())
+            };
+            check(r, || format!("port {name}: TX queue {q} setup"))?;
+        }
+        Ok(Port {
+            id,
+            name,
+            driver,
+            socket,
+            mtu,
+            rx_queues: conf.rx_queues,
+            tx_queues,
+            rx_desc,
+            tx_desc,
+            rx_offloads: rx_off,
+            tx_offloads: tx_off,
+            rss_hf,
+            notes,
+            started: false,
+            closed: false,
+        })
+    }
+
+    pub fn start(&mut self, promisc: bool) -> Result<()> {
+        // SAFETY: configured port.
+        let r = unsafe { sys::rte_eth_dev_start(self.id) };
+        check(r, || format!("port {}: start", self.name))?;
+        self.started = true;
+        if promisc {
+            // SAFETY: started port. Virtual devices may not support it: harmless.
+            let r = unsafe { sys::rte_eth_promiscuous_enable(self.id) };
+            if r < 0 && r != -(libc::ENOTSUP) {
+                self.notes
+                    .push(format!("promiscuous mode: {}", strerror(-r)));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn link(&self) -> Link {
+        let mut l = sys::rte_eth_link::default();
+        // SAFETY: valid out-pointer.
+        unsafe { sys::rte_eth_link_get_nowait(self.id, &mut l) };
+        let mut buf = [0 as c_char; 64];
+        // SAFETY: buffer and link are valid.
+        unsafe { sys::rte_eth_link_to_str(buf.as_mut_ptr(), buf.len(), &l) };
+        let text = unsafe { CStr::from_ptr(buf.as_ptr()) }
+            .to_string_lossy()
+            .into_owned();
+        Link {
+            up: l.link_status() != 0,
+            speed_mbps: l.link_speed,
+            text,
+        }
+    }
+
+    pub fn stats(&self) -> PortStats {
+        stats(self.id)
+    }
+
+    /// Every extended statistic by name.
+    pub fn xstats(&self) -> Vec<(String, u64)> {
+        xstats(self.id)
+    }
+
+    /// Stops the port (idempotent). mbufs in its RX rings are released at close.
+    pub fn stop(&mut self) {
+        if self.started {
+            // SAFETY: started port.
+            unsafe { sys::rte_eth_dev_stop(self.id) };
+            self.started = false;
+        }
+    }
+
+    /// Stops and closes the port: its queues give their mbufs back.
+    pub fn close(&mut self) {
+        self.stop();
+        if !self.closed {
+            // SAFETY: stopped port; the id is not used afterwards.
+            unsafe { sys::rte_eth_dev_close(self.id) };
+            self.closed = true;
+        }
+    }
+
+    /// One line for the start-up banner.
+    pub fn describe(&self) -> String {
+        format!(
+            "port {} {} ({}): {}, MTU {}, {} RX queue(s) x {} desc, RX offloads: {}{}",
+            self.id,
+            self.name,
+            self.driver,
+            self.link().text,
+            self.mtu,
+            self.rx_queues,
+            self.rx_desc,
+            rx_offload_names(self.rx_offloads),
+            if self.rss_hf != 0 {
+                format!(", RSS 0x{:x}", self.rss_hf)
+            } else {
+                String::new()
+            }
+        )
+    }
+}
+
+impl Drop for Port {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+pub fn stats(id: u16) -> PortStats {
+    let mut s = sys::rte_eth_stats::default();
+    // SAFETY: valid out-pointer.
+    unsafe { sys::rte_eth_stats_get(id, &mut s) };
+    PortStats {
+        ipackets: s.ipackets,
+        ibytes: s.ibytes,
+        imissed: s.imissed,
+        ierrors: s.ierrors,
+        rx_nombuf: s.rx_nombuf,
+        opackets: s.opackets,
+        obytes: s.obytes,
+        oerrors: s.oerrors,
+    }
+}
+
+pub fn xstats(id: u16) -> Vec<(String, u64)> {
+    // SAFETY: size queries with NULL buffers, then fills of that size.
+    unsafe {
+        let n = sys::rte_eth_xstats_get_names(id, std::ptr::null_mut(), 0);
+        if n <= 0 {
+            return Vec::new();
+        }
+        let mut names = vec![sys::rte_eth_xstat_name::default(); n as usize];
+        let mut vals = vec![sys::rte_eth_xstat::default(); n as usize];
+        let a = sys::rte_eth_xstats_get_names(id, names.as_mut_ptr(), n as u32);
+        let b = sys::rte_eth_xstats_get(id, vals.as_mut_ptr(), n as u32);
+        if a != n || b != n {
+            return Vec::new();
+        }
+        vals.iter()
+            .map(|v| {
+                let nm = CStr::from_ptr(names[v.id as usize].name.as_ptr())
+                    .to_string_lossy()
+                    .into_owned();
+                (nm, v.value)
+            })
+            .collect()
+    }
+}
+
+/// The last rte_errno as text (for calls that return NULL).
+pub fn last_error() -> String {
+    strerror(rte_errno())
+}

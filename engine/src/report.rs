@@ -1,0 +1,174 @@
+//! The final report of a run: printed for people, or as one JSON object.
+
+use crate::port::{Link, PortStats};
+use crate::stats::fmt_pps;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct QueueReport {
+    pub port: u16,
+    pub queue: u16,
+    pub lcore: u32,
+    pub cpu: i32,
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub rx_pps: f64,
+    pub rx_gbps: f64,
+    pub rx_bursts: u64,
+    pub rx_polls: u64,
+    /// Packets per non-empty poll.
+    pub avg_burst: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PortReport {
+    pub id: u16,
+    pub name: String,
+    pub driver: String,
+    pub link: Link,
+    pub mtu: u16,
+    pub rx_queues: u16,
+    pub rx_desc: u16,
+    pub rx_offloads: String,
+    pub pool: PoolReport,
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub stats: PortStats,
+    /// Non-zero extended statistics.
+    pub xstats: Vec<(String, u64)>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PoolReport {
+    pub name: String,
+    pub mbufs: u32,
+    pub cache: u32,
+    pub data_room: u16,
+    pub priv_size: u16,
+    /// Segments a full frame at the port's MTU takes (1 with auto sizing).
+    pub segments_per_frame: u32,
+    pub hugepages: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SourceReport {
+    pub kind: String,
+    pub flows: u32,
+    pub mss: u16,
+    pub frame_len: usize,
+    pub sent: u64,
+    pub sent_bytes: u64,
+    pub ring_full_waits: u64,
+    pub alloc_fail: u64,
+    /// What the generator itself spends per packet (TSC cycles).
+    pub cycles_per_packet: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub command: String,
+    pub duration_s: f64,
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub rx_pps: f64,
+    pub rx_gbps: f64,
+    /// mbufs not back in their pools after teardown: must be 0.
+    pub mbufs_leaked: u64,
+    /// mbufs found in queues at teardown and freed (not delivered).
+    pub freed_at_teardown: u64,
+    pub stop_reason: String,
+    pub hugepages: String,
+    pub eal_args: Vec<String>,
+    pub tsc_hz: u64,
+    pub ports: Vec<PortReport>,
+    pub queues: Vec<QueueReport>,
+    pub source: Option<SourceReport>,
+    pub notes: Vec<String>,
+}
+
+impl Report {
+    /// The human-readable report.
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let push = |s: &mut String, l: String| {
+            s.push_str(&l);
+            s.push('\n');
+        };
+        push(
+            &mut s,
+            format!(
+                "grorx {}: {:.2} s, {} packets, {} bytes: {}, {:.2} Gbit/s (stopped: {})",
+                self.command,
+                self.duration_s,
+                self.rx_packets,
+                self.rx_bytes,
+                fmt_pps(self.rx_pps),
+                self.rx_gbps,
+                self.stop_reason
+            ),
+        );
+        for p in &self.ports {
+            push(
+                &mut s,
+                format!(
+                    "  port {} {} ({}): rx {} pkts {} B; missed {} errors {} no-mbuf {}; pool {} x {} B (1 frame = {} seg)",
+                    p.id,
+                    p.name,
+                    p.driver,
+                    p.rx_packets,
+                    p.rx_bytes,
+                    p.stats.imissed,
+                    p.stats.ierrors,
+                    p.stats.rx_nombuf,
+                    p.pool.mbufs,
+                    p.pool.data_room,
+                    p.pool.segments_per_frame
+                ),
+            );
+        }
+        for q in &self.queues {
+            push(
+                &mut s,
+                format!(
+                    "  port {} queue {} on lcore {} (cpu {}): {} pkts, {}, {:.2} Gbit/s, {:.1} pkts/burst",
+                    q.port,
+                    q.queue,
+                    q.lcore,
+                    q.cpu,
+                    q.rx_packets,
+                    fmt_pps(q.rx_pps),
+                    q.rx_gbps,
+                    q.avg_burst
+                ),
+            );
+        }
+        if let Some(g) = &self.source {
+            push(
+                &mut s,
+                format!(
+                    "  source {}: {} flows, MSS {}, {} B frames; sent {} ({} ring-full waits); {:.0} cycles/pkt",
+                    g.kind, g.flows, g.mss, g.frame_len, g.sent, g.ring_full_waits, g.cycles_per_packet
+                ),
+            );
+        }
+        push(
+            &mut s,
+            format!(
+                "  mbufs leaked: {}{}",
+                self.mbufs_leaked,
+                if self.freed_at_teardown > 0 {
+                    format!(
+                        " ({} freed from queues at teardown)",
+                        self.freed_at_teardown
+                    )
+                } else {
+                    String::new()
+                }
+            ),
+        );
+        for n in &self.notes {
+            push(&mut s, format!("  note: {n}"));
+        }
+        s
+    }
+}

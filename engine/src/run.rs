@@ -1,0 +1,736 @@
+//! One run of the engine, start to finish: hugepages and EAL, ports and
+//! pools, workers on their lcores, the live stats loop on the main lcore,
+//! then a clean stop, teardown with every mbuf accounted, and the report.
+
+use crate::eal::{self, Eal};
+use crate::eal_args::{self, EalOpt};
+use crate::gen::{self, GenConfig, GenStats};
+use crate::lcores::{self, LcorePlan};
+use crate::mempool::{Mempool, PoolParams};
+use crate::pcap;
+use crate::pool_sizing::{self, Demand};
+use crate::port::{self, Port, PortConf};
+use crate::port_spec::PortSpec;
+use crate::report::{PoolReport, PortReport, QueueReport, Report, SourceReport};
+use crate::ring_port::RingPort;
+use crate::signal;
+use crate::stats::{fmt_pps, rates, QueueCounters};
+use crate::worker::{self, Assignment, PollConf};
+use anyhow::{bail, Context, Result};
+use dpdk_sys as sys;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How EAL is brought up.
+#[derive(Debug, Clone)]
+pub enum EalSetup {
+    /// Start it from grorx's options plus the user's arguments (after `--`).
+    Start {
+        user_args: Vec<String>,
+        no_huge: bool,
+    },
+    /// It is already running in this process (tests, embedding).
+    Existing,
+}
+
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Ports to receive on; none means the embedded generator.
+    pub ports: Vec<PortSpec>,
+    pub queues: u16,
+    /// Worker CPUs (`--cores`).
+    pub cores: Option<Vec<usize>>,
+    pub rx_desc: u16,
+    pub burst: u16,
+    pub mtu: Option<u16>,
+    /// Force a data room (to split frames over several mbufs).
+    pub data_room: Option<u16>,
+    pub pool_cache: u32,
+    pub duration: Option<f64>,
+    pub promisc: bool,
+    pub gen: GenConfig,
+    pub eal: EalSetup,
+    /// Print a stats line every second (to stderr).
+    pub live: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            ports: Vec::new(),
+            queues: 1,
+            cores: None,
+            rx_desc: 1024,
+            burst: 32,
+            mtu: None,
+            data_room: None,
+            pool_cache: 256,
+            duration: None,
+            promisc: true,
+            gen: GenConfig::default(),
+            eal: EalSetup::Start {
+                user_args: Vec::new(),
+                no_huge: false,
+            },
+            live: true,
+        }
+    }
+}
+
+/// Bytes of EAL memory a run needs beyond its pools (rings, memzones, heap).
+const EAL_OVERHEAD: u64 = 64 << 20;
+/// Memory for `--no-huge -m` when falling back.
+const NO_HUGE_MIN_MB: u64 = 256;
+
+static POOL_SEQ: AtomicU32 = AtomicU32::new(0);
+
+impl RunOptions {
+    pub fn validate(&self) -> Result<()> {
+        if self.queues == 0 {
+            bail!("--queues 0: a port needs at least one RX queue (give --queues 1 or more)");
+        }
+        if self.burst == 0 || self.burst as usize > worker::MAX_BURST {
+            bail!(
+                "--burst {} is out of range: give 1..={}",
+                self.burst,
+                worker::MAX_BURST
+            );
+        }
+        if self.rx_desc < 32 {
+            bail!(
+                "--rx-desc {} is too small: give 32 or more (512-4096 is usual)",
+                self.rx_desc
+            );
+        }
+        if let Some(d) = self.duration {
+            if !(d > 0.0 && d.is_finite()) {
+                bail!("--duration must be a positive number of seconds");
+            }
+        }
+        if let Some(r) = self.data_room {
+            if (r as u32) < sys::RTE_PKTMBUF_HEADROOM + 64 {
+                bail!(
+                    "--data-room {r} leaves no room for a frame after the {} B headroom",
+                    sys::RTE_PKTMBUF_HEADROOM
+                );
+            }
+        }
+        if self.ports.is_empty() {
+            self.gen.validate().map_err(anyhow::Error::msg)?;
+        }
+        Ok(())
+    }
+
+    fn uses_generator(&self) -> bool {
+        self.ports.is_empty()
+    }
+
+    fn data_room_for(&self, mtu: u16) -> Result<u16> {
+        match self.data_room {
+            Some(r) => Ok(r),
+            None => pool_sizing::auto_data_room(mtu as u32, sys::RTE_PKTMBUF_HEADROOM)
+                .map_err(anyhow::Error::msg),
+        }
+    }
+
+    fn demand(&self, lcores: u32) -> Demand {
+        let gen = self.uses_generator();
+        Demand {
+            rx_queues: self.queues as u32,
+            rx_desc: self.rx_desc as u32,
+            tx_queues: self.queues as u32,
+            tx_desc: self.rx_desc as u32,
+            lcores,
+            cache: self.pool_cache,
+            burst: self.burst.max(gen::MAX_BURST as u16) as u32,
+            held_per_queue: 0,
+            // The generator's rings: RX rings hold up to rx_desc each, plus its pending bursts.
+            extra: if gen {
+                self.queues as u32 * (self.rx_desc as u32 + gen::MAX_BURST as u32)
+            } else {
+                0
+            },
+        }
+    }
+
+    /// Hugepage memory the run needs (pools at the expected MTU + EAL).
+    fn memory_needed(&self, lcores: u32) -> Result<u64> {
+        let mtu = self.mtu.unwrap_or(1500);
+        let room = self.data_room_for(mtu)?;
+        let n = pool_sizing::element_count(&self.demand(lcores));
+        let ports = self.ports.len().max(1) as u64;
+        Ok(ports * pool_sizing::pool_bytes(n, PRIV_SIZE as u32, room as u32) + EAL_OVERHEAD)
+    }
+}
+
+/// The mbuf private area reserved for the skb (built in place, issue #3).
+pub const PRIV_SIZE: u16 = 64;
+
+/// Starts EAL from the options; returns it and the hugepage summary.
+fn start_eal(
+    opts: &RunOptions,
+    user_args: &[String],
+    no_huge: bool,
+) -> Result<(&'static Eal, String)> {
+    let mut ours: Vec<EalOpt> = Vec::new();
+    let gen = opts.uses_generator();
+    let user_lcores = eal_args::user_overrides(user_args, "--lcores");
+    let plan_lcores = if user_lcores {
+        None
+    } else {
+        let avail = lcores::available_cpus();
+        Some(LcorePlan::new(&avail, opts.cores.as_deref(), gen).map_err(anyhow::Error::msg)?)
+    };
+    if let Some(p) = &plan_lcores {
+        ours.push(EalOpt::with("--lcores", p.eal_lcores()));
+    }
+    let lcore_count = plan_lcores
+        .as_ref()
+        .map(|p| 1 + p.worker_cpus.len() + p.generator_cpu.is_some() as usize)
+        .unwrap_or(3) as u32;
+
+    // Hugepages: use what is there, reserve more when root, else fall back.
+    let user_mem = eal_args::user_overrides(user_args, "-m");
+    let need = opts.memory_needed(lcore_count)?;
+    let no_huge_mb = (need >> 20).max(NO_HUGE_MIN_MB);
+    let summary;
+    if user_mem {
+        summary = "hugepages: as the EAL arguments say".to_string();
+    } else if no_huge {
+        summary = format!(
+            "hugepages: off (--no-huge): 4 KiB pages, -m {no_huge_mb} (expect a lower packet rate from TLB misses)"
+        );
+        ours.push(EalOpt::flag("--no-huge"));
+        ours.push(EalOpt::with("-m", no_huge_mb.to_string()));
+    } else {
+        let status = hugepages::Status::read().unwrap_or_else(|_| hugepages::Status {
+            default_page_size: None,
+            pools: Vec::new(),
+            mounts: Vec::new(),
+            problems: Vec::new(),
+        });
+        let req = hugepages::Request {
+            bytes: need,
+            page_size: None,
+            allow_setup: hugepages::is_root(),
+            allow_fallback: true,
+            no_huge_mem_mb: no_huge_mb,
+        };
+        let mut d = hugepages::decide(&status, &req);
+        if matches!(d, hugepages::Decision::Setup { .. }) {
+            d = match d.apply() {
+                Ok(d) => d,
+                Err(e) => hugepages::Decision::NoHuge {
+                    reason: format!("reserving failed: {e}"),
+                    mem_mb: no_huge_mb,
+                },
+            };
+        }
+        summary = d.summary();
+        let args = d.eal_args();
+        let mut it = args.into_iter().peekable();
+        while let Some(flag) = it.next() {
+            let flag: &'static str = match flag.as_str() {
+                "--huge-dir" => "--huge-dir",
+                "--no-huge" => "--no-huge",
+                "-m" => "-m",
+                other => bail!("unexpected hugepage EAL argument {other}"),
+            };
+            let value = it.next_if(|v| !v.starts_with('-'));
+            ours.push(EalOpt { flag, value });
+        }
+        if matches!(d, hugepages::Decision::UseExisting { .. }) {
+            // Hugepage files are unlinked once mapped: nothing lingers after exit.
+            ours.push(EalOpt::flag("--huge-unlink"));
+        }
+    }
+    ours.push(EalOpt::with(
+        "--file-prefix",
+        format!("grorx-{}", std::process::id()),
+    ));
+    let pci: Vec<String> = opts
+        .ports
+        .iter()
+        .filter_map(|p| match p {
+            PortSpec::Pci { .. } => Some(p.to_string()),
+            _ => None,
+        })
+        .collect();
+    if pci.is_empty() {
+        ours.push(EalOpt::flag("--no-pci"));
+    }
+    // EAL and telemetry chatter at start-up is noise here; the user's own
+    // --log-level wins.
+    ours.push(EalOpt::with("--log-level", "lib.eal:warning"));
+    ours.push(EalOpt::with("--log-level", "lib.telemetry:error"));
+    // PCI allow-list entries are added whatever the user passes (they are
+    // what --port asked for), then the user's own arguments.
+    let mut user: Vec<String> = pci
+        .iter()
+        .flat_map(|a| ["-a".to_string(), a.clone()])
+        .collect();
+    user.extend(user_args.iter().cloned());
+    let argv = eal_args::build("grorx", &ours, &user);
+    let eal = Eal::init(&argv)?;
+    Ok((eal, summary))
+}
+
+/// A configured port with its pool (dropped port first, then pool).
+struct PortSlot {
+    port: Port,
+    pool: Mempool,
+    segments_per_frame: u32,
+    /// Frames a one-shot pcap replay holds.
+    pcap_frames: Option<u64>,
+}
+
+/// Runs the engine until a stop condition; returns the report.
+pub fn run(opts: &RunOptions) -> Result<Report> {
+    opts.validate()?;
+    // Files named by --port are checked before EAL starts.
+    let mut pcap_frames: Vec<Option<u64>> = Vec::new();
+    for p in &opts.ports {
+        pcap_frames.push(match p.pcap_replay_once() {
+            Some(f) => Some(
+                pcap::count_frames(std::path::Path::new(f))
+                    .with_context(|| format!("--port '{p}'"))?,
+            ),
+            None => None,
+        });
+    }
+
+    let (eal, huge_summary) = match &opts.eal {
+        EalSetup::Start { user_args, no_huge } => start_eal(opts, user_args, *no_huge)?,
+        EalSetup::Existing => (
+            Eal::get().context("EAL is not running in this process")?,
+            "hugepages: as the running EAL has them".to_string(),
+        ),
+    };
+    if opts.live {
+        eprintln!("{huge_summary}");
+    }
+    let hugepages_on = !eal_args::has_flag(eal.args(), "--no-huge");
+
+    // Lcores: workers, and the generator's own when it runs.
+    let mut workers = eal.worker_lcores();
+    let gen_lcore = if opts.uses_generator() {
+        if workers.len() < 2 {
+            bail!(
+                "the embedded generator needs its own lcore besides the workers: EAL has {} worker lcore(s); \
+                 give e.g. -- --lcores 0@0,1@1,2@0 or name a port with --port",
+                workers.len()
+            );
+        }
+        workers.pop()
+    } else {
+        None
+    };
+    if workers.is_empty() {
+        bail!("no worker lcore: give EAL at least two lcores (e.g. -- -l 0,1)");
+    }
+    let lcore_count = (workers.len() + 1 + gen_lcore.is_some() as usize) as u32;
+
+    // Ports: the embedded ring port, or what --port names.
+    let mut ring_port = None;
+    let mut ids = Vec::new();
+    if opts.uses_generator() {
+        // SAFETY: plain query of the calling thread's socket.
+        let socket = unsafe { sys::rte_socket_id() } as i32;
+        let rp = RingPort::create(opts.queues, opts.rx_desc as u32, socket)?;
+        ids.push(rp.port_id);
+        pcap_frames.push(None);
+        ring_port = Some(rp);
+    } else {
+        for p in &opts.ports {
+            ids.push(port::open(p)?);
+        }
+    }
+    if ids.is_empty() || port::count_avail() == 0 {
+        bail!("no port to receive on: name one with --port (e.g. --port net_null0) or run without --port for the embedded generator");
+    }
+
+    // Pools and configuration, port by port.
+    let mut slots: Vec<PortSlot> = Vec::new();
+    for (i, &id) in ids.iter().enumerate() {
+        let info = port::dev_info(id)?;
+        let mut cur = 0u16;
+        // SAFETY: valid out-pointer.
+        unsafe { sys::rte_eth_dev_get_mtu(id, &mut cur) };
+        let mtu = opts.mtu.unwrap_or(if cur == 0 { 1500 } else { cur });
+        let room = opts.data_room_for(mtu)?;
+        let _ = info;
+        let demand = opts.demand(lcore_count);
+        let n = pool_sizing::element_count(&demand);
+        // SAFETY: plain query.
+        let socket = unsafe { sys::rte_eth_dev_socket_id(id) };
+        let pool = Mempool::create(&PoolParams {
+            name: format!("grorx-p{id}-{}", POOL_SEQ.fetch_add(1, Relaxed)),
+            elements: n,
+            cache: pool_sizing::cache_size(opts.pool_cache, n),
+            priv_size: PRIV_SIZE,
+            data_room: room,
+            socket,
+        })?;
+        let segs = pool_sizing::segments_per_frame(mtu as u32, room, sys::RTE_PKTMBUF_HEADROOM);
+        let conf = PortConf {
+            rx_queues: opts.queues,
+            tx_queues: opts.queues,
+            rx_desc: opts.rx_desc,
+            tx_desc: opts.rx_desc,
+            mtu: Some(mtu),
+            promisc: opts.promisc,
+            rx_csum: true,
+            scatter: segs > 1,
+        };
+        let pools: Vec<&Mempool> = (0..opts.queues).map(|_| &pool).collect();
+        let port = Port::configure(id, &conf, &pools)?;
+        slots.push(PortSlot {
+            port,
+            pool,
+            segments_per_frame: segs,
+            pcap_frames: pcap_frames[i],
+        });
+    }
+    let payload_sum = match &ring_port {
+        Some(_) => Some(gen::prepare_pool(&slots[0].pool, &opts.gen).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
+    for s in &mut slots {
+        s.port.start(opts.promisc)?;
+        if opts.live {
+            eprintln!("{}", s.port.describe());
+            for n in &s.port.notes {
+                eprintln!("  {n}");
+            }
+        }
+    }
+
+    // Queues to lcores.
+    let queue_list: Vec<(u16, u16)> = slots
+        .iter()
+        .flat_map(|s| (0..s.port.rx_queues).map(move |q| (s.port.id, q)))
+        .collect();
+    let plan: Vec<Assignment> = worker::assign(&queue_list, &workers);
+    let counters: Arc<[QueueCounters]> = (0..queue_list.len())
+        .map(|_| QueueCounters::default())
+        .collect();
+    if opts.live {
+        for a in &plan {
+            let qs: Vec<String> = a
+                .queues
+                .iter()
+                .map(|q| format!("port {} queue {}", q.port, q.queue))
+                .collect();
+            eprintln!(
+                "lcore {} (cpu {}): {}",
+                a.lcore,
+                eal.lcore_cpu(a.lcore),
+                qs.join(", ")
+            );
+        }
+        if let Some(g) = gen_lcore {
+            eprintln!(
+                "lcore {g} (cpu {}): generator, {} TCP flow(s), MSS {}, {}",
+                eal.lcore_cpu(g),
+                opts.gen.flows,
+                opts.gen.mss,
+                if opts.gen.rate_pps == 0 {
+                    "max rate".to_string()
+                } else {
+                    format!("{} pps", opts.gen.rate_pps)
+                }
+            );
+        }
+    }
+
+    let worker_stop = Arc::new(AtomicBool::new(false));
+    let gen_stop = Arc::new(AtomicBool::new(false));
+    let gen_stats = Arc::new(GenStats::default());
+    let pc = PollConf {
+        burst: opts.burst,
+        drain_rounds: opts.rx_desc as u32 / opts.burst.max(1) as u32 + 4,
+    };
+    let mut launched = Vec::new();
+    let t_start = Instant::now();
+    for a in &plan {
+        let (qs, c, st) = (a.queues.clone(), counters.clone(), worker_stop.clone());
+        launched.push(eal.launch(a.lcore, move || worker::sink_loop(qs, c, st, pc))?);
+    }
+    let gen_launched = match (gen_lcore, &ring_port) {
+        (Some(l), Some(rp)) => {
+            let rings = (0..rp.queues()).map(|q| rp.rx_ring(q)).collect();
+            let pool = crate::ring_port::PoolPtr(slots[0].pool.as_ptr());
+            let (cfg, st, stop, hz) = (
+                opts.gen.clone(),
+                gen_stats.clone(),
+                gen_stop.clone(),
+                eal.tsc_hz(),
+            );
+            let psum = payload_sum.unwrap_or(0);
+            Some(eal.launch(l, move || gen::run(cfg, rings, pool, psum, st, stop, hz))?)
+        }
+        _ => None,
+    };
+
+    // The main lcore watches: stats once a second, stop conditions.
+    let total = |c: &[QueueCounters]| {
+        c.iter()
+            .map(|q| q.read())
+            .fold((0u64, 0u64), |a, l| (a.0 + l.rx_packets, a.1 + l.rx_bytes))
+    };
+    let port_rx = |c: &[QueueCounters], id: u16| -> u64 {
+        queue_list
+            .iter()
+            .zip(c.iter())
+            .filter(|((p, _), _)| *p == id)
+            .map(|(_, q)| q.read().rx_packets)
+            .sum()
+    };
+    let mut last = (0u64, 0u64);
+    let mut last_t = t_start;
+    let mut next_print = t_start + Duration::from_secs(1);
+    let mut last_progress = t_start;
+    let mut last_seen = 0u64;
+    let stop_reason;
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        let now = Instant::now();
+        let (pk, by) = total(&counters);
+        if pk != last_seen {
+            last_seen = pk;
+            last_progress = now;
+        }
+        if signal::requested() {
+            stop_reason = "signal".to_string();
+            break;
+        }
+        if let Some(d) = opts.duration {
+            if now.duration_since(t_start).as_secs_f64() >= d {
+                stop_reason = "duration".to_string();
+                break;
+            }
+        }
+        // One-shot pcap replays end when every frame arrived (or nothing
+        // more came for a while: a PMD may drop what it cannot take).
+        let replays: Vec<&PortSlot> = slots.iter().filter(|s| s.pcap_frames.is_some()).collect();
+        if !replays.is_empty() && replays.len() == slots.len() {
+            let all_in = replays
+                .iter()
+                .all(|s| port_rx(&counters, s.port.id) >= s.pcap_frames.unwrap());
+            if all_in {
+                stop_reason = "pcap replay complete".to_string();
+                break;
+            }
+            if now.duration_since(last_progress) > Duration::from_secs(3) {
+                stop_reason = "pcap replay idle for 3 s (frames missing)".to_string();
+                break;
+            }
+        }
+        if opts.gen.count != 0 && gen_launched.is_some() && gen_stats.done.load(Relaxed) {
+            let sent = gen_stats.sent.load(Relaxed);
+            if pk >= sent {
+                stop_reason = "generator count reached".to_string();
+                break;
+            }
+            if now.duration_since(last_progress) > Duration::from_secs(2) {
+                stop_reason = "generator count reached (queues idle)".to_string();
+                break;
+            }
+        }
+        if opts.live && now >= next_print {
+            let dt = now.duration_since(last_t).as_secs_f64();
+            let (pps, gbps) = rates(pk - last.0, by - last.1, dt);
+            let mut line = format!(
+                "[{:6.1}s] rx {} {:.2} Gbit/s",
+                now.duration_since(t_start).as_secs_f64(),
+                fmt_pps(pps),
+                gbps
+            );
+            if slots.len() > 1 {
+                for s in &slots {
+                    line.push_str(&format!(
+                        " | p{} {}",
+                        s.port.id,
+                        port_rx(&counters, s.port.id)
+                    ));
+                }
+            }
+            let (missed, nombuf) = slots.iter().fold((0, 0), |a, s| {
+                let st = s.port.stats();
+                (a.0 + st.imissed, a.1 + st.rx_nombuf)
+            });
+            line.push_str(&format!(" | missed {missed} no-mbuf {nombuf}"));
+            eprintln!("{line}");
+            last = (pk, by);
+            last_t = now;
+            next_print += Duration::from_secs(1);
+        }
+    }
+
+    // Stop the source first, then let the workers take what is queued.
+    gen_stop.store(true, Relaxed);
+    if let Some(g) = gen_launched {
+        g.wait();
+    }
+    worker_stop.store(true, Relaxed);
+    for l in launched {
+        l.wait();
+    }
+    let duration_s = t_start.elapsed().as_secs_f64();
+
+    // Report, then teardown with accounting.
+    let (rx_packets, rx_bytes) = total(&counters);
+    let (rx_pps, rx_gbps) = rates(rx_packets, rx_bytes, duration_s);
+    let mut queues = Vec::new();
+    for a in &plan {
+        for q in &a.queues {
+            let l = counters[q.slot].read();
+            let (pps, gbps) = rates(l.rx_packets, l.rx_bytes, duration_s);
+            queues.push(QueueReport {
+                port: q.port,
+                queue: q.queue,
+                lcore: a.lcore,
+                cpu: eal.lcore_cpu(a.lcore),
+                rx_packets: l.rx_packets,
+                rx_bytes: l.rx_bytes,
+                rx_pps: pps,
+                rx_gbps: gbps,
+                rx_bursts: l.rx_bursts,
+                rx_polls: l.rx_polls,
+                avg_burst: if l.rx_bursts > 0 {
+                    l.rx_packets as f64 / l.rx_bursts as f64
+                } else {
+                    0.0
+                },
+            });
+        }
+    }
+    queues.sort_by_key(|q| (q.port, q.queue));
+    let mut ports = Vec::new();
+    let mut notes = Vec::new();
+    for s in &slots {
+        let id = s.port.id;
+        let rxp: u64 = queues
+            .iter()
+            .filter(|q| q.port == id)
+            .map(|q| q.rx_packets)
+            .sum();
+        let rxb: u64 = queues
+            .iter()
+            .filter(|q| q.port == id)
+            .map(|q| q.rx_bytes)
+            .sum();
+        if let Some(f) = s.pcap_frames {
+            if rxp < f {
+                notes.push(format!(
+                    "port {id}: pcap replay delivered {rxp} of {f} frames"
+                ));
+            }
+        }
+        ports.push(PortReport {
+            id,
+            name: s.port.name.clone(),
+            driver: s.port.driver.clone(),
+            link: s.port.link(),
+            mtu: s.port.mtu,
+            rx_queues: s.port.rx_queues,
+            rx_desc: s.port.rx_desc,
+            rx_offloads: port::rx_offload_names(s.port.rx_offloads),
+            pool: PoolReport {
+                name: s.pool.name().to_string(),
+                mbufs: s.pool.size(),
+                cache: s.pool.cache(),
+                data_room: s.pool.data_room(),
+                priv_size: s.pool.priv_size(),
+                segments_per_frame: s.segments_per_frame,
+                hugepages: hugepages_on,
+            },
+            rx_packets: rxp,
+            rx_bytes: rxb,
+            stats: s.port.stats(),
+            xstats: s
+                .port
+                .xstats()
+                .into_iter()
+                .filter(|(_, v)| *v != 0)
+                .collect(),
+        });
+    }
+    let source = ring_port.as_ref().map(|_| {
+        let sent = gen_stats.sent.load(Relaxed);
+        SourceReport {
+            kind: "generator".into(),
+            flows: opts.gen.flows,
+            mss: opts.gen.mss,
+            frame_len: opts.gen.frame_len(),
+            sent,
+            sent_bytes: gen_stats.bytes.load(Relaxed),
+            ring_full_waits: gen_stats.ring_full.load(Relaxed),
+            alloc_fail: gen_stats.alloc_fail.load(Relaxed),
+            cycles_per_packet: gen_stats.busy_cycles.load(Relaxed) as f64 / sent.max(1) as f64,
+        }
+    });
+
+    // Close ports (their queues give mbufs back), free what sits in the
+    // embedded rings, then count what is still out of each pool.
+    for s in &mut slots {
+        s.port.close();
+    }
+    let freed_at_teardown = ring_port.as_ref().map(|r| r.drain_and_free()).unwrap_or(0);
+    let mbufs_leaked: u64 = slots.iter().map(|s| s.pool.in_use() as u64).sum();
+    if mbufs_leaked > 0 {
+        notes.push(format!(
+            "{mbufs_leaked} mbuf(s) not back in their pool: the pool is kept (not freed)"
+        ));
+    }
+    // Ports before their rings and pools; a pool with mbufs out is leaked on
+    // purpose rather than freed under someone's feet.
+    let pools: Vec<Mempool> = slots.into_iter().map(|s| s.pool).collect();
+    drop(ring_port);
+    for p in pools {
+        if p.in_use() == 0 {
+            drop(p);
+        } else {
+            std::mem::forget(p);
+        }
+    }
+
+    Ok(Report {
+        command: "sink".into(),
+        duration_s,
+        rx_packets,
+        rx_bytes,
+        rx_pps,
+        rx_gbps,
+        mbufs_leaked,
+        freed_at_teardown,
+        stop_reason,
+        hugepages: huge_summary,
+        eal_args: eal.args().to_vec(),
+        tsc_hz: eal.tsc_hz(),
+        ports,
+        queues,
+        source,
+        notes,
+    })
+}
+
+/// Stops EAL and removes its runtime directory (a unique prefix per run
+/// would otherwise leave one behind each time). Call once, at exit.
+pub fn shutdown() {
+    if Eal::get().is_none() {
+        return;
+    }
+    let dir = eal::runtime_dir();
+    // SAFETY: no lcore is running a job any more; EAL is not used after this.
+    unsafe { sys::rte_eal_cleanup() };
+    if let Some(d) = dir {
+        let ours = d
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("grorx-"));
+        if ours {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}

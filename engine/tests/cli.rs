@@ -1,0 +1,154 @@
+//! The `grorx` binary as users run it: the embedded default, JSON output,
+//! and one-line errors with a non-zero exit for bad input.
+
+use std::process::{Command, Output};
+use std::sync::Mutex;
+
+// Each run pins lcores to the same CPUs: one at a time.
+static LOCK: Mutex<()> = Mutex::new(());
+
+fn grorx(args: &[&str]) -> Output {
+    let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    Command::new(env!("CARGO_BIN_EXE_grorx"))
+        .args(args)
+        .output()
+        .expect("runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The last line on stderr, which must be the error, alone on its line.
+fn error_line(o: &Output) -> String {
+    stderr(o).lines().last().unwrap_or_default().to_string()
+}
+
+#[test]
+fn embedded_default_runs_and_reports_json() {
+    let o = grorx(&["sink", "--duration", "2", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).expect("one JSON object on stdout");
+    for k in [
+        "rx_packets",
+        "rx_bytes",
+        "duration_s",
+        "rx_pps",
+        "rx_gbps",
+        "mbufs_leaked",
+        "queues",
+    ] {
+        assert!(v.get(k).is_some(), "missing {k}");
+    }
+    assert!(v["rx_packets"].as_u64().unwrap() > 0);
+    assert_eq!(v["mbufs_leaked"].as_u64(), Some(0));
+    assert!(v["duration_s"].as_f64().unwrap() >= 2.0);
+    let q = &v["queues"][0];
+    assert_eq!(q["rx_packets"], v["rx_packets"]);
+    // The live stats line appeared once a second on stderr.
+    assert!(stderr(&o).contains("] rx "), "{}", stderr(&o));
+}
+
+#[test]
+fn user_eal_arguments_win() {
+    let o = grorx(&[
+        "sink",
+        "--port",
+        "net_null0",
+        "--duration",
+        "1",
+        "--json",
+        "-q",
+        "--",
+        "-l",
+        "0,1",
+        "--no-huge",
+        "-m",
+        "512",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let args: Vec<String> = v["eal_args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    assert!(args.ends_with(&[
+        "-l".into(),
+        "0,1".into(),
+        "--no-huge".into(),
+        "-m".into(),
+        "512".into()
+    ]));
+    assert!(
+        !args.contains(&"--lcores".to_string()),
+        "grorx's --lcores dropped for the user's -l"
+    );
+    assert!(!args.contains(&"--huge-dir".to_string()));
+    assert_eq!(v["ports"][0]["pool"]["hugepages"], false);
+}
+
+#[test]
+fn bad_port_spec_is_one_line() {
+    let o = grorx(&["sink", "--port", "eth0"]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(
+        e.lines().next().unwrap().contains("expected a PCI address"),
+        "{e}"
+    );
+}
+
+#[test]
+fn missing_pcap_file_is_one_line() {
+    let o = grorx(&["sink", "--port", "net_pcap0,rx_pcap=/nonexistent/in.pcap"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o)
+            .lines()
+            .next()
+            .unwrap()
+            .contains("does not exist"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn zero_queues_is_refused() {
+    let o = grorx(&["sink", "--queues", "0", "--duration", "1"]);
+    assert!(!o.status.success());
+    let l = error_line(&o);
+    assert!(
+        l.starts_with("grorx: error:") && l.contains("--queues 1"),
+        "{l}"
+    );
+}
+
+#[test]
+fn unknown_driver_is_refused_after_eal() {
+    let o = grorx(&[
+        "sink",
+        "--port",
+        "net_nosuch0",
+        "--duration",
+        "1",
+        "--no-huge",
+    ]);
+    assert!(!o.status.success());
+    let l = error_line(&o);
+    assert!(
+        l.contains("could not create") && l.contains("net_null0"),
+        "{l}"
+    );
+}
+
+#[test]
+fn hugepages_status_prints() {
+    let o = grorx(&["hugepages"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout).to_lowercase();
+    assert!(out.contains("mib") || out.contains("hugepage"), "{out}");
+}

@@ -1,0 +1,23 @@
+/* What dpdk-sys binds: the DPDK headers grorx uses, plus its C helpers. */
+#include <rte_config.h>
+#include <rte_version.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_lcore.h>
+#include <rte_launch.h>
+#include <rte_cycles.h>
+#include <rte_memory.h>
+#include <rte_malloc.h>
+#include <rte_ring.h>
+#include <rte_mempool.h>
+#include <rte_mbuf.h>
+#include <rte_mbuf_ptype.h>
+#include <rte_ethdev.h>
+#include <rte_eth_ring.h>
+#include <rte_dev.h>
+#include <rte_bus_vdev.h>
+#include <rte_net.h>
+#include <rte_gro.h>
+#include <rte_telemetry.h>
+#include <rte_thread.h>
+#include "helpers.h"

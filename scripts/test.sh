@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The test suite: installs what is missing, checks formatting and lints, runs
+# every test (unit, property, and integration tests that start a real EAL on
+# 4 KiB pages with virtual devices: no NIC and no hugepages needed).
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+cd "$HERE"
+scripts/setup.sh
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+cargo test --workspace "$@"
