@@ -9,10 +9,12 @@
 //! - The engine: [`worker`] (per-queue poll loop), [`gen`] (the embedded
 //!   source), [`run`] (one run, start to report), [`stats`], [`report`].
 
+pub mod capture;
 pub mod csum;
 pub mod eal;
 pub mod eal_args;
 pub mod gen;
+pub mod gro;
 pub mod lcores;
 pub mod mbuf;
 pub mod mempool;
@@ -24,6 +26,8 @@ pub mod report;
 pub mod ring_port;
 pub mod run;
 pub mod signal;
+pub mod skb;
 pub mod stats;
 pub mod traffic;
+pub mod wire;
 pub mod worker;

@@ -1,5 +1,7 @@
 //! The final report of a run: printed for people, or as one JSON object.
 
+use crate::capture::CaptureReport;
+use crate::gro::GroReport;
 use crate::port::{Link, PortStats};
 use crate::stats::fmt_pps;
 use serde::Serialize;
@@ -18,6 +20,26 @@ pub struct QueueReport {
     pub rx_polls: u64,
     /// Packets per non-empty poll.
     pub avg_burst: f64,
+    /// Packets the stage delivered (after GRO).
+    pub out_packets: u64,
+    pub gro: Option<GroReport>,
+}
+
+/// What the stage delivered (after GRO).
+#[derive(Debug, Clone, Serialize)]
+pub struct Delivered {
+    pub packets: u64,
+    pub bytes: u64,
+    /// Buffer bytes pinned per delivered byte (skb truesize; 0 with GRO off).
+    pub truesize_per_byte: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SkbReport {
+    pub mode: String,
+    pub headroom: u16,
+    pub headroom_miss: u64,
+    pub head_alloc_fail: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -84,6 +106,10 @@ pub struct Report {
     pub queues: Vec<QueueReport>,
     pub source: Option<SourceReport>,
     pub notes: Vec<String>,
+    pub gro: Option<GroReport>,
+    pub delivered: Delivered,
+    pub skb: SkbReport,
+    pub capture: Option<CaptureReport>,
 }
 
 impl Report {
@@ -139,6 +165,62 @@ impl Report {
                     fmt_pps(q.rx_pps),
                     q.rx_gbps,
                     q.avg_burst
+                ),
+            );
+        }
+        if let Some(g) = &self.gro {
+            let reasons: Vec<String> = g
+                .flush_reasons
+                .iter()
+                .filter(|(_, v)| **v > 0)
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect();
+            let pass: Vec<String> = g
+                .passthrough
+                .iter()
+                .filter(|(_, v)| **v > 0)
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect();
+            push(
+                &mut s,
+                format!(
+                    "  gro: {} segments in, {} packets out, {:.2} segments/packet (max {}); flushes: {}{}",
+                    g.segments_in,
+                    g.packets_out,
+                    g.avg_segments_per_packet,
+                    g.max_segments_per_packet,
+                    if reasons.is_empty() { "none".into() } else { reasons.join(", ") },
+                    if pass.is_empty() { String::new() } else { format!("; passed through: {}", pass.join(", ")) }
+                ),
+            );
+        }
+        push(
+            &mut s,
+            format!(
+                "  delivered: {} packets, {} bytes{}; skb {} (headroom {}, misses {})",
+                self.delivered.packets,
+                self.delivered.bytes,
+                if self.delivered.truesize_per_byte > 0.0 {
+                    format!(
+                        ", truesize {:.2} B per byte",
+                        self.delivered.truesize_per_byte
+                    )
+                } else {
+                    String::new()
+                },
+                self.skb.mode,
+                self.skb.headroom,
+                self.skb.headroom_miss
+            ),
+        );
+        if let Some(c) = &self.capture {
+            push(
+                &mut s,
+                format!(
+                    "  capture: {} packets, {} bytes to {}",
+                    c.packets,
+                    c.bytes,
+                    c.path.display()
                 ),
             );
         }

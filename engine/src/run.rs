@@ -2,20 +2,25 @@
 //! pools, workers on their lcores, the live stats loop on the main lcore,
 //! then a clean stop, teardown with every mbuf accounted, and the report.
 
+use crate::capture::{Capture, CaptureReport};
 use crate::eal::{self, Eal};
 use crate::eal_args::{self, EalOpt};
 use crate::gen::{self, GenConfig, GenStats};
+use crate::gro::{GroConfig, GroStats};
 use crate::lcores::{self, LcorePlan};
 use crate::mempool::{Mempool, PoolParams};
 use crate::pcap;
 use crate::pool_sizing::{self, Demand};
 use crate::port::{self, Port, PortConf};
 use crate::port_spec::PortSpec;
-use crate::report::{PoolReport, PortReport, QueueReport, Report, SourceReport};
+use crate::report::{
+    Delivered, PoolReport, PortReport, QueueReport, Report, SkbReport, SourceReport,
+};
 use crate::ring_port::RingPort;
 use crate::signal;
+use crate::skb::{self, SkbConf, SkbMode};
 use crate::stats::{fmt_pps, rates, QueueCounters};
-use crate::worker::{self, Assignment, PollConf};
+use crate::worker::{self, Assignment, StageKind, WorkerConf};
 use anyhow::{bail, Context, Result};
 use dpdk_sys as sys;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
@@ -53,6 +58,18 @@ pub struct RunOptions {
     pub eal: EalSetup,
     /// Print a stats line every second (to stderr).
     pub live: bool,
+    /// None: GRO off.
+    pub gro: Option<GroConfig>,
+    /// Hold packets across polls up to this long (0: flush every poll).
+    pub gro_flush_us: u32,
+    /// Headroom a prepend may use (at most DPDK's RTE_PKTMBUF_HEADROOM).
+    pub headroom: u16,
+    pub skb_mode: SkbMode,
+    /// Write every packet the GRO stage outputs to this pcap file.
+    pub capture: Option<std::path::PathBuf>,
+    /// mbufs a port keeps for itself (net_pcap infinite_rx caches its file);
+    /// filled in by `run`.
+    pub cached_frames: u32,
 }
 
 impl Default for RunOptions {
@@ -74,6 +91,12 @@ impl Default for RunOptions {
                 no_huge: false,
             },
             live: true,
+            gro: Some(GroConfig::default()),
+            gro_flush_us: 0,
+            headroom: sys::RTE_PKTMBUF_HEADROOM as u16,
+            skb_mode: SkbMode::Build,
+            capture: None,
+            cached_frames: 0,
         }
     }
 }
@@ -82,6 +105,10 @@ impl Default for RunOptions {
 const EAL_OVERHEAD: u64 = 64 << 20;
 /// Memory for `--no-huge -m` when falling back.
 const NO_HUGE_MIN_MB: u64 = 256;
+/// Packets the capture ring holds between workers and the writer.
+const CAPTURE_SLOTS: u32 = 8192;
+/// Bytes copy mode copies into its separate head (a driver's copy-break).
+const COPY_BREAK: u16 = 128;
 
 static POOL_SEQ: AtomicU32 = AtomicU32::new(0);
 
@@ -119,6 +146,31 @@ impl RunOptions {
         if self.ports.is_empty() {
             self.gen.validate().map_err(anyhow::Error::msg)?;
         }
+        if let Some(g) = &self.gro {
+            g.validate().map_err(anyhow::Error::msg)?;
+        }
+        if self.headroom as u32 > sys::RTE_PKTMBUF_HEADROOM {
+            bail!(
+                "--headroom {} is more than DPDK leaves in front of received data ({} B, RTE_PKTMBUF_HEADROOM, \
+                 fixed when DPDK is built): give 0..={}",
+                self.headroom,
+                sys::RTE_PKTMBUF_HEADROOM,
+                sys::RTE_PKTMBUF_HEADROOM
+            );
+        }
+        if self.skb_mode == SkbMode::Copy && self.gro.is_none() {
+            bail!("--skb-mode copy builds skbs for GRO: use it with --gro on");
+        }
+        if let Some(p) = &self.capture {
+            let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
+            if let Some(d) = dir.filter(|d| !d.is_dir()) {
+                bail!(
+                    "--capture {}: directory {} does not exist",
+                    p.display(),
+                    d.display()
+                );
+            }
+        }
         Ok(())
     }
 
@@ -134,7 +186,7 @@ impl RunOptions {
         }
     }
 
-    fn demand(&self, lcores: u32) -> Demand {
+    fn demand(&self, lcores: u32, extra: u32) -> Demand {
         let gen = self.uses_generator();
         Demand {
             rx_queues: self.queues as u32,
@@ -144,13 +196,22 @@ impl RunOptions {
             lcores,
             cache: self.pool_cache,
             burst: self.burst.max(gen::MAX_BURST as u16) as u32,
-            held_per_queue: 0,
+            // GRO holds at most a burst when it flushes every poll, else up to
+            // every flow's packet at its frag budget.
+            held_per_queue: match &self.gro {
+                Some(g) if self.gro_flush_us > 0 => g.flows as u32 * g.max_frags as u32,
+                _ => 0,
+            },
             // The generator's rings: RX rings hold up to rx_desc each, plus its pending bursts.
             extra: if gen {
                 self.queues as u32 * (self.rx_desc as u32 + gen::MAX_BURST as u32)
             } else {
                 0
-            },
+            } + if self.capture.is_some() {
+                CAPTURE_SLOTS
+            } else {
+                0
+            } + extra,
         }
     }
 
@@ -158,14 +219,14 @@ impl RunOptions {
     fn memory_needed(&self, lcores: u32) -> Result<u64> {
         let mtu = self.mtu.unwrap_or(1500);
         let room = self.data_room_for(mtu)?;
-        let n = pool_sizing::element_count(&self.demand(lcores));
+        let n = pool_sizing::element_count(&self.demand(lcores, self.cached_frames));
         let ports = self.ports.len().max(1) as u64;
         Ok(ports * pool_sizing::pool_bytes(n, PRIV_SIZE as u32, room as u32) + EAL_OVERHEAD)
     }
 }
 
-/// The mbuf private area reserved for the skb (built in place, issue #3).
-pub const PRIV_SIZE: u16 = 64;
+/// The mbuf private area reserved for the skb (built in place).
+pub const PRIV_SIZE: u16 = skb::PRIV_SIZE;
 
 /// Starts EAL from the options; returns it and the hugepage summary.
 fn start_eal(
@@ -280,6 +341,8 @@ fn start_eal(
 struct PortSlot {
     port: Port,
     pool: Mempool,
+    /// Copy mode's separate heads.
+    head_pool: Option<Mempool>,
     segments_per_frame: u32,
     /// Frames a one-shot pcap replay holds.
     pcap_frames: Option<u64>,
@@ -289,17 +352,29 @@ struct PortSlot {
 pub fn run(opts: &RunOptions) -> Result<Report> {
     opts.validate()?;
     // Files named by --port are checked before EAL starts.
+    // A one-shot replay ends when every frame arrived; an infinite one keeps
+    // the whole file in mbufs (net_pcap's infinite_rx), which the pool must hold.
     let mut pcap_frames: Vec<Option<u64>> = Vec::new();
+    let mut cached: Vec<u32> = Vec::new();
     for p in &opts.ports {
-        pcap_frames.push(match p.pcap_replay_once() {
+        let file = p
+            .arg("rx_pcap")
+            .filter(|_| p.dev_name().is_some_and(|n| n.starts_with("net_pcap")));
+        let frames = match file {
             Some(f) => Some(
                 pcap::count_frames(std::path::Path::new(f))
                     .with_context(|| format!("--port '{p}'"))?,
             ),
             None => None,
-        });
+        };
+        let once = p.pcap_replay_once().is_some();
+        pcap_frames.push(frames.filter(|_| once));
+        cached.push(if once { 0 } else { frames.unwrap_or(0) as u32 });
     }
-
+    let opts = &RunOptions {
+        cached_frames: cached.iter().copied().max().unwrap_or(0),
+        ..opts.clone()
+    };
     let (eal, huge_summary) = match &opts.eal {
         EalSetup::Start { user_args, no_huge } => start_eal(opts, user_args, *no_huge)?,
         EalSetup::Existing => (
@@ -340,6 +415,7 @@ pub fn run(opts: &RunOptions) -> Result<Report> {
         let rp = RingPort::create(opts.queues, opts.rx_desc as u32, socket)?;
         ids.push(rp.port_id);
         pcap_frames.push(None);
+        cached.push(0);
         ring_port = Some(rp);
     } else {
         for p in &opts.ports {
@@ -360,7 +436,7 @@ pub fn run(opts: &RunOptions) -> Result<Report> {
         let mtu = opts.mtu.unwrap_or(if cur == 0 { 1500 } else { cur });
         let room = opts.data_room_for(mtu)?;
         let _ = info;
-        let demand = opts.demand(lcore_count);
+        let demand = opts.demand(lcore_count, cached[i]);
         let n = pool_sizing::element_count(&demand);
         // SAFETY: plain query.
         let socket = unsafe { sys::rte_eth_dev_socket_id(id) };
@@ -385,9 +461,21 @@ pub fn run(opts: &RunOptions) -> Result<Report> {
         };
         let pools: Vec<&Mempool> = (0..opts.queues).map(|_| &pool).collect();
         let port = Port::configure(id, &conf, &pools)?;
+        let head_pool = match opts.skb_mode {
+            SkbMode::Copy => Some(Mempool::create(&PoolParams {
+                name: format!("grorx-h{id}-{}", POOL_SEQ.fetch_add(1, Relaxed)),
+                elements: n,
+                cache: pool_sizing::cache_size(opts.pool_cache, n),
+                priv_size: PRIV_SIZE,
+                data_room: (sys::RTE_PKTMBUF_HEADROOM as u16) + 2 * COPY_BREAK,
+                socket,
+            })?),
+            SkbMode::Build => None,
+        };
         slots.push(PortSlot {
             port,
             pool,
+            head_pool,
             segments_per_frame: segs,
             pcap_frames: pcap_frames[i],
         });
@@ -444,18 +532,47 @@ pub fn run(opts: &RunOptions) -> Result<Report> {
         }
     }
 
+    let capture = match &opts.capture {
+        Some(p) => Some(Capture::start(p, CAPTURE_SLOTS)?),
+        None => None,
+    };
     let worker_stop = Arc::new(AtomicBool::new(false));
     let gen_stop = Arc::new(AtomicBool::new(false));
     let gen_stats = Arc::new(GenStats::default());
-    let pc = PollConf {
+    let wc = WorkerConf {
         burst: opts.burst,
         drain_rounds: opts.rx_desc as u32 / opts.burst.max(1) as u32 + 4,
+        gro: opts.gro,
+        gro_hold_tsc: opts.gro_flush_us as u64 * eal.tsc_hz() / 1_000_000,
+        stage: match &capture {
+            Some(c) => StageKind::Capture(c.tx()),
+            None => StageKind::Sink,
+        },
+    };
+    let skb_conf = |id: u16| -> SkbConf {
+        let s = slots
+            .iter()
+            .find(|s| s.port.id == id)
+            .expect("queue of a known port");
+        SkbConf {
+            mode: opts.skb_mode,
+            headroom: opts.headroom,
+            buf_truesize: skb::truesize_of(&s.pool),
+            head_pool: s
+                .head_pool
+                .as_ref()
+                .map(|p| p.as_ptr())
+                .unwrap_or(std::ptr::null_mut()),
+            head_truesize: s.head_pool.as_ref().map(skb::truesize_of).unwrap_or(0),
+            copy_len: COPY_BREAK,
+        }
     };
     let mut launched = Vec::new();
     let t_start = Instant::now();
     for a in &plan {
-        let (qs, c, st) = (a.queues.clone(), counters.clone(), worker_stop.clone());
-        launched.push(eal.launch(a.lcore, move || worker::sink_loop(qs, c, st, pc))?);
+        let qs: Vec<_> = a.queues.iter().map(|q| (*q, skb_conf(q.port))).collect();
+        let (c, st) = (counters.clone(), worker_stop.clone());
+        launched.push(eal.launch(a.lcore, move || worker::run(qs, c, st, wc))?);
     }
     let gen_launched = match (gen_lcore, &ring_port) {
         (Some(l), Some(rp)) => {
@@ -488,6 +605,7 @@ pub fn run(opts: &RunOptions) -> Result<Report> {
             .sum()
     };
     let mut last = (0u64, 0u64);
+    let mut last_gro = (0u64, 0u64);
     let mut last_t = t_start;
     let mut next_print = t_start + Duration::from_secs(1);
     let mut last_progress = t_start;
@@ -560,6 +678,17 @@ pub fn run(opts: &RunOptions) -> Result<Report> {
                 let st = s.port.stats();
                 (a.0 + st.imissed, a.1 + st.rx_nombuf)
             });
+            if opts.gro.is_some() {
+                let (si, po) = counters
+                    .iter()
+                    .map(|c| c.read_gro())
+                    .fold((0, 0), |a, g| (a.0 + g.segments_in, a.1 + g.packets_out));
+                let (dsi, dpo) = (si - last_gro.0, po - last_gro.1);
+                last_gro = (si, po);
+                if dpo > 0 {
+                    line.push_str(&format!(" | gro {:.1} seg/pkt", dsi as f64 / dpo as f64));
+                }
+            }
             line.push_str(&format!(" | missed {missed} no-mbuf {nombuf}"));
             eprintln!("{line}");
             last = (pk, by);
@@ -578,14 +707,35 @@ pub fn run(opts: &RunOptions) -> Result<Report> {
         l.wait();
     }
     let duration_s = t_start.elapsed().as_secs_f64();
+    let capture_report: Option<CaptureReport> = match capture {
+        Some(c) => Some(c.finish()?),
+        None => None,
+    };
 
     // Report, then teardown with accounting.
     let (rx_packets, rx_bytes) = total(&counters);
     let (rx_pps, rx_gbps) = rates(rx_packets, rx_bytes, duration_s);
     let mut queues = Vec::new();
+    let mut gro_total = GroStats::default();
+    let (
+        mut out_packets,
+        mut out_bytes,
+        mut truesize,
+        mut headroom_miss,
+        mut head_alloc_fail,
+        mut capture_waits,
+    ) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
     for a in &plan {
         for q in &a.queues {
             let l = counters[q.slot].read();
+            let g = counters[q.slot].read_gro();
+            gro_total.add(&g);
+            out_packets += l.out_packets;
+            out_bytes += l.out_bytes;
+            truesize += l.truesize;
+            headroom_miss += l.headroom_miss;
+            head_alloc_fail += l.head_alloc_fail;
+            capture_waits += l.capture_waits;
             let (pps, gbps) = rates(l.rx_packets, l.rx_bytes, duration_s);
             queues.push(QueueReport {
                 port: q.port,
@@ -603,6 +753,8 @@ pub fn run(opts: &RunOptions) -> Result<Report> {
                 } else {
                     0.0
                 },
+                out_packets: l.out_packets,
+                gro: opts.gro.map(|_| g.report()),
             });
         }
     }
@@ -672,13 +824,42 @@ pub fn run(opts: &RunOptions) -> Result<Report> {
         }
     });
 
+    let delivered = Delivered {
+        packets: out_packets,
+        bytes: out_bytes,
+        truesize_per_byte: if out_bytes > 0 && opts.gro.is_some() {
+            truesize as f64 / out_bytes as f64
+        } else {
+            0.0
+        },
+    };
+    let skb_report = SkbReport {
+        mode: match opts.skb_mode {
+            SkbMode::Build => "build".into(),
+            SkbMode::Copy => "copy".into(),
+        },
+        headroom: opts.headroom,
+        headroom_miss,
+        head_alloc_fail,
+    };
+    if capture_waits > 0 {
+        notes.push(format!(
+            "capture: workers waited {capture_waits} times for the writer (nothing was lost)"
+        ));
+    }
+
     // Close ports (their queues give mbufs back), free what sits in the
     // embedded rings, then count what is still out of each pool.
     for s in &mut slots {
         s.port.close();
     }
     let freed_at_teardown = ring_port.as_ref().map(|r| r.drain_and_free()).unwrap_or(0);
-    let mbufs_leaked: u64 = slots.iter().map(|s| s.pool.in_use() as u64).sum();
+    let mbufs_leaked: u64 = slots
+        .iter()
+        .map(|s| {
+            s.pool.in_use() as u64 + s.head_pool.as_ref().map(|h| h.in_use() as u64).unwrap_or(0)
+        })
+        .sum();
     if mbufs_leaked > 0 {
         notes.push(format!(
             "{mbufs_leaked} mbuf(s) not back in their pool: the pool is kept (not freed)"
@@ -686,7 +867,10 @@ pub fn run(opts: &RunOptions) -> Result<Report> {
     }
     // Ports before their rings and pools; a pool with mbufs out is leaked on
     // purpose rather than freed under someone's feet.
-    let pools: Vec<Mempool> = slots.into_iter().map(|s| s.pool).collect();
+    let pools: Vec<Mempool> = slots
+        .into_iter()
+        .flat_map(|s| std::iter::once(s.pool).chain(s.head_pool))
+        .collect();
     drop(ring_port);
     for p in pools {
         if p.in_use() == 0 {
@@ -713,6 +897,10 @@ pub fn run(opts: &RunOptions) -> Result<Report> {
         queues,
         source,
         notes,
+        gro: opts.gro.map(|_| gro_total.report()),
+        delivered,
+        skb: skb_report,
+        capture: capture_report,
     })
 }
 

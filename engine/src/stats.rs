@@ -4,6 +4,7 @@
 //! x86: no lock prefix), the reader loads relaxed. Single writer, so no
 //! read-modify-write atomics are needed.
 
+use crate::gro::{Flush, GroStats, Pass};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 #[derive(Default)]
@@ -15,8 +16,28 @@ pub struct QueueCounters {
     pub rx_bursts: AtomicU64,
     /// Every poll, empty or not.
     pub rx_polls: AtomicU64,
-    /// mbufs freed by the stage (delivered to the sink).
-    pub freed: AtomicU64,
+    /// Packets and bytes the stage delivered (after GRO).
+    pub out_packets: AtomicU64,
+    pub out_bytes: AtomicU64,
+    /// Buffer bytes the delivered packets pinned (skb truesize).
+    pub truesize: AtomicU64,
+    /// Times the capture ring was full and the worker waited.
+    pub capture_waits: AtomicU64,
+    pub headroom_miss: AtomicU64,
+    pub head_alloc_fail: AtomicU64,
+    /// The queue's GRO counters, published every few polls.
+    pub gro: GroCounters,
+}
+
+/// `GroStats` as single-writer atomics.
+#[derive(Default)]
+pub struct GroCounters {
+    segments_in: AtomicU64,
+    packets_out: AtomicU64,
+    merged_segments: AtomicU64,
+    max_segments: AtomicU64,
+    flush: [AtomicU64; Flush::N],
+    pass: [AtomicU64; Pass::N],
 }
 
 /// A worker's private running totals, published to the shared block.
@@ -26,7 +47,12 @@ pub struct Local {
     pub rx_bytes: u64,
     pub rx_bursts: u64,
     pub rx_polls: u64,
-    pub freed: u64,
+    pub out_packets: u64,
+    pub out_bytes: u64,
+    pub truesize: u64,
+    pub capture_waits: u64,
+    pub headroom_miss: u64,
+    pub head_alloc_fail: u64,
 }
 
 impl QueueCounters {
@@ -36,7 +62,44 @@ impl QueueCounters {
         self.rx_bytes.store(l.rx_bytes, Relaxed);
         self.rx_bursts.store(l.rx_bursts, Relaxed);
         self.rx_polls.store(l.rx_polls, Relaxed);
-        self.freed.store(l.freed, Relaxed);
+        self.out_packets.store(l.out_packets, Relaxed);
+        self.out_bytes.store(l.out_bytes, Relaxed);
+        self.truesize.store(l.truesize, Relaxed);
+        self.capture_waits.store(l.capture_waits, Relaxed);
+        self.headroom_miss.store(l.headroom_miss, Relaxed);
+        self.head_alloc_fail.store(l.head_alloc_fail, Relaxed);
+    }
+
+    pub fn publish_gro(&self, g: &GroStats) {
+        let c = &self.gro;
+        c.segments_in.store(g.segments_in, Relaxed);
+        c.packets_out.store(g.packets_out, Relaxed);
+        c.merged_segments.store(g.merged_segments, Relaxed);
+        c.max_segments.store(g.max_segments, Relaxed);
+        for (a, v) in c.flush.iter().zip(g.flush) {
+            a.store(v, Relaxed);
+        }
+        for (a, v) in c.pass.iter().zip(g.pass) {
+            a.store(v, Relaxed);
+        }
+    }
+
+    pub fn read_gro(&self) -> GroStats {
+        let c = &self.gro;
+        let mut g = GroStats {
+            segments_in: c.segments_in.load(Relaxed),
+            packets_out: c.packets_out.load(Relaxed),
+            merged_segments: c.merged_segments.load(Relaxed),
+            max_segments: c.max_segments.load(Relaxed),
+            ..GroStats::default()
+        };
+        for (v, a) in g.flush.iter_mut().zip(&c.flush) {
+            *v = a.load(Relaxed);
+        }
+        for (v, a) in g.pass.iter_mut().zip(&c.pass) {
+            *v = a.load(Relaxed);
+        }
+        g
     }
 
     pub fn read(&self) -> Local {
@@ -45,7 +108,12 @@ impl QueueCounters {
             rx_bytes: self.rx_bytes.load(Relaxed),
             rx_bursts: self.rx_bursts.load(Relaxed),
             rx_polls: self.rx_polls.load(Relaxed),
-            freed: self.freed.load(Relaxed),
+            out_packets: self.out_packets.load(Relaxed),
+            out_bytes: self.out_bytes.load(Relaxed),
+            truesize: self.truesize.load(Relaxed),
+            capture_waits: self.capture_waits.load(Relaxed),
+            headroom_miss: self.headroom_miss.load(Relaxed),
+            head_alloc_fail: self.head_alloc_fail.load(Relaxed),
         }
     }
 }
@@ -91,14 +159,30 @@ mod tests {
             rx_bytes: 700,
             rx_bursts: 2,
             rx_polls: 9,
-            freed: 5,
+            out_packets: 3,
+            ..Default::default()
         };
         c.publish(&l);
         let r = c.read();
         assert_eq!(
-            (r.rx_packets, r.rx_bytes, r.rx_bursts, r.rx_polls, r.freed),
-            (5, 700, 2, 9, 5)
+            (
+                r.rx_packets,
+                r.rx_bytes,
+                r.rx_bursts,
+                r.rx_polls,
+                r.out_packets
+            ),
+            (5, 700, 2, 9, 3)
         );
+        let mut g = GroStats {
+            segments_in: 9,
+            max_segments: 4,
+            ..Default::default()
+        };
+        g.flush[Flush::Psh as usize] = 2;
+        g.pass[Pass::NoPayload.index()] = 1;
+        c.publish_gro(&g);
+        assert_eq!(c.read_gro(), g);
     }
 
     #[test]

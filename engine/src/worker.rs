@@ -1,17 +1,28 @@
-//! The per-lcore poll loop: each worker polls its RX queues run-to-completion
-//! and hands every burst to its stage. Nothing is shared between workers but
-//! the stop flag; counters are per queue and single-writer.
+//! The per-lcore poll loop: each worker polls its RX queues run-to-completion.
+//! A burst becomes skbs built in place, goes through the queue's own GRO
+//! table (no locks, nothing shared), and what GRO lets out goes to the stage
+//! (sink: count and free; capture: hand to the writer) in bulk. Counters are
+//! per queue and single-writer.
 
+use crate::eal::tsc;
+use crate::gro::{Gro, GroConfig};
 use crate::mbuf::{BulkFree, Burst};
+use crate::ring_port::RingPtr;
+use crate::skb::{Skb, SkbConf, SkbStats};
 use crate::stats::{Local, QueueCounters};
+use dpdk_sys::{self as sys, inline as mb};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// The largest RX burst a worker asks for.
 pub const MAX_BURST: usize = 256;
+/// Packets a stage takes at once.
+const OUTBOX: usize = 64;
+/// Polls between two publications of the GRO counters.
+const GRO_PUBLISH_EVERY: u32 = 64;
 
 /// One RX queue a worker polls, and where its counters live.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub struct QueueRef {
     pub port: u16,
     pub queue: u16,
@@ -20,7 +31,7 @@ pub struct QueueRef {
 }
 
 /// A worker lcore's share of the queues.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Assignment {
     pub lcore: u32,
     pub queues: Vec<QueueRef>,
@@ -47,26 +58,142 @@ pub fn assign(queues: &[(u16, u16)], lcores: &[u32]) -> Vec<Assignment> {
     out
 }
 
-/// How a worker polls.
+/// Where packets go after GRO.
 #[derive(Debug, Clone, Copy)]
-pub struct PollConf {
+pub enum StageKind {
+    /// Count and free.
+    Sink,
+    /// Hand to the capture writer.
+    Capture(RingPtr),
+}
+
+/// How a worker polls and processes.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkerConf {
     pub burst: u16,
     /// After stop, poll at most this many more rounds to take what is
     /// already queued (a source like net_null never runs dry).
     pub drain_rounds: u32,
+    /// None: GRO off (packets go to the stage as received).
+    pub gro: Option<GroConfig>,
+    /// Hold packets across polls up to this many TSC ticks (0: flush at the
+    /// end of every poll).
+    pub gro_hold_tsc: u64,
+    pub stage: StageKind,
 }
 
-/// The sink stage: count and free, in bulk, once per burst.
-pub fn sink_loop(
-    queues: Vec<QueueRef>,
+/// A queue's skb settings (its pool's buffer size, the copy-mode head pool).
+pub type QueueSkb = SkbConf;
+
+/// The stage's end of the pipeline: output packets batched, then delivered.
+struct Outbox {
+    pkts: [*mut sys::rte_mbuf; OUTBOX],
+    n: usize,
+    stage: StageKind,
+    freer: BulkFree,
+    out_packets: u64,
+    out_bytes: u64,
+    truesize: u64,
+    capture_waits: u64,
+}
+
+impl Outbox {
+    #[inline(always)]
+    fn push_skb(&mut self, s: Skb) {
+        self.truesize += s.meta().truesize as u64;
+        self.push(s.into_mbuf());
+    }
+
+    #[inline(always)]
+    fn push(&mut self, m: *mut sys::rte_mbuf) {
+        if self.n == OUTBOX {
+            self.deliver();
+        }
+        self.pkts[self.n] = m;
+        self.n += 1;
+    }
+
+    #[inline(always)]
+    fn deliver(&mut self) {
+        if self.n == 0 {
+            return;
+        }
+        let pk = &self.pkts[..self.n];
+        match self.stage {
+            StageKind::Sink => {
+                for &m in pk {
+                    // SAFETY: the outbox owns these chains; freed once.
+                    self.out_bytes += unsafe { self.freer.chain(m) } as u64;
+                }
+                self.freer.flush();
+            }
+            StageKind::Capture(ring) => {
+                for &m in pk {
+                    // SAFETY: field read of an owned chain.
+                    self.out_bytes += unsafe { mb::pkt_len(m) } as u64;
+                }
+                let mut done = 0;
+                while done < self.n {
+                    // SAFETY: the ring takes ownership of what it enqueues.
+                    let k = unsafe {
+                        sys::rte_ring_enqueue_burst(
+                            ring.0,
+                            self.pkts[done..self.n].as_ptr() as *const *mut std::ffi::c_void,
+                            (self.n - done) as u32,
+                            std::ptr::null_mut(),
+                        )
+                    };
+                    if k == 0 {
+                        self.capture_waits += 1;
+                        std::hint::spin_loop();
+                    }
+                    done += k as usize;
+                }
+            }
+        }
+        self.out_packets += self.n as u64;
+        self.n = 0;
+    }
+}
+
+struct QueueState {
+    q: QueueRef,
+    skb: SkbConf,
+    skb_stats: SkbStats,
+    gro: Option<Gro<Skb>>,
+    local: Local,
+    polls_since_publish: u32,
+}
+
+/// The worker's loop; returns when `stop` is set and the queues are drained.
+pub fn run(
+    queues: Vec<(QueueRef, SkbConf)>,
     counters: Arc<[QueueCounters]>,
     stop: Arc<AtomicBool>,
-    pc: PollConf,
+    wc: WorkerConf,
 ) -> i32 {
-    let mut local: Vec<Local> = vec![Local::default(); queues.len()];
+    let mut states: Vec<QueueState> = queues
+        .into_iter()
+        .map(|(q, skb)| QueueState {
+            q,
+            skb,
+            skb_stats: SkbStats::default(),
+            gro: wc.gro.map(Gro::new),
+            local: Local::default(),
+            polls_since_publish: 0,
+        })
+        .collect();
     let mut b: Burst<MAX_BURST> = Burst::new();
-    let mut freer = BulkFree::new();
-    let burst = pc.burst;
+    let mut outbox = Outbox {
+        pkts: [std::ptr::null_mut(); OUTBOX],
+        n: 0,
+        stage: wc.stage,
+        freer: BulkFree::new(),
+        out_packets: 0,
+        out_bytes: 0,
+        truesize: 0,
+        capture_waits: 0,
+    };
     let mut drained = 0u32;
     loop {
         let stopping = stop.load(Relaxed);
@@ -74,29 +201,102 @@ pub fn sink_loop(
             drained += 1;
         }
         let mut got = 0;
-        for (q, l) in queues.iter().zip(local.iter_mut()) {
-            let n = b.rx(q.port, q.queue, burst);
-            l.rx_polls += 1;
-            if n == 0 {
-                continue;
-            }
+        for st in states.iter_mut() {
+            let n = b.rx(st.q.port, st.q.queue, wc.burst);
+            st.local.rx_polls += 1;
             got += n;
-            let bytes = b.free_all_counted(&mut freer);
-            freer.flush();
-            l.rx_packets += n as u64;
-            l.rx_bytes += bytes;
-            l.rx_bursts += 1;
-            l.freed += n as u64;
-            counters[q.slot].publish(l);
+            let (p0, b0, t0, w0) = (
+                outbox.out_packets,
+                outbox.out_bytes,
+                outbox.truesize,
+                outbox.capture_waits,
+            );
+            match &mut st.gro {
+                None => {
+                    if n > 0 {
+                        if let StageKind::Sink = wc.stage {
+                            // The plain sink: count and free in one pass.
+                            let bytes = b.free_all_counted(&mut outbox.freer);
+                            outbox.freer.flush();
+                            st.local.rx_bytes += bytes;
+                            outbox.out_packets += n as u64;
+                            outbox.out_bytes += bytes;
+                        } else {
+                            for &m in b.as_slice() {
+                                // SAFETY: owned mbufs from the burst, moved to the outbox.
+                                st.local.rx_bytes += unsafe { mb::pkt_len(m) } as u64;
+                                outbox.push(m);
+                            }
+                            b.clear_moved();
+                        }
+                    }
+                }
+                Some(gro) => {
+                    let now = if n > 0 || gro.held() > 0 { tsc() } else { 0 };
+                    if n > 0 {
+                        let mut bytes = 0u64;
+                        for &m in b.as_slice() {
+                            // SAFETY: each received mbuf is handed to its skb once.
+                            let skb = unsafe {
+                                bytes += mb::pkt_len(m) as u64;
+                                Skb::build(m, &st.skb, &mut st.skb_stats)
+                            };
+                            gro.receive(skb, now, &mut |s| outbox.push_skb(s));
+                        }
+                        b.clear_moved();
+                        st.local.rx_bytes += bytes;
+                    }
+                    if gro.held() > 0 {
+                        if wc.gro_hold_tsc == 0 || stopping {
+                            gro.flush_all(&mut |s| outbox.push_skb(s));
+                        } else {
+                            gro.flush_older(now.saturating_sub(wc.gro_hold_tsc), &mut |s| {
+                                outbox.push_skb(s)
+                            });
+                        }
+                    }
+                }
+            }
+            outbox.deliver();
+            if n > 0 {
+                st.local.rx_packets += n as u64;
+                st.local.rx_bursts += 1;
+            }
+            st.local.out_packets += outbox.out_packets - p0;
+            st.local.out_bytes += outbox.out_bytes - b0;
+            st.local.truesize += outbox.truesize - t0;
+            st.local.capture_waits += outbox.capture_waits - w0;
+            st.local.headroom_miss = st.skb_stats.headroom_miss;
+            st.local.head_alloc_fail = st.skb_stats.head_alloc_fail;
+            if n > 0 {
+                counters[st.q.slot].publish(&st.local);
+            }
+            st.polls_since_publish += 1;
+            if st.polls_since_publish >= GRO_PUBLISH_EVERY {
+                st.polls_since_publish = 0;
+                if let Some(g) = &st.gro {
+                    counters[st.q.slot].publish_gro(g.stats());
+                }
+            }
         }
         // After stop, keep polling until the queues are empty, so what was
         // already in them is counted rather than left behind.
-        if stopping && (got == 0 || drained > pc.drain_rounds) {
+        if stopping && (got == 0 || drained > wc.drain_rounds) {
             break;
         }
     }
-    for (q, l) in queues.iter().zip(&local) {
-        counters[q.slot].publish(l);
+    // Whatever GRO still holds leaves now (the stage delivers it).
+    for st in states.iter_mut() {
+        if let Some(g) = &mut st.gro {
+            let (p0, b0, t0) = (outbox.out_packets, outbox.out_bytes, outbox.truesize);
+            g.flush_all(&mut |s| outbox.push_skb(s));
+            outbox.deliver();
+            st.local.out_packets += outbox.out_packets - p0;
+            st.local.out_bytes += outbox.out_bytes - b0;
+            st.local.truesize += outbox.truesize - t0;
+            counters[st.q.slot].publish_gro(g.stats());
+        }
+        counters[st.q.slot].publish(&st.local);
     }
     0
 }

@@ -3,9 +3,11 @@
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 use grorx::gen::GenConfig;
+use grorx::gro::{CsumMode, GroConfig};
 use grorx::lcores::parse_cpu_list;
 use grorx::port_spec::PortSpec;
 use grorx::run::{self, EalSetup, RunOptions};
+use grorx::skb::SkbMode;
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -73,10 +75,66 @@ struct SinkArgs {
     #[arg(long)]
     no_promisc: bool,
     #[command(flatten)]
+    gro: GroArgs,
+    #[command(flatten)]
     gen: GenArgs,
     /// EAL arguments (after --).
     #[arg(last = true, value_name = "EAL ARGS")]
     eal: Vec<String>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum OnOff {
+    On,
+    Off,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum CsumArg {
+    /// Validate IPv4 and TCP checksums in software unless the NIC vouches.
+    Verify,
+    /// Validate nothing (what DPDK's rte_gro does).
+    Trust,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum SkbArg {
+    /// The skb is built in place in the received mbuf.
+    Build,
+    /// A separate head, headers copied (the pre-build_skb way, for comparison).
+    Copy,
+}
+
+#[derive(Args)]
+#[command(next_help_heading = "GRO and the skb")]
+struct GroArgs {
+    /// Software GRO per RX queue.
+    #[arg(long, value_enum, default_value = "on")]
+    gro: OnOff,
+    /// Buffers one merged packet may span (1-64; Linux's MAX_SKB_FRAGS is 17).
+    #[arg(long, default_value_t = 17)]
+    max_frags: u16,
+    /// Largest merged IP packet in bytes.
+    #[arg(long, default_value_t = 65535)]
+    gro_max_size: u32,
+    /// Flows held at once per queue (the oldest is flushed when full).
+    #[arg(long, default_value_t = 64)]
+    gro_flows: usize,
+    /// Hold packets across polls up to this many microseconds (0: flush at the end of each poll).
+    #[arg(long, default_value_t = 0)]
+    gro_flush_us: u32,
+    /// Checksum validation.
+    #[arg(long, value_enum, default_value = "verify")]
+    gro_csum: CsumArg,
+    /// Headroom a prepend may use, in bytes (at most DPDK's 128).
+    #[arg(long, default_value_t = 128)]
+    headroom: u16,
+    /// How the skb is built.
+    #[arg(long, value_enum, default_value = "build")]
+    skb_mode: SkbArg,
+    /// Write every packet GRO outputs (merged or passed through) to this pcap file.
+    #[arg(long, value_name = "FILE")]
+    capture: Option<std::path::PathBuf>,
 }
 
 #[derive(Args)]
@@ -146,6 +204,24 @@ fn sink(a: SinkArgs) -> Result<()> {
             no_huge: a.no_huge,
         },
         live: !a.quiet,
+        gro: (a.gro.gro == OnOff::On).then_some(GroConfig {
+            max_frags: a.gro.max_frags,
+            max_size: a.gro.gro_max_size,
+            flows: a.gro.gro_flows,
+            csum: match a.gro.gro_csum {
+                CsumArg::Verify => CsumMode::Verify,
+                CsumArg::Trust => CsumMode::Trust,
+            },
+            ..GroConfig::default()
+        }),
+        gro_flush_us: a.gro.gro_flush_us,
+        headroom: a.gro.headroom,
+        skb_mode: match a.gro.skb_mode {
+            SkbArg::Build => SkbMode::Build,
+            SkbArg::Copy => SkbMode::Copy,
+        },
+        capture: a.gro.capture,
+        cached_frames: 0,
     };
     grorx::signal::install();
     let report = run::run(&opts);

@@ -1,0 +1,158 @@
+//! What GRO needs of a packet buffer. The engine implements it for skbs
+//! built on mbuf chains; `VecBuf` implements it on plain vectors so the GRO
+//! core is tested, property-tested and fuzzed without EAL.
+
+/// What the NIC said about a checksum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CsumHint {
+    #[default]
+    Unknown,
+    Good,
+    Bad,
+    /// The data was verified but the checksum field is not final (DPDK's
+    /// `..._CKSUM_NONE`, e.g. virtio's NEEDS_CSUM): sum the bytes, compare nothing.
+    DataGood,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RxHints {
+    pub ip: CsumHint,
+    pub l4: CsumHint,
+}
+
+/// How a packet leaving GRO is laid out (for TX offloads and the skb).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GsoInfo {
+    pub l2_len: u16,
+    pub l3_len: u16,
+    pub l4_len: u16,
+    /// Payload bytes per original segment (the first segment's size).
+    pub mss: u16,
+    /// Segments merged into this packet (1: not merged).
+    pub segs: u16,
+    pub ipv6: bool,
+    /// The TCP checksum field holds the pseudo-header sum for TSO, not the
+    /// full checksum (see `OutCsum::Pseudo`).
+    pub tso: bool,
+}
+
+/// A packet GRO can hold and extend. Headers are contiguous in the first
+/// segment (every PMD and pool grorx uses guarantees that: the first segment
+/// holds at least 1 KiB).
+pub trait GroBuf {
+    /// The first segment's bytes.
+    fn head(&self) -> &[u8];
+    fn head_mut(&mut self) -> &mut [u8];
+    /// Bytes in all segments.
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Buffers in the chain.
+    fn segs(&self) -> u16;
+    fn rx_hints(&self) -> RxHints;
+    /// Calls `f` on the bytes `[off, off + len)`, chunk by chunk, in order.
+    fn for_each_chunk<F: FnMut(&[u8])>(&self, off: usize, len: usize, f: F);
+    /// Buffers that hold bytes at or after `off`.
+    fn segs_from(&self, off: usize) -> u16;
+    /// Appends `other` without its first `off` bytes (its headers).
+    fn append(&mut self, other: Self, off: usize);
+    /// The packet leaves GRO laid out like this.
+    fn set_gso(&mut self, info: &GsoInfo);
+}
+
+/// A packet as a list of byte vectors (one per "buffer"), for tests and fuzzing.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct VecBuf {
+    pub segs: Vec<Vec<u8>>,
+    pub hints: RxHints,
+    pub gso: Option<GsoInfo>,
+    /// Ids of the input packets this one is made of, in order.
+    pub ids: Vec<u64>,
+}
+
+impl VecBuf {
+    pub fn new(id: u64, frame: Vec<u8>) -> VecBuf {
+        VecBuf {
+            segs: vec![frame],
+            ids: vec![id],
+            ..Default::default()
+        }
+    }
+
+    /// A frame split into buffers of at most `room` bytes (multi-segment RX).
+    pub fn split(id: u64, frame: &[u8], room: usize) -> VecBuf {
+        let segs = frame.chunks(room.max(1)).map(|c| c.to_vec()).collect();
+        VecBuf {
+            segs,
+            ids: vec![id],
+            ..Default::default()
+        }
+    }
+
+    pub fn bytes(&self) -> Vec<u8> {
+        self.segs.concat()
+    }
+}
+
+impl GroBuf for VecBuf {
+    fn head(&self) -> &[u8] {
+        self.segs.first().map(|s| s.as_slice()).unwrap_or(&[])
+    }
+    fn head_mut(&mut self) -> &mut [u8] {
+        self.segs
+            .first_mut()
+            .map(|s| s.as_mut_slice())
+            .unwrap_or(&mut [])
+    }
+    fn len(&self) -> usize {
+        self.segs.iter().map(|s| s.len()).sum()
+    }
+    fn segs(&self) -> u16 {
+        self.segs.len() as u16
+    }
+    fn rx_hints(&self) -> RxHints {
+        self.hints
+    }
+    fn for_each_chunk<F: FnMut(&[u8])>(&self, mut off: usize, mut len: usize, mut f: F) {
+        for s in &self.segs {
+            if len == 0 {
+                break;
+            }
+            if off >= s.len() {
+                off -= s.len();
+                continue;
+            }
+            let n = (s.len() - off).min(len);
+            f(&s[off..off + n]);
+            len -= n;
+            off = 0;
+        }
+    }
+    fn segs_from(&self, mut off: usize) -> u16 {
+        let mut n = 0;
+        for s in &self.segs {
+            if off >= s.len() {
+                off -= s.len();
+            } else {
+                n += 1;
+                off = 0;
+            }
+        }
+        n
+    }
+    fn append(&mut self, other: VecBuf, mut off: usize) {
+        for s in other.segs {
+            if off >= s.len() {
+                off -= s.len();
+                continue;
+            }
+            self.segs.push(s[off..].to_vec());
+            off = 0;
+        }
+        self.ids.extend(other.ids);
+    }
+    fn set_gso(&mut self, info: &GsoInfo) {
+        self.gso = Some(*info);
+    }
+}

@@ -1,0 +1,139 @@
+//! A flow's identity, as Linux decides "same flow": the MAC header
+//! (addresses and VLAN tags), the IP addresses (and the IPv6 flow label) and
+//! the TCP ports. Seven words: compared in a few instructions, hashed cheaply.
+
+use crate::wire::Fields;
+
+#[derive(Debug, Clone, Copy, Eq, Default)]
+pub struct FlowKey {
+    w: [u64; 7],
+}
+
+#[inline(always)]
+fn word(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+impl PartialEq for FlowKey {
+    /// Word by word, without a call to memcmp.
+    #[inline(always)]
+    fn eq(&self, o: &FlowKey) -> bool {
+        let mut d = 0;
+        for i in 0..7 {
+            d |= self.w[i] ^ o.w[i];
+        }
+        d == 0
+    }
+}
+
+impl std::hash::Hash for FlowKey {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.w.hash(h)
+    }
+}
+
+impl FlowKey {
+    /// The key of a parsed segment.
+    #[inline(always)]
+    pub fn new(f: &Fields) -> FlowKey {
+        let t = f.layout();
+        let m = f.macs();
+        let mut w = [0u64; 7];
+        w[0] = word(m, 0);
+        w[1] = u32::from_le_bytes([m[8], m[9], m[10], m[11]]) as u64
+            | (t.tci[0] as u64) << 32
+            | (t.tci[1] as u64) << 48;
+        w[2] = f.ports() as u64
+            | (f.flow_label() as u64) << 32
+            | (t.vlans as u64) << 52
+            | (t.ipv6 as u64) << 54;
+        let a = f.addrs();
+        if t.ipv6 {
+            for (i, wi) in w[3..7].iter_mut().enumerate() {
+                *wi = word(a, i * 8);
+            }
+        } else {
+            w[3] = word(a, 0);
+        }
+        FlowKey { w }
+    }
+
+    /// A 32-bit hash: the words folded with rotations, then one multiply.
+    /// Flows are not adversarial here, and a flood only evicts: the table
+    /// never grows.
+    #[inline(always)]
+    pub fn hash(&self) -> u32 {
+        let w = &self.w;
+        let x = w[0]
+            ^ w[1].rotate_left(13)
+            ^ w[2].rotate_left(29)
+            ^ w[3].rotate_left(43)
+            ^ w[4].rotate_left(7)
+            ^ w[5].rotate_left(19)
+            ^ w[6].rotate_left(37);
+        let x = x ^ (x >> 32);
+        (x.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as u32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::traffic::{segment_stream, FlowSpec};
+    use crate::wire::Tcp;
+
+    fn key(spec: &FlowSpec) -> FlowKey {
+        let f = segment_stream(spec, 0, 1, 100, 1448).remove(0);
+        let t = Tcp::parse(&f, f.len(), true).unwrap();
+        FlowKey::new(&Fields::new(&f, t))
+    }
+
+    #[test]
+    fn every_identity_field_counts() {
+        for ipv6 in [false, true] {
+            let base = FlowSpec::numbered(1, ipv6);
+            let k = key(&base);
+            assert_eq!(k, key(&base));
+            let mut s = base.clone();
+            s.sport += 1;
+            assert_ne!(k, key(&s));
+            let mut s = base.clone();
+            s.src_mac[5] ^= 1;
+            assert_ne!(k, key(&s));
+            let mut s = base.clone();
+            s.vlans = vec![10];
+            assert_ne!(k, key(&s));
+            let mut s2 = s.clone();
+            s2.vlans = vec![11];
+            assert_ne!(key(&s), key(&s2));
+            let mut s = base.clone();
+            match &mut s.addrs {
+                crate::traffic::Addrs::V4 { dst, .. } => dst[3] ^= 1,
+                crate::traffic::Addrs::V6 { dst, .. } => dst[15] ^= 1,
+            }
+            assert_ne!(k, key(&s));
+            if ipv6 {
+                let mut s = base.clone();
+                s.flow_label = 7;
+                assert_ne!(k, key(&s));
+            }
+            // TTL is not identity (a change flushes, it does not make a new flow).
+            let mut s = base.clone();
+            s.ttl = 3;
+            assert_eq!(k, key(&s));
+        }
+    }
+
+    #[test]
+    fn hashes_spread() {
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..4096 {
+            seen.insert(key(&FlowSpec::numbered(i, false)).hash() & 1023);
+        }
+        assert!(
+            seen.len() > 900,
+            "{} of 1024 buckets used by 4096 flows",
+            seen.len()
+        );
+    }
+}

@@ -1,0 +1,206 @@
+//! GRO counters of one queue (plain integers: the queue's lcore owns them;
+//! the worker publishes a copy for the stats thread).
+
+use crate::wire::NotTcp;
+use serde::Serialize;
+
+/// Why a held packet left the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Flush {
+    /// Merged a segment with PSH.
+    Psh = 0,
+    /// Merged a segment with FIN.
+    Fin,
+    /// Flags, data offset or window differ (or CWR set).
+    Flags,
+    /// The next segment is not the next byte.
+    SeqGap,
+    AckChange,
+    /// TCP options (timestamps included) differ.
+    OptionMismatch,
+    /// TOS/TTL/DF (IPv4) or traffic class / hop limit (IPv6) differ.
+    IpMismatch,
+    /// The IPv4 ID neither increments nor stays fixed (with DF).
+    IpId,
+    /// A segment larger than the first one's payload.
+    LargerThanMss,
+    /// Merged a segment shorter than the first one's payload.
+    ShortSegment,
+    /// A segment of this flow without payload.
+    PureAck,
+    /// A segment of this flow failed its checksum (it passes through after).
+    BadChecksum,
+    /// Merging would exceed max_frags buffers.
+    FragLimit,
+    /// Merging would exceed the size limit.
+    SizeLimit,
+    /// Held longer than --gro-flush-us.
+    Age,
+    /// Evicted (the oldest) to make room for a new flow.
+    TableFull,
+    EndOfPoll,
+}
+
+impl Flush {
+    pub const N: usize = 17;
+    pub const ALL: [Flush; Flush::N] = [
+        Flush::Psh,
+        Flush::Fin,
+        Flush::Flags,
+        Flush::SeqGap,
+        Flush::AckChange,
+        Flush::OptionMismatch,
+        Flush::IpMismatch,
+        Flush::IpId,
+        Flush::LargerThanMss,
+        Flush::ShortSegment,
+        Flush::PureAck,
+        Flush::BadChecksum,
+        Flush::FragLimit,
+        Flush::SizeLimit,
+        Flush::Age,
+        Flush::TableFull,
+        Flush::EndOfPoll,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Flush::Psh => "psh",
+            Flush::Fin => "fin",
+            Flush::Flags => "flags",
+            Flush::SeqGap => "seq_gap",
+            Flush::AckChange => "ack_change",
+            Flush::OptionMismatch => "option_mismatch",
+            Flush::IpMismatch => "ip_mismatch",
+            Flush::IpId => "ip_id",
+            Flush::LargerThanMss => "larger_than_mss",
+            Flush::ShortSegment => "short_segment",
+            Flush::PureAck => "pure_ack",
+            Flush::BadChecksum => "bad_checksum",
+            Flush::FragLimit => "frag_limit",
+            Flush::SizeLimit => "size_limit",
+            Flush::Age => "age",
+            Flush::TableFull => "table_full",
+            Flush::EndOfPoll => "end_of_poll",
+        }
+    }
+}
+
+/// Why a packet passed through without being held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Pass {
+    /// Not a TCP segment GRO considers (see `NotTcp`).
+    Frame(NotTcp),
+    BadTcpChecksum,
+    /// TCP without payload (a pure ACK, a bare SYN...).
+    NoPayload,
+    /// A first segment with SYN, RST, URG, PSH or FIN: delivered at once.
+    Flags,
+}
+
+impl Pass {
+    pub const N: usize = NotTcp::ALL.len() + 3;
+    pub fn index(self) -> usize {
+        match self {
+            Pass::Frame(r) => r as usize,
+            Pass::BadTcpChecksum => NotTcp::ALL.len(),
+            Pass::NoPayload => NotTcp::ALL.len() + 1,
+            Pass::Flags => NotTcp::ALL.len() + 2,
+        }
+    }
+    pub fn all() -> impl Iterator<Item = Pass> {
+        NotTcp::ALL.iter().map(|&r| Pass::Frame(r)).chain([
+            Pass::BadTcpChecksum,
+            Pass::NoPayload,
+            Pass::Flags,
+        ])
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Pass::Frame(r) => r.name(),
+            Pass::BadTcpChecksum => "bad_tcp_checksum",
+            Pass::NoPayload => "tcp_no_payload",
+            Pass::Flags => "tcp_unmergeable_flags",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroStats {
+    /// Every packet given to GRO.
+    pub segments_in: u64,
+    /// Every packet GRO gave back (merged, held-and-flushed alone, passed through).
+    pub packets_out: u64,
+    /// Segments appended to a held packet.
+    pub merged_segments: u64,
+    /// Largest number of segments in one output packet.
+    pub max_segments: u64,
+    pub flush: [u64; Flush::N],
+    pub pass: [u64; Pass::N],
+}
+
+impl Default for GroStats {
+    fn default() -> Self {
+        GroStats {
+            segments_in: 0,
+            packets_out: 0,
+            merged_segments: 0,
+            max_segments: 0,
+            flush: [0; Flush::N],
+            pass: [0; Pass::N],
+        }
+    }
+}
+
+/// The report form (names instead of indices).
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct GroReport {
+    pub segments_in: u64,
+    pub packets_out: u64,
+    pub merged_segments: u64,
+    pub avg_segments_per_packet: f64,
+    pub max_segments_per_packet: u64,
+    pub flush_reasons: std::collections::BTreeMap<String, u64>,
+    pub passthrough: std::collections::BTreeMap<String, u64>,
+    pub malformed: u64,
+    pub bad_checksum: u64,
+}
+
+impl GroStats {
+    pub fn add(&mut self, o: &GroStats) {
+        self.segments_in += o.segments_in;
+        self.packets_out += o.packets_out;
+        self.merged_segments += o.merged_segments;
+        self.max_segments = self.max_segments.max(o.max_segments);
+        for i in 0..Flush::N {
+            self.flush[i] += o.flush[i];
+        }
+        for i in 0..Pass::N {
+            self.pass[i] += o.pass[i];
+        }
+    }
+
+    pub fn report(&self) -> GroReport {
+        GroReport {
+            segments_in: self.segments_in,
+            packets_out: self.packets_out,
+            merged_segments: self.merged_segments,
+            avg_segments_per_packet: if self.packets_out > 0 {
+                self.segments_in as f64 / self.packets_out as f64
+            } else {
+                0.0
+            },
+            max_segments_per_packet: self.max_segments,
+            flush_reasons: Flush::ALL
+                .iter()
+                .map(|f| (f.name().to_string(), self.flush[*f as usize]))
+                .collect(),
+            passthrough: Pass::all()
+                .map(|p| (p.name().to_string(), self.pass[p.index()]))
+                .collect(),
+            malformed: self.pass[Pass::Frame(NotTcp::Malformed).index()],
+            bad_checksum: self.pass[Pass::BadTcpChecksum.index()]
+                + self.pass[Pass::Frame(NotTcp::BadIpChecksum).index()],
+        }
+    }
+}

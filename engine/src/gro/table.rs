@@ -1,0 +1,234 @@
+//! The per-queue table of held packets: at most `cap` entries, found by hash
+//! in O(1) (open addressing, linear probing over an index twice the size,
+//! backward-shift deletion, no tombstones), and kept in arrival order (an
+//! intrusive list) so the oldest is evicted when full and flushed first.
+//! Everything is allocated once, when the table is built.
+
+const NIL: u16 = u16::MAX;
+
+pub struct Table<E> {
+    entries: Vec<Option<E>>,
+    hashes: Vec<u32>,
+    /// Slot numbers by hash position; NIL = empty.
+    index: Vec<u16>,
+    mask: usize,
+    free: Vec<u16>,
+    prev: Vec<u16>,
+    next: Vec<u16>,
+    oldest: u16,
+    newest: u16,
+    len: usize,
+}
+
+impl<E> Table<E> {
+    pub fn new(cap: usize) -> Table<E> {
+        assert!((1..NIL as usize).contains(&cap), "table capacity 1..65534");
+        let isize = (cap * 2).next_power_of_two();
+        Table {
+            entries: (0..cap).map(|_| None).collect(),
+            hashes: vec![0; cap],
+            index: vec![NIL; isize],
+            mask: isize - 1,
+            free: (0..cap as u16).rev().collect(),
+            prev: vec![NIL; cap],
+            next: vec![NIL; cap],
+            oldest: NIL,
+            newest: NIL,
+            len: 0,
+        }
+    }
+
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[inline(always)]
+    pub fn is_full(&self) -> bool {
+        self.free.is_empty()
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// The slot of the entry with this hash for which `eq` holds.
+    #[inline(always)]
+    pub fn find(&self, hash: u32, mut eq: impl FnMut(&E) -> bool) -> Option<u16> {
+        let mut i = hash as usize & self.mask;
+        loop {
+            let s = self.index[i];
+            if s == NIL {
+                return None;
+            }
+            if self.hashes[s as usize] == hash {
+                // The index only ever names occupied slots (insert and remove keep it so).
+                if let Some(e) = &self.entries[s as usize] {
+                    if eq(e) {
+                        return Some(s);
+                    }
+                }
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    /// Is this slot in use?
+    #[inline(always)]
+    pub fn occupied(&self, slot: u16) -> bool {
+        self.entries.get(slot as usize).is_some_and(|e| e.is_some())
+    }
+
+    #[inline(always)]
+    pub fn get_mut(&mut self, slot: u16) -> &mut E {
+        self.entries[slot as usize].as_mut().unwrap()
+    }
+
+    #[inline(always)]
+    pub fn get(&self, slot: u16) -> &E {
+        self.entries[slot as usize].as_ref().unwrap()
+    }
+
+    /// Adds an entry as the newest. The caller makes room first (`is_full`).
+    #[inline(always)]
+    pub fn insert(&mut self, hash: u32, e: E) -> u16 {
+        let s = self.free.pop().expect("insert into a full GRO table");
+        self.entries[s as usize] = Some(e);
+        self.hashes[s as usize] = hash;
+        let mut i = hash as usize & self.mask;
+        while self.index[i] != NIL {
+            i = (i + 1) & self.mask;
+        }
+        self.index[i] = s;
+        self.prev[s as usize] = self.newest;
+        self.next[s as usize] = NIL;
+        if self.newest != NIL {
+            self.next[self.newest as usize] = s;
+        } else {
+            self.oldest = s;
+        }
+        self.newest = s;
+        self.len += 1;
+        s
+    }
+
+    /// Takes an entry out.
+    #[inline(always)]
+    pub fn remove(&mut self, slot: u16) -> E {
+        let s = slot as usize;
+        let e = self.entries[s].take().expect("remove of an empty slot");
+        // Unlink from the arrival list.
+        let (p, n) = (self.prev[s], self.next[s]);
+        if p != NIL {
+            self.next[p as usize] = n;
+        } else {
+            self.oldest = n;
+        }
+        if n != NIL {
+            self.prev[n as usize] = p;
+        } else {
+            self.newest = p;
+        }
+        // Remove from the index, shifting later members of the probe run back.
+        let mut i = self.hashes[s] as usize & self.mask;
+        while self.index[i] != slot {
+            i = (i + 1) & self.mask;
+        }
+        let mut j = i;
+        loop {
+            j = (j + 1) & self.mask;
+            let sj = self.index[j];
+            if sj == NIL {
+                break;
+            }
+            let home = self.hashes[sj as usize] as usize & self.mask;
+            // Move sj into the hole at i unless its home lies in (i, j].
+            let in_range = if i <= j {
+                home > i && home <= j
+            } else {
+                home > i || home <= j
+            };
+            if !in_range {
+                self.index[i] = sj;
+                i = j;
+            }
+        }
+        self.index[i] = NIL;
+        self.free.push(slot);
+        self.len -= 1;
+        e
+    }
+
+    /// The entry held longest.
+    #[inline(always)]
+    pub fn oldest(&self) -> Option<u16> {
+        (self.oldest != NIL).then_some(self.oldest)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn insert_find_remove_in_order() {
+        let mut t: Table<u32> = Table::new(4);
+        let a = t.insert(7, 70);
+        let b = t.insert(7, 71); // same hash: probing
+        let c = t.insert(3, 30);
+        assert_eq!(t.find(7, |e| *e == 71), Some(b));
+        assert_eq!(t.oldest(), Some(a));
+        assert_eq!(t.remove(a), 70);
+        assert_eq!(t.oldest(), Some(b));
+        assert_eq!(
+            t.find(7, |e| *e == 71),
+            Some(b),
+            "found after a backward shift"
+        );
+        assert_eq!(t.find(7, |e| *e == 70), None);
+        t.insert(1, 10);
+        t.insert(2, 20);
+        assert!(t.is_full());
+        assert_eq!(t.remove(c), 30);
+        assert_eq!(t.len(), 3);
+    }
+
+    proptest! {
+        /// Against a model: random inserts/removes with colliding hashes.
+        #[test]
+        fn behaves_like_a_model(ops in proptest::collection::vec((0u8..3, 0u32..16, 0u32..1000), 1..400)) {
+            let cap = 8;
+            let mut t: Table<u32> = Table::new(cap);
+            let mut model: Vec<(u32, u32)> = Vec::new(); // (hash, value) in arrival order
+            for (op, hash, val) in ops {
+                match op {
+                    0 if !t.is_full() && !model.iter().any(|m| m.1 == val) => {
+                        t.insert(hash, val);
+                        model.push((hash, val));
+                    }
+                    1 if !model.is_empty() => {
+                        let (h, v) = model[val as usize % model.len()];
+                        let s = t.find(h, |e| *e == v).expect("present");
+                        prop_assert_eq!(t.remove(s), v);
+                        model.retain(|m| m.1 != v);
+                    }
+                    _ => {
+                        if let Some(s) = t.oldest() {
+                            prop_assert_eq!(*t.get(s), model[0].1);
+                        }
+                    }
+                }
+                prop_assert_eq!(t.len(), model.len());
+                for &(h, v) in &model {
+                    prop_assert!(t.find(h, |e| *e == v).is_some());
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,820 @@
+//! GRO rules, one test per reason to merge or not, on `VecBuf` (no EAL).
+
+use super::*;
+use crate::traffic::{
+    pattern_byte, Addrs, FlowSpec, Segment, TCP_ACK, TCP_CWR, TCP_FIN, TCP_PSH, TCP_RST, TCP_SYN,
+    TCP_URG,
+};
+use crate::wire::NotTcp;
+
+const MSS: usize = 1448;
+
+/// Builds segment frames of one flow with full control of each field.
+struct Flow {
+    spec: FlowSpec,
+    id: u32,
+    seq: u32,
+    ip_id: u16,
+    next_tag: u64,
+}
+
+impl Flow {
+    fn new(i: u32, ipv6: bool) -> Flow {
+        Flow {
+            spec: FlowSpec::numbered(i, ipv6),
+            id: i,
+            seq: 1000 * (i + 1),
+            ip_id: 100,
+            next_tag: i as u64 * 1_000_000,
+        }
+    }
+    fn payload(&self, seq: u32, len: usize) -> Vec<u8> {
+        (0..len)
+            .map(|k| pattern_byte(self.id, seq.wrapping_add(k as u32) as u64))
+            .collect()
+    }
+    /// The next in-order segment, `len` bytes, with `edit` applied to the fields.
+    fn next_with(&mut self, len: usize, edit: impl FnOnce(&mut Segment)) -> VecBuf {
+        let mut s = Segment {
+            seq: self.seq,
+            ack: 77,
+            flags: TCP_ACK,
+            ip_id: self.ip_id,
+            tsval: 5000,
+            tsecr: 4000,
+            payload_len: len as u16,
+        };
+        edit(&mut s);
+        let payload = self.payload(s.seq, len);
+        let f = self.spec.frame(&s, &payload);
+        self.seq = s.seq.wrapping_add(len as u32);
+        self.ip_id = s.ip_id.wrapping_add(1);
+        self.next_tag += 1;
+        VecBuf::new(self.next_tag, f)
+    }
+    fn next(&mut self, len: usize) -> VecBuf {
+        self.next_with(len, |_| {})
+    }
+}
+
+fn gro(cfg: GroConfig) -> Gro<VecBuf> {
+    Gro::new(cfg)
+}
+
+fn feed(g: &mut Gro<VecBuf>, pkts: Vec<VecBuf>) -> Vec<VecBuf> {
+    let mut out = Vec::new();
+    for p in pkts {
+        g.receive(p, 0, &mut |b| out.push(b));
+    }
+    out
+}
+
+fn flush(g: &mut Gro<VecBuf>) -> Vec<VecBuf> {
+    let mut out = Vec::new();
+    g.flush_all(&mut |b| out.push(b));
+    out
+}
+
+/// Checks a packet's IPv4/IPv6 lengths and checksums the slow way.
+pub(crate) fn verify(bytes: &[u8]) -> Result<Tcp, String> {
+    let t = Tcp::parse(bytes, bytes.len(), true).map_err(|e| format!("parse: {e:?}"))?;
+    let f = Fields::new(bytes, t);
+    let tcp = &bytes[t.l4 as usize..];
+    let s = csum::add(f.pseudo_sum(tcp.len() as u32), csum::sum(tcp));
+    if s != 0xffff {
+        return Err(format!("TCP checksum wrong (sum {s:#x})"));
+    }
+    Ok(t)
+}
+
+fn seq_of(b: &VecBuf) -> u32 {
+    let bytes = b.bytes();
+    let t = Tcp::parse(&bytes, bytes.len(), false).unwrap();
+    Fields::new(&bytes, t).seq()
+}
+
+fn flush_count(g: &Gro<VecBuf>, f: Flush) -> u64 {
+    g.stats().flush[f as usize]
+}
+
+#[test]
+fn in_order_segments_merge_into_one_valid_packet() {
+    for ipv6 in [false, true] {
+        let mut f = Flow::new(1, ipv6);
+        let mut g = gro(GroConfig::default());
+        let segs: Vec<VecBuf> = (0..5).map(|_| f.next(MSS)).collect();
+        let expect_payload: Vec<u8> = f.payload(1000 * 2, 5 * MSS);
+        assert!(
+            feed(&mut g, segs).is_empty(),
+            "held until the end of the poll"
+        );
+        let out = flush(&mut g);
+        assert_eq!(out.len(), 1);
+        let bytes = out[0].bytes();
+        let t = verify(&bytes).unwrap();
+        assert_eq!(&bytes[t.payload as usize..], &expect_payload[..]);
+        assert_eq!(t.payload_len as usize, 5 * MSS);
+        let gso = out[0].gso.unwrap();
+        assert_eq!((gso.segs, gso.mss as usize, gso.ipv6), (5, MSS, ipv6));
+        assert_eq!(
+            out[0].segs.len(),
+            5,
+            "payload buffers chained, headers trimmed"
+        );
+        assert_eq!(flush_count(&g, Flush::EndOfPoll), 1);
+        assert_eq!(g.stats().merged_segments, 4);
+        assert_eq!(g.held(), 0);
+    }
+}
+
+#[test]
+fn psh_merges_then_flushes_and_is_kept() {
+    let mut f = Flow::new(1, false);
+    let mut g = gro(GroConfig::default());
+    let mut pkts: Vec<VecBuf> = (0..2).map(|_| f.next(MSS)).collect();
+    pkts.push(f.next_with(MSS, |s| s.flags |= TCP_PSH));
+    let out = feed(&mut g, pkts);
+    assert_eq!(out.len(), 1, "flushed at once");
+    let b = out[0].bytes();
+    let t = verify(&b).unwrap();
+    assert_eq!(
+        b[t.l4 as usize + 13] & TCP_PSH,
+        TCP_PSH,
+        "PSH carried to the merged header"
+    );
+    assert_eq!(out[0].gso.unwrap().segs, 3);
+    assert_eq!(flush_count(&g, Flush::Psh), 1);
+}
+
+#[test]
+fn fin_merges_then_flushes() {
+    let mut f = Flow::new(1, false);
+    let mut g = gro(GroConfig::default());
+    let out = feed(
+        &mut g,
+        vec![f.next(MSS), f.next_with(100, |s| s.flags |= TCP_FIN)],
+    );
+    assert_eq!(out.len(), 1);
+    let b = out[0].bytes();
+    let t = verify(&b).unwrap();
+    assert_eq!(b[t.l4 as usize + 13] & TCP_FIN, TCP_FIN);
+    assert_eq!(flush_count(&g, Flush::Fin), 1);
+}
+
+#[test]
+fn short_segment_merges_then_flushes() {
+    let mut f = Flow::new(1, false);
+    let mut g = gro(GroConfig::default());
+    let out = feed(
+        &mut g,
+        vec![f.next(MSS), f.next(MSS), f.next(500), f.next(MSS)],
+    );
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].gso.unwrap().segs, 3);
+    verify(&out[0].bytes()).unwrap();
+    assert_eq!(flush_count(&g, Flush::ShortSegment), 1);
+    assert_eq!(g.held(), 1, "the next full segment starts a new packet");
+}
+
+#[test]
+fn seq_gap_flushes_and_never_merges_across_it() {
+    let mut f = Flow::new(1, false);
+    let mut g = gro(GroConfig::default());
+    let a = f.next(MSS);
+    let _lost = f.next(MSS);
+    let c = f.next(MSS);
+    let out = feed(&mut g, vec![a, c]);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].gso.unwrap().segs, 1);
+    assert_eq!(flush_count(&g, Flush::SeqGap), 1);
+    let rest = flush(&mut g);
+    assert_eq!(seq_of(&rest[0]), seq_of(&out[0]) + 2 * MSS as u32);
+}
+
+#[test]
+fn retransmission_flushes() {
+    let mut f = Flow::new(1, false);
+    let mut g = gro(GroConfig::default());
+    let a = f.next(MSS);
+    let again = a.clone();
+    let out = feed(&mut g, vec![a, again]);
+    assert_eq!(out.len(), 1);
+    assert_eq!(
+        flush_count(&g, Flush::SeqGap) + flush_count(&g, Flush::IpId),
+        1
+    );
+}
+
+#[test]
+fn ack_change_flushes() {
+    let mut f = Flow::new(1, false);
+    let mut g = gro(GroConfig::default());
+    let out = feed(&mut g, vec![f.next(MSS), f.next_with(MSS, |s| s.ack = 99)]);
+    assert_eq!(out.len(), 1);
+    assert_eq!(flush_count(&g, Flush::AckChange), 1);
+}
+
+#[test]
+fn option_change_flushes() {
+    let mut f = Flow::new(1, false);
+    let mut g = gro(GroConfig::default());
+    let out = feed(
+        &mut g,
+        vec![f.next(MSS), f.next_with(MSS, |s| s.tsval += 1)],
+    );
+    assert_eq!(out.len(), 1);
+    assert_eq!(flush_count(&g, Flush::OptionMismatch), 1);
+}
+
+#[test]
+fn window_or_flag_change_flushes() {
+    let mut f = Flow::new(1, false);
+    let mut g = gro(GroConfig::default());
+    let a = f.next(MSS);
+    f.spec.window += 1;
+    let b = f.next(MSS);
+    assert_eq!(feed(&mut g, vec![a, b]).len(), 1);
+    assert_eq!(flush_count(&g, Flush::Flags), 1);
+    // CWR set on a later segment flushes too.
+    let out = feed(&mut g, vec![f.next_with(MSS, |s| s.flags |= TCP_CWR)]);
+    assert_eq!(out.len(), 1);
+    assert_eq!(flush_count(&g, Flush::Flags), 2);
+}
+
+#[test]
+fn syn_rst_urg_never_merge_and_keep_order() {
+    for bad in [TCP_SYN, TCP_RST, TCP_URG] {
+        let mut f = Flow::new(1, false);
+        let mut g = gro(GroConfig::default());
+        let a = f.next(MSS);
+        let b = f.next_with(MSS, |s| s.flags |= bad);
+        let out = feed(&mut g, vec![a, b]);
+        assert_eq!(out.len(), 2, "flag {bad:#x}");
+        assert!(seq_of(&out[0]) < seq_of(&out[1]), "held data leaves first");
+        assert_eq!(g.stats().pass[Pass::Flags.index()], 1);
+        assert_eq!(g.held(), 0);
+    }
+}
+
+#[test]
+fn ip_field_changes_flush() {
+    let edits: [fn(&mut FlowSpec); 3] = [|s| s.ttl -= 1, |s| s.tos = 0x10, |s| s.df = false];
+    for edit in edits {
+        let mut f = Flow::new(1, false);
+        let mut g = gro(GroConfig::default());
+        let a = f.next(MSS);
+        edit(&mut f.spec);
+        let out = feed(&mut g, vec![a, f.next(MSS)]);
+        assert_eq!(out.len(), 1);
+        assert_eq!(flush_count(&g, Flush::IpMismatch), 1);
+    }
+    let mut f = Flow::new(1, true);
+    let mut g = gro(GroConfig::default());
+    let a = f.next(MSS);
+    f.spec.ttl -= 1; // hop limit
+    assert_eq!(feed(&mut g, vec![a, f.next(MSS)]).len(), 1);
+    assert_eq!(flush_count(&g, Flush::IpMismatch), 1);
+}
+
+#[test]
+fn ip_id_must_increment_or_stay_fixed_with_df() {
+    // Fixed IDs with DF merge (as Linux allows).
+    let mut f = Flow::new(1, false);
+    let mut g = gro(GroConfig::default());
+    let pkts = (0..3).map(|_| f.next_with(MSS, |s| s.ip_id = 9)).collect();
+    assert!(feed(&mut g, pkts).is_empty());
+    assert_eq!(flush(&mut g)[0].gso.unwrap().segs, 3);
+    // Fixed IDs without DF do not.
+    let mut f = Flow::new(1, false);
+    f.spec.df = false;
+    let mut g = gro(GroConfig::default());
+    let out = feed(
+        &mut g,
+        (0..2).map(|_| f.next_with(MSS, |s| s.ip_id = 9)).collect(),
+    );
+    assert_eq!(out.len(), 1);
+    assert_eq!(flush_count(&g, Flush::IpId), 1);
+    // A jump flushes.
+    let mut f = Flow::new(1, false);
+    let mut g = gro(GroConfig::default());
+    let a = f.next(MSS);
+    let out = feed(&mut g, vec![a, f.next_with(MSS, |s| s.ip_id += 5)]);
+    assert_eq!(out.len(), 1);
+    assert_eq!(flush_count(&g, Flush::IpId), 1);
+    // Incrementing, then fixed: flushes.
+    let mut f = Flow::new(1, false);
+    let mut g = gro(GroConfig::default());
+    let a = f.next(MSS);
+    let b = f.next(MSS);
+    let c = f.next_with(MSS, |s| s.ip_id -= 1);
+    assert_eq!(feed(&mut g, vec![a, b, c]).len(), 1);
+    assert_eq!(flush_count(&g, Flush::IpId), 1);
+}
+
+#[test]
+fn larger_segment_than_the_first_flushes() {
+    let mut f = Flow::new(1, false);
+    let mut g = gro(GroConfig::default());
+    let out = feed(&mut g, vec![f.next(1000), f.next(1200)]);
+    assert_eq!(out.len(), 1);
+    assert_eq!(flush_count(&g, Flush::LargerThanMss), 1);
+}
+
+#[test]
+fn pure_ack_of_a_held_flow_flushes_it_first() {
+    let mut f = Flow::new(1, false);
+    let mut g = gro(GroConfig::default());
+    let a = f.next(MSS);
+    let ack = f.next(0);
+    let out = feed(&mut g, vec![a, ack]);
+    assert_eq!(out.len(), 2);
+    assert_eq!(out[0].gso.unwrap().segs, 1, "data first");
+    assert_eq!(out[1].len(), 66, "then the ACK, untouched");
+    assert_eq!(flush_count(&g, Flush::PureAck), 1);
+    assert_eq!(g.stats().pass[Pass::NoPayload.index()], 1);
+}
+
+#[test]
+fn bad_tcp_checksum_passes_through_after_the_held_data() {
+    let mut f = Flow::new(1, false);
+    let mut g = gro(GroConfig::default());
+    let a = f.next(MSS);
+    let mut b = f.next(MSS);
+    let last = b.segs[0].len() - 1;
+    b.segs[0][last] ^= 0xff; // corrupt a payload byte
+    let orig = b.clone();
+    let c = f.next(MSS);
+    let out = feed(&mut g, vec![a, b, c]);
+    assert_eq!(out.len(), 2);
+    assert_eq!(out[1].segs, orig.segs, "passed through unharmed");
+    assert_eq!(g.stats().pass[Pass::BadTcpChecksum.index()], 1);
+    assert_eq!(flush_count(&g, Flush::BadChecksum), 1);
+    // Trust mode validates nothing: the same three merge... but the merged
+    // checksum then carries the corruption, as with any GRO that trusts.
+    let mut f = Flow::new(1, false);
+    let mut g = gro(GroConfig {
+        csum: CsumMode::Trust,
+        ..Default::default()
+    });
+    let pkts = (0..3).map(|_| f.next(MSS)).collect();
+    assert!(feed(&mut g, pkts).is_empty());
+    let out = flush(&mut g);
+    verify(&out[0].bytes()).unwrap();
+    assert_eq!(out[0].gso.unwrap().segs, 3);
+}
+
+#[test]
+fn nic_checksum_hints_are_honoured() {
+    let mut f = Flow::new(1, false);
+    let mut g = gro(GroConfig::default());
+    let mut a = f.next(MSS);
+    a.hints = RxHints {
+        ip: CsumHint::Good,
+        l4: CsumHint::Good,
+    };
+    let mut b = f.next(MSS);
+    b.hints = RxHints {
+        ip: CsumHint::Good,
+        l4: CsumHint::Bad,
+    };
+    let out = feed(&mut g, vec![a, b]);
+    assert_eq!(out.len(), 2);
+    assert_eq!(g.stats().pass[Pass::BadTcpChecksum.index()], 1);
+    let mut c = f.next(MSS);
+    c.hints.ip = CsumHint::Bad;
+    let out = feed(&mut g, vec![c]);
+    assert_eq!(out.len(), 1);
+    assert_eq!(
+        g.stats().pass[Pass::Frame(NotTcp::BadIpChecksum).index()],
+        1
+    );
+}
+
+#[test]
+fn frag_limit_counts_every_buffer() {
+    // Single-buffer frames: max_frags 3 -> 3 segments per packet.
+    let mut f = Flow::new(1, false);
+    let mut g = gro(GroConfig {
+        max_frags: 3,
+        ..Default::default()
+    });
+    let out = feed(&mut g, (0..7).map(|_| f.next(MSS)).collect());
+    assert_eq!(
+        out.iter().map(|o| o.gso.unwrap().segs).collect::<Vec<_>>(),
+        vec![3, 3]
+    );
+    assert_eq!(flush_count(&g, Flush::FragLimit), 2);
+    // Frames split over two buffers (the mlx4 lesson): max_frags 16 -> 8 frames.
+    let mut f = Flow::new(1, false);
+    let mut g = gro(GroConfig {
+        max_frags: 16,
+        ..Default::default()
+    });
+    let pkts = (0..17)
+        .map(|_| {
+            let b = f.next(MSS);
+            VecBuf::split(b.ids[0], &b.bytes(), 1024)
+        })
+        .collect();
+    let out = feed(&mut g, pkts);
+    assert_eq!(out[0].gso.unwrap().segs, 8);
+    assert!(out.iter().all(|o| o.segs.len() <= 16));
+    verify(&out[0].bytes()).unwrap();
+}
+
+#[test]
+fn size_limit_holds() {
+    let mut f = Flow::new(1, false);
+    let mut g = gro(GroConfig {
+        max_size: 4000,
+        ..Default::default()
+    });
+    let out = feed(&mut g, (0..5).map(|_| f.next(MSS)).collect());
+    // 2 x 1448 + 52 = 2948 fits; a third would make 4396.
+    assert_eq!(
+        out.iter().map(|o| o.gso.unwrap().segs).collect::<Vec<_>>(),
+        vec![2, 2]
+    );
+    assert_eq!(flush_count(&g, Flush::SizeLimit), 2);
+    // The default limit: a 64 KiB packet is 45 segments of 1448.
+    let mut f = Flow::new(1, false);
+    let mut g = gro(GroConfig {
+        max_frags: 64,
+        ..Default::default()
+    });
+    let out = feed(&mut g, (0..50).map(|_| f.next(MSS)).collect());
+    assert_eq!(out[0].gso.unwrap().segs, 45);
+    let b = out[0].bytes();
+    assert!(b.len() - 14 <= 65535);
+    verify(&b).unwrap();
+}
+
+#[test]
+fn full_table_evicts_the_oldest() {
+    let mut g = gro(GroConfig {
+        flows: 2,
+        ..Default::default()
+    });
+    let mut flows: Vec<Flow> = (0..3).map(|i| Flow::new(i, false)).collect();
+    let mut pkts = Vec::new();
+    for fl in flows.iter_mut() {
+        pkts.push(fl.next(MSS));
+    }
+    let out = feed(&mut g, pkts);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].ids, vec![1], "flow 0 (its first tag) was the oldest");
+    assert_eq!(flush_count(&g, Flush::TableFull), 1);
+    assert_eq!(g.held(), 2);
+}
+
+#[test]
+fn age_flush_takes_only_the_old() {
+    let mut g = gro(GroConfig::default());
+    let mut a = Flow::new(0, false);
+    let mut b = Flow::new(1, false);
+    let mut sink = Vec::new();
+    g.receive(a.next(MSS), 100, &mut |p| sink.push(p));
+    g.receive(b.next(MSS), 200, &mut |p| sink.push(p));
+    g.flush_older(150, &mut |p| sink.push(p));
+    assert_eq!(sink.len(), 1);
+    assert_eq!(g.held(), 1);
+    assert_eq!(flush_count(&g, Flush::Age), 1);
+    assert_eq!(g.oldest_since(), Some(200));
+}
+
+#[test]
+fn flows_are_told_apart_by_vlan_and_flow_label() {
+    let mut g = gro(GroConfig::default());
+    let mut a = Flow::new(0, false);
+    a.spec.vlans = vec![10];
+    let mut b = Flow::new(0, false);
+    b.spec.vlans = vec![11];
+    let out = feed(
+        &mut g,
+        vec![a.next(MSS), b.next(MSS), a.next(MSS), b.next(MSS)],
+    );
+    assert!(out.is_empty());
+    assert_eq!(g.held(), 2);
+    let out = flush(&mut g);
+    assert!(out.iter().all(|o| o.gso.unwrap().segs == 2));
+    for o in &out {
+        verify(&o.bytes()).unwrap();
+    }
+    // QinQ merges like untagged.
+    let mut q = Flow::new(3, true);
+    q.spec.vlans = vec![100, 200];
+    let mut g = gro(GroConfig::default());
+    feed(&mut g, (0..4).map(|_| q.next(MSS)).collect());
+    let out = flush(&mut g);
+    assert_eq!(out[0].gso.unwrap().segs, 4);
+    assert_eq!(out[0].gso.unwrap().l2_len, 22);
+    verify(&out[0].bytes()).unwrap();
+    // IPv6 flow labels make distinct flows.
+    let mut g = gro(GroConfig::default());
+    let mut x = Flow::new(5, true);
+    let a1 = x.next(MSS);
+    x.spec.flow_label = 9;
+    let a2 = x.next(MSS);
+    assert!(feed(&mut g, vec![a1, a2]).is_empty());
+    assert_eq!(g.held(), 2);
+}
+
+#[test]
+fn non_tcp_passes_through_untouched() {
+    let mut g = gro(GroConfig::default());
+    let mut f = Flow::new(0, false);
+    let mut udp = f.next(100);
+    udp.segs[0][23] = 17;
+    let arp = VecBuf::new(9, {
+        let mut v = vec![0u8; 60];
+        v[12] = 0x08;
+        v[13] = 0x06;
+        v
+    });
+    let runt = VecBuf::new(10, vec![1, 2, 3]);
+    let inputs = vec![udp.clone(), arp.clone(), runt.clone()];
+    let out = feed(&mut g, inputs.clone());
+    assert_eq!(out, inputs);
+    assert_eq!(g.stats().pass[Pass::Frame(NotTcp::NotTcp).index()], 1);
+    assert_eq!(g.stats().pass[Pass::Frame(NotTcp::NotIp).index()], 1);
+    assert_eq!(g.stats().pass[Pass::Frame(NotTcp::Malformed).index()], 1);
+}
+
+#[test]
+fn a_single_held_segment_leaves_unchanged() {
+    let mut f = Flow::new(0, false);
+    let a = f.next(MSS);
+    let mut g = gro(GroConfig::default());
+    feed(&mut g, vec![a.clone()]);
+    let out = flush(&mut g);
+    assert_eq!(out[0].segs, a.segs);
+    assert_eq!(out[0].gso.unwrap().segs, 1);
+}
+
+#[test]
+fn tso_output_writes_the_pseudo_header_sum() {
+    let mut f = Flow::new(0, false);
+    let mut g = gro(GroConfig {
+        out_csum: OutCsum::Pseudo,
+        ..Default::default()
+    });
+    feed(&mut g, (0..3).map(|_| f.next(MSS)).collect());
+    let out = flush(&mut g);
+    let gso = out[0].gso.unwrap();
+    assert!(gso.tso);
+    let b = out[0].bytes();
+    let t = Tcp::parse(&b, b.len(), true).unwrap();
+    let fl = Fields::new(&b, t);
+    assert_eq!(fl.tcp_csum(), fl.pseudo_sum(0));
+    let Addrs::V4 { .. } = f.spec.addrs else {
+        panic!()
+    };
+}
+
+#[test]
+fn odd_mss_keeps_checksums_right() {
+    // Payload sums of segments at odd offsets must be byte-swapped into place.
+    for ipv6 in [false, true] {
+        let mut f = Flow::new(0, ipv6);
+        let mut g = gro(GroConfig::default());
+        feed(&mut g, (0..6).map(|_| f.next(1001)).collect());
+        let out = flush(&mut g);
+        assert_eq!(out[0].gso.unwrap().segs, 6);
+        verify(&out[0].bytes()).unwrap();
+        // In trust mode the sums come from the checksum fields: same result.
+        let mut f = Flow::new(0, ipv6);
+        let mut g = gro(GroConfig {
+            csum: CsumMode::Trust,
+            ..Default::default()
+        });
+        feed(&mut g, (0..6).map(|_| f.next(1001)).collect());
+        verify(&flush(&mut g)[0].bytes()).unwrap();
+    }
+}
+
+#[test]
+fn first_segment_with_psh_is_not_held() {
+    let mut f = Flow::new(0, false);
+    let mut g = gro(GroConfig::default());
+    let out = feed(&mut g, vec![f.next_with(100, |s| s.flags |= TCP_PSH)]);
+    assert_eq!(out.len(), 1);
+    assert_eq!(g.held(), 0);
+}
+
+#[test]
+fn config_ranges() {
+    assert!(GroConfig::default().validate().is_ok());
+    assert!(GroConfig {
+        max_frags: 0,
+        ..Default::default()
+    }
+    .validate()
+    .is_err());
+    assert!(GroConfig {
+        max_frags: 65,
+        ..Default::default()
+    }
+    .validate()
+    .is_err());
+    assert!(GroConfig {
+        max_size: 70000,
+        ..Default::default()
+    }
+    .validate()
+    .is_err());
+    assert!(GroConfig {
+        flows: 0,
+        ..Default::default()
+    }
+    .validate()
+    .is_err());
+}
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    #[derive(Debug, Clone)]
+    struct Case {
+        flows: u32,
+        mss: Vec<usize>,
+        bytes: Vec<usize>,
+        psh_one_in: u32,
+        ts_change_one_in: u32,
+        ipv6_mask: u64,
+        bursts: Vec<usize>,
+        max_frags: u16,
+        split: Option<usize>,
+        trust: bool,
+        seed: u64,
+    }
+
+    fn case() -> impl Strategy<Value = Case> {
+        (1u32..=64).prop_flat_map(|flows| {
+            (
+                Just(flows),
+                proptest::collection::vec(200usize..=1460, flows as usize),
+                proptest::collection::vec(0usize..40_000, flows as usize),
+                0u32..12,
+                0u32..30,
+                any::<u64>(),
+                proptest::collection::vec(1usize..64, 1..20),
+                1u16..=64,
+                proptest::option::of(600usize..1400),
+                any::<bool>(),
+                any::<u64>(),
+            )
+                .prop_map(
+                    |(
+                        flows,
+                        mss,
+                        bytes,
+                        psh,
+                        ts,
+                        ipv6_mask,
+                        bursts,
+                        max_frags,
+                        split,
+                        trust,
+                        seed,
+                    )| Case {
+                        flows,
+                        mss,
+                        bytes,
+                        psh_one_in: psh,
+                        ts_change_one_in: ts,
+                        ipv6_mask,
+                        bursts,
+                        max_frags,
+                        split,
+                        trust,
+                        seed,
+                    },
+                )
+        })
+    }
+
+    /// xorshift: deterministic per case.
+    fn rng(seed: &mut u64) -> u64 {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        *seed
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 192, ..ProptestConfig::default() })]
+
+        /// Random byte streams per flow, segmented, interleaved, fed in random
+        /// bursts: each flow's payload comes out byte-identical and in order,
+        /// every output verifies, limits hold, every input buffer comes out once.
+        #[test]
+        fn streams_survive_gro(c in case()) {
+            let mut seed = c.seed | 1;
+            // Per flow: its frames, in order.
+            let mut queues: Vec<std::collections::VecDeque<VecBuf>> = Vec::new();
+            let mut expect: HashMap<key::FlowKey, Vec<u8>> = HashMap::new();
+            let mut tag = 0u64;
+            for i in 0..c.flows {
+                let mut f = Flow::new(i, c.ipv6_mask >> i & 1 == 1);
+                let mut q = std::collections::VecDeque::new();
+                let mut left = c.bytes[i as usize];
+                let mut all = Vec::new();
+                let mut tsval = 1000u32;
+                while left > 0 {
+                    let n = left.min(c.mss[i as usize]);
+                    left -= n;
+                    if c.ts_change_one_in > 0 && rng(&mut seed).is_multiple_of(c.ts_change_one_in as u64) {
+                        tsval += 1;
+                    }
+                    let psh = c.psh_one_in > 0 && rng(&mut seed).is_multiple_of(c.psh_one_in as u64);
+                    let seq = f.seq;
+                    let mut b = f.next_with(n, |s| {
+                        s.tsval = tsval;
+                        if psh { s.flags |= TCP_PSH; }
+                    });
+                    all.extend(f.payload(seq, n));
+                    tag += 1;
+                    b.ids = vec![tag];
+                    if let Some(room) = c.split {
+                        b = VecBuf { ids: b.ids.clone(), ..VecBuf::split(tag, &b.bytes(), room) };
+                    }
+                    q.push_back(b);
+                }
+                if let Some(first) = q.front() {
+                    let bytes = first.bytes();
+                    let t = Tcp::parse(&bytes, bytes.len(), false).unwrap();
+                    expect.insert(key::FlowKey::new(&Fields::new(&bytes, t)), all);
+                }
+                queues.push(q);
+            }
+            // Interleave: take from random flows, in random burst sizes.
+            let mut input = Vec::new();
+            loop {
+                let live: Vec<usize> = (0..queues.len()).filter(|&i| !queues[i].is_empty()).collect();
+                if live.is_empty() { break; }
+                let i = live[rng(&mut seed) as usize % live.len()];
+                let run = 1 + rng(&mut seed) as usize % 8;
+                for _ in 0..run {
+                    if let Some(p) = queues[i].pop_front() { input.push(p); }
+                }
+            }
+            let n_in = input.len() as u64;
+            let cfg = GroConfig {
+                max_frags: c.max_frags,
+                csum: if c.trust { CsumMode::Trust } else { CsumMode::Verify },
+                ..Default::default()
+            };
+            let mut g = gro(cfg);
+            let mut out = Vec::new();
+            let mut it = input.into_iter().peekable();
+            let mut bi = 0;
+            while it.peek().is_some() {
+                let n = c.bursts[bi % c.bursts.len()];
+                bi += 1;
+                for p in it.by_ref().take(n) {
+                    g.receive(p, bi as u64, &mut |b| out.push(b));
+                }
+                g.flush_all(&mut |b| out.push(b));
+            }
+            // Conservation: every input buffer exactly once.
+            let mut ids: Vec<u64> = out.iter().flat_map(|o| o.ids.iter().copied()).collect();
+            prop_assert_eq!(ids.len() as u64, n_in);
+            ids.sort_unstable();
+            ids.dedup();
+            prop_assert_eq!(ids.len() as u64, n_in);
+            prop_assert_eq!(g.stats().segments_in, n_in);
+            prop_assert_eq!(g.stats().packets_out, out.len() as u64);
+            // Per flow, bytes in order; every packet valid and within limits.
+            let mut got: HashMap<key::FlowKey, Vec<u8>> = HashMap::new();
+            for o in &out {
+                let bytes = o.bytes();
+                let t = verify(&bytes).map_err(TestCaseError::fail)?;
+                // A single frame larger than the budget passes as it is.
+                prop_assert!(o.segs.len() <= c.max_frags as usize || o.ids.len() == 1);
+                let limit = if t.ipv6 { 65535 + 40 } else { 65535 };
+                prop_assert!(bytes.len() - t.l3 as usize <= limit);
+                let k = key::FlowKey::new(&Fields::new(&bytes, t));
+                got.entry(k).or_default().extend_from_slice(&bytes[t.payload as usize..]);
+            }
+            for (k, v) in &expect {
+                prop_assert!(got.get(k) == Some(v), "a flow's bytes differ");
+            }
+            prop_assert_eq!(got.len(), expect.len());
+        }
+
+        /// Arbitrary bytes in arbitrary buffers never panic, and come back.
+        #[test]
+        fn arbitrary_frames_never_panic(frames in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..200), 1..40), room in 1usize..128) {
+            let mut g = gro(GroConfig { flows: 4, ..Default::default() });
+            let mut out = Vec::new();
+            let n = frames.len();
+            for (i, f) in frames.into_iter().enumerate() {
+                g.receive(VecBuf::split(i as u64, &f, room), 0, &mut |b| out.push(b));
+            }
+            g.flush_all(&mut |b| out.push(b));
+            prop_assert_eq!(out.iter().map(|o| o.ids.len()).sum::<usize>(), n);
+        }
+    }
+}

@@ -1,0 +1,438 @@
+//! The skb: grorx's packet, built in place in the head mbuf's private area
+//! (the build_skb lesson, seed 003): no separate allocation, no header copy.
+//!
+//! An `Skb` owns an mbuf chain. Its metadata (`SkbMeta`) sits in the private
+//! area of the head mbuf: the tail segment (O(1) append), buffers in the chain,
+//! truesize (buffer bytes pinned, not payload bytes), usable headroom, and the
+//! layout GRO leaves it with (header lengths, segment size and count). Frags
+//! are the following mbufs, each a view of payload only (headers trimmed by
+//! moving `data_off`). `copy` mode exists only for the build_skb experiment:
+//! the head is a separate allocation from its own pool and the headers are
+//! copied into it, as drivers did before build_skb.
+
+use crate::gro::{CsumHint, GroBuf, GsoInfo, RxHints};
+use crate::mempool::Mempool;
+use dpdk_sys::{self as sys, inline as mb};
+use std::ptr::NonNull;
+
+/// The skb's metadata, in the head mbuf's private area.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct SkbMeta {
+    /// Last segment of the chain.
+    pub tail: *mut sys::rte_mbuf,
+    /// Bytes of buffer this packet pins (mbuf + private area + data room, per buffer).
+    pub truesize: u32,
+    /// Headroom a prepend may use (the `--headroom` setting, at most what the head has).
+    pub headroom: u16,
+    pub gso_size: u16,
+    pub gso_segs: u16,
+    pub l2_len: u16,
+    pub l3_len: u16,
+    pub l4_len: u16,
+    pub flags: u16,
+}
+
+/// `SkbMeta::flags`: the head was copied from the frame (copy mode).
+pub const SKB_COPIED_HEAD: u16 = 1;
+
+/// The private area every pool must reserve for the skb.
+pub const PRIV_SIZE: u16 = {
+    let n = std::mem::size_of::<SkbMeta>();
+    (n.div_ceil(8) * 8) as u16
+};
+
+const _: () = assert!(
+    std::mem::size_of::<SkbMeta>() <= 64,
+    "the skb fits one cache line"
+);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SkbMode {
+    /// Built in place in the received buffer (the default).
+    #[default]
+    Build,
+    /// A separate head from its own pool, headers copied (for the experiment).
+    Copy,
+}
+
+/// What building an skb needs to know.
+#[derive(Debug, Clone, Copy)]
+pub struct SkbConf {
+    pub mode: SkbMode,
+    /// Usable headroom (at most what the PMD left: RTE_PKTMBUF_HEADROOM).
+    pub headroom: u16,
+    /// Bytes one buffer of the RX pool pins.
+    pub buf_truesize: u32,
+    /// The head pool (copy mode) and its buffers' truesize.
+    pub head_pool: *mut sys::rte_mempool,
+    pub head_truesize: u32,
+    /// Header bytes copy mode copies (a driver's copy-break).
+    pub copy_len: u16,
+}
+
+// SAFETY: the pool pointer is used only by the lcore that owns this config.
+unsafe impl Send for SkbConf {}
+
+/// Counters of the skb layer, per queue.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SkbStats {
+    /// Prepends that did not fit the headroom (a header mbuf was chained).
+    pub headroom_miss: u64,
+    /// Copy-mode heads that could not be allocated (the frame went on as built).
+    pub head_alloc_fail: u64,
+}
+
+/// An owned packet: an mbuf chain with its skb in the head's private area.
+#[repr(transparent)]
+pub struct Skb(NonNull<sys::rte_mbuf>);
+
+// SAFETY: unique ownership of the chain; it may move between lcores.
+unsafe impl Send for Skb {}
+
+/// Bytes a pool's buffer pins: mbuf header, private area and data room.
+pub fn truesize_of(pool: &Mempool) -> u32 {
+    // SAFETY: reading a live pool's element size.
+    unsafe { (*pool.as_ptr()).elt_size }
+}
+
+impl Skb {
+    /// Builds the skb in place around a received mbuf chain.
+    ///
+    /// # Safety
+    /// `m` is a valid chain head the caller owns and gives up; its pool has a
+    /// private area of at least `PRIV_SIZE` bytes.
+    #[inline(always)]
+    pub unsafe fn build(m: *mut sys::rte_mbuf, conf: &SkbConf, stats: &mut SkbStats) -> Skb {
+        debug_assert!((*m).priv_size >= PRIV_SIZE);
+        let mut head = m;
+        let mut flags = 0;
+        let mut truesize = conf.buf_truesize * (*m).nb_segs as u32;
+        if conf.mode == SkbMode::Copy {
+            match Self::copy_head(m, conf) {
+                Some(h) => {
+                    head = h;
+                    flags = SKB_COPIED_HEAD;
+                    truesize += conf.head_truesize;
+                }
+                None => stats.head_alloc_fail += 1,
+            }
+        }
+        let tail = if (*head).nb_segs == 1 {
+            head
+        } else {
+            last_seg(head)
+        };
+        let headroom = conf.headroom.min(mb::headroom(head));
+        let meta = mb::priv_area(head) as *mut SkbMeta;
+        meta.write(SkbMeta {
+            tail,
+            truesize,
+            headroom,
+            gso_size: 0,
+            gso_segs: 1,
+            l2_len: 0,
+            l3_len: 0,
+            l4_len: 0,
+            flags,
+        });
+        Skb(NonNull::new_unchecked(head))
+    }
+
+    /// Copy mode: a head from the head pool with the frame's first bytes copied
+    /// into it, chained in front of the (trimmed) received buffer.
+    unsafe fn copy_head(m: *mut sys::rte_mbuf, conf: &SkbConf) -> Option<*mut sys::rte_mbuf> {
+        let h = sys::rte_pktmbuf_alloc(conf.head_pool);
+        if h.is_null() {
+            return None;
+        }
+        let n = (conf.copy_len as usize)
+            .min(mb::data_len(m) as usize)
+            .min(mb::tailroom(h) as usize);
+        std::ptr::copy_nonoverlapping(mb::mtod(m), mb::mtod(h), n);
+        (*h).data_len = n as u16;
+        (*m).data_off += n as u16;
+        (*m).data_len -= n as u16;
+        (*h).pkt_len = (*m).pkt_len;
+        (*m).pkt_len -= n as u32;
+        (*h).nb_segs = (*m).nb_segs + 1;
+        (*h).next = m;
+        (*h).ol_flags = (*m).ol_flags;
+        (*h).port = (*m).port;
+        (*h).__bindgen_anon_1.packet_type = (*m).__bindgen_anon_1.packet_type;
+        (*h).__bindgen_anon_2 = (*m).__bindgen_anon_2;
+        Some(h)
+    }
+
+    #[inline(always)]
+    pub fn as_ptr(&self) -> *mut sys::rte_mbuf {
+        self.0.as_ptr()
+    }
+
+    /// Gives the chain back as a raw mbuf (the skb metadata stays in place).
+    #[inline(always)]
+    pub fn into_mbuf(self) -> *mut sys::rte_mbuf {
+        let p = self.0.as_ptr();
+        std::mem::forget(self);
+        p
+    }
+
+    #[inline(always)]
+    pub fn meta(&self) -> &SkbMeta {
+        // SAFETY: built in place by `build`; the head owns its private area.
+        unsafe { &*(mb::priv_area(self.as_ptr()) as *const SkbMeta) }
+    }
+
+    #[inline(always)]
+    fn meta_mut(&mut self) -> &mut SkbMeta {
+        // SAFETY: as above, and we own the skb exclusively.
+        unsafe { &mut *(mb::priv_area(self.as_ptr()) as *mut SkbMeta) }
+    }
+
+    /// Headroom a prepend may use.
+    pub fn headroom(&self) -> u16 {
+        self.meta().headroom
+    }
+
+    /// Room after the last segment's data.
+    pub fn tailroom(&self) -> u16 {
+        // SAFETY: the tail is a live segment of our chain.
+        unsafe { mb::tailroom(self.meta().tail) }
+    }
+
+    /// Makes room for `n` bytes in front of the packet and returns them:
+    /// a pointer move when the headroom allows, else a fresh header mbuf from
+    /// `pool` chained in front (counted as a headroom miss). None if `pool`
+    /// has no mbuf left or `n` exceeds a fresh mbuf's room.
+    pub fn prepend(&mut self, n: u16, pool: &Mempool, stats: &mut SkbStats) -> Option<&mut [u8]> {
+        let m = self.as_ptr();
+        if n <= self.headroom() {
+            // SAFETY: n bytes of headroom exist in front of the data.
+            unsafe {
+                (*m).data_off -= n;
+                (*m).data_len += n;
+                (*m).pkt_len += n as u32;
+                self.meta_mut().headroom -= n;
+                return Some(std::slice::from_raw_parts_mut(mb::mtod(m), n as usize));
+            }
+        }
+        stats.headroom_miss += 1;
+        // SAFETY: a fresh mbuf becomes the new head; the skb moves to its
+        // private area (the pool must have one too, as every grorx pool does).
+        unsafe {
+            let h = sys::rte_pktmbuf_alloc(pool.as_ptr());
+            if h.is_null() {
+                return None;
+            }
+            if (*h).priv_size < PRIV_SIZE || n > (*h).buf_len {
+                sys::rte_pktmbuf_free(h);
+                return None;
+            }
+            // Put the new bytes at the end of the header mbuf's room, leaving
+            // the rest as headroom for a further prepend.
+            let room = (*h).buf_len;
+            (*h).data_off = room - n;
+            (*h).data_len = n;
+            (*h).pkt_len = (*m).pkt_len + n as u32;
+            (*h).nb_segs = (*m).nb_segs + 1;
+            (*h).next = m;
+            (*h).ol_flags = (*m).ol_flags;
+            (*h).port = (*m).port;
+            (*h).__bindgen_anon_3 = (*m).__bindgen_anon_3;
+            let mut meta = *self.meta();
+            meta.truesize += truesize_of(pool);
+            meta.headroom = (*h).data_off;
+            (mb::priv_area(h) as *mut SkbMeta).write(meta);
+            self.0 = NonNull::new_unchecked(h);
+            Some(std::slice::from_raw_parts_mut(mb::mtod(h), n as usize))
+        }
+    }
+}
+
+/// The last segment of a chain.
+#[inline(always)]
+unsafe fn last_seg(mut m: *mut sys::rte_mbuf) -> *mut sys::rte_mbuf {
+    while !(*m).next.is_null() {
+        m = (*m).next;
+    }
+    m
+}
+
+#[inline(always)]
+fn hint(flags: u64, mask: u64, good: u64, bad: u64) -> CsumHint {
+    match flags & mask {
+        0 => CsumHint::Unknown,
+        x if x == good => CsumHint::Good,
+        x if x == bad => CsumHint::Bad,
+        _ => CsumHint::DataGood,
+    }
+}
+
+impl GroBuf for Skb {
+    #[inline(always)]
+    fn head(&self) -> &[u8] {
+        // SAFETY: the head segment's data_len bytes from mtod are ours to read.
+        unsafe {
+            std::slice::from_raw_parts(
+                mb::mtod(self.as_ptr()),
+                mb::data_len(self.as_ptr()) as usize,
+            )
+        }
+    }
+
+    #[inline(always)]
+    fn head_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as above; we own the chain exclusively.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                mb::mtod(self.as_ptr()),
+                mb::data_len(self.as_ptr()) as usize,
+            )
+        }
+    }
+
+    #[inline(always)]
+    fn len(&self) -> usize {
+        // SAFETY: field read of our head.
+        unsafe { mb::pkt_len(self.as_ptr()) as usize }
+    }
+
+    #[inline(always)]
+    fn segs(&self) -> u16 {
+        // SAFETY: field read of our head.
+        unsafe { mb::nb_segs(self.as_ptr()) }
+    }
+
+    #[inline(always)]
+    fn rx_hints(&self) -> RxHints {
+        // SAFETY: field read of our head.
+        let f = unsafe { mb::ol_flags(self.as_ptr()) };
+        const ANY: u64 =
+            (sys::RTE_MBUF_F_RX_IP_CKSUM_MASK | sys::RTE_MBUF_F_RX_L4_CKSUM_MASK) as u64;
+        if f & ANY == 0 {
+            return RxHints::default(); // most vdevs say nothing
+        }
+        RxHints {
+            ip: hint(
+                f,
+                sys::RTE_MBUF_F_RX_IP_CKSUM_MASK as u64,
+                sys::RTE_MBUF_F_RX_IP_CKSUM_GOOD as u64,
+                sys::RTE_MBUF_F_RX_IP_CKSUM_BAD as u64,
+            ),
+            l4: hint(
+                f,
+                sys::RTE_MBUF_F_RX_L4_CKSUM_MASK as u64,
+                sys::RTE_MBUF_F_RX_L4_CKSUM_GOOD as u64,
+                sys::RTE_MBUF_F_RX_L4_CKSUM_BAD as u64,
+            ),
+        }
+    }
+
+    #[inline(always)]
+    fn for_each_chunk<F: FnMut(&[u8])>(&self, mut off: usize, mut len: usize, mut f: F) {
+        let mut m = self.as_ptr();
+        // SAFETY: walking our own chain; each slice stays within data_len.
+        unsafe {
+            while !m.is_null() && len > 0 {
+                let dl = mb::data_len(m) as usize;
+                if off >= dl {
+                    off -= dl;
+                } else {
+                    let n = (dl - off).min(len);
+                    f(std::slice::from_raw_parts(mb::mtod(m).add(off), n));
+                    len -= n;
+                    off = 0;
+                }
+                m = mb::next(m);
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn segs_from(&self, mut off: usize) -> u16 {
+        let mut m = self.as_ptr();
+        let mut n = 0;
+        // SAFETY: walking our own chain.
+        unsafe {
+            while !m.is_null() {
+                let dl = mb::data_len(m) as usize;
+                if off >= dl {
+                    off -= dl;
+                } else {
+                    n += 1;
+                    off = 0;
+                }
+                m = mb::next(m);
+            }
+        }
+        n
+    }
+
+    #[inline(always)]
+    fn append(&mut self, other: Skb, mut off: usize) {
+        let mut o = other.into_mbuf();
+        // SAFETY: we own both chains; `o` is trimmed of its first `off` bytes
+        // (its headers; segments left empty are freed) and linked after our tail.
+        unsafe {
+            let o_truesize = (*(mb::priv_area(o) as *const SkbMeta)).truesize;
+            let o_tail = (*(mb::priv_area(o) as *const SkbMeta)).tail;
+            let pkt_len = mb::pkt_len(o) - off as u32;
+            let mut nb = mb::nb_segs(o);
+            while off >= mb::data_len(o) as usize && !mb::next(o).is_null() {
+                off -= mb::data_len(o) as usize;
+                let next = mb::next(o);
+                (*o).next = std::ptr::null_mut();
+                (*o).nb_segs = 1;
+                sys::rte_pktmbuf_free_seg(o);
+                o = next;
+                nb -= 1;
+            }
+            (*o).data_off += off as u16;
+            (*o).data_len -= off as u16;
+            let h = self.as_ptr();
+            let meta = self.meta_mut();
+            (*meta.tail).next = o;
+            meta.tail = o_tail;
+            meta.truesize += o_truesize;
+            (*h).pkt_len += pkt_len;
+            (*h).nb_segs += nb;
+        }
+    }
+
+    #[inline(always)]
+    fn set_gso(&mut self, info: &GsoInfo) {
+        let m = self.as_ptr();
+        let meta = self.meta_mut();
+        meta.gso_size = info.mss;
+        meta.gso_segs = info.segs;
+        meta.l2_len = info.l2_len;
+        meta.l3_len = info.l3_len;
+        meta.l4_len = info.l4_len;
+        // SAFETY: field writes on our head.
+        unsafe {
+            let segsz = if info.segs > 1 { info.mss as u64 } else { 0 };
+            mb::set_tx_offload(
+                m,
+                info.l2_len as u64,
+                info.l3_len as u64,
+                info.l4_len as u64,
+                segsz,
+            );
+            if info.tso {
+                (*m).ol_flags |= sys::RTE_MBUF_F_TX_TCP_SEG
+                    | if info.ipv6 {
+                        sys::RTE_MBUF_F_TX_IPV6
+                    } else {
+                        sys::RTE_MBUF_F_TX_IPV4 | sys::RTE_MBUF_F_TX_IP_CKSUM
+                    };
+            }
+        }
+    }
+}
+
+impl Drop for Skb {
+    fn drop(&mut self) {
+        // SAFETY: we own the chain.
+        unsafe { sys::rte_pktmbuf_free(self.as_ptr()) }
+    }
+}

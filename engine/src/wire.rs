@@ -1,0 +1,424 @@
+//! Header parsing for GRO: Ethernet, 802.1Q / QinQ, IPv4, IPv6, TCP.
+//!
+//! One pass over the first segment's bytes finds every header and decides
+//! whether the frame is a TCP segment GRO may consider, or why not. It reads
+//! only inside the slice it is given (every access is checked), so any byte
+//! string is safe input; nothing is allocated.
+
+use crate::csum;
+
+/// Why a frame is not a GRO candidate (it passes through untouched).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum NotTcp {
+    /// Shorter than its headers, or lengths that contradict each other.
+    Malformed = 0,
+    /// Neither IPv4 nor IPv6 (ARP, LLDP, more than two VLAN tags...).
+    NotIp,
+    /// IP, but not TCP.
+    NotTcp,
+    /// IPv4 with options (IHL > 5): Linux does not merge these.
+    IpOptions,
+    /// An IPv4 fragment (MF or an offset).
+    Fragment,
+    /// IPv6 with extension headers before TCP.
+    Ipv6Ext,
+    /// The IPv4 header checksum is wrong.
+    BadIpChecksum,
+    /// Bytes after the IP packet (Ethernet padding): Linux does not merge these.
+    Padded,
+}
+
+impl NotTcp {
+    pub const ALL: [NotTcp; 8] = [
+        NotTcp::Malformed,
+        NotTcp::NotIp,
+        NotTcp::NotTcp,
+        NotTcp::IpOptions,
+        NotTcp::Fragment,
+        NotTcp::Ipv6Ext,
+        NotTcp::BadIpChecksum,
+        NotTcp::Padded,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            NotTcp::Malformed => "malformed",
+            NotTcp::NotIp => "not_ip",
+            NotTcp::NotTcp => "not_tcp",
+            NotTcp::IpOptions => "ip_options",
+            NotTcp::Fragment => "ip_fragment",
+            NotTcp::Ipv6Ext => "ipv6_ext_header",
+            NotTcp::BadIpChecksum => "bad_ip_checksum",
+            NotTcp::Padded => "padded",
+        }
+    }
+}
+
+pub const ETH_P_IPV4: u16 = 0x0800;
+pub const ETH_P_IPV6: u16 = 0x86dd;
+pub const ETH_P_8021Q: u16 = 0x8100;
+pub const ETH_P_8021AD: u16 = 0x88a8;
+pub const IPPROTO_TCP: u8 = 6;
+
+/// Where the headers of a TCP segment are, and the fields GRO needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Tcp {
+    /// Offset of the IP header (Ethernet + tags).
+    pub l3: u16,
+    /// Offset of the TCP header.
+    pub l4: u16,
+    /// Offset of the payload (= total header length).
+    pub payload: u16,
+    pub ipv6: bool,
+    /// VLAN TCIs, outermost first; `vlans` says how many are valid.
+    pub tci: [u16; 2],
+    pub vlans: u8,
+    /// TCP payload bytes (from the IP length).
+    pub payload_len: u32,
+}
+
+#[inline(always)]
+fn be16(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
+}
+
+impl Tcp {
+    /// Parses a frame whose first `head.len()` bytes are contiguous and whose
+    /// total length (all segments) is `frame_len`. `check_ip`: verify the
+    /// IPv4 header checksum in software.
+    #[inline]
+    pub fn parse(head: &[u8], frame_len: usize, check_ip: bool) -> Result<Tcp, NotTcp> {
+        let mut t = Tcp::default();
+        let mut off = 12usize;
+        let mut ethertype = be16(head, off).ok_or(NotTcp::Malformed)?;
+        while ethertype == ETH_P_8021Q || ethertype == ETH_P_8021AD {
+            if t.vlans == 2 {
+                return Err(NotTcp::NotIp);
+            }
+            t.tci[t.vlans as usize] = be16(head, off + 2).ok_or(NotTcp::Malformed)?;
+            t.vlans += 1;
+            off += 4;
+            ethertype = be16(head, off).ok_or(NotTcp::Malformed)?;
+        }
+        let l3 = off + 2;
+        let (l4, ip_end) = match ethertype {
+            ETH_P_IPV4 => {
+                let ip: &[u8; 20] = head
+                    .get(l3..l3 + 20)
+                    .ok_or(NotTcp::Malformed)?
+                    .try_into()
+                    .unwrap();
+                if ip[0] != 0x45 {
+                    return Err(if ip[0] >> 4 != 4 || ip[0] & 0x0f < 5 {
+                        NotTcp::Malformed
+                    } else {
+                        NotTcp::IpOptions
+                    });
+                }
+                let tot = u16::from_be_bytes([ip[2], ip[3]]) as usize;
+                let frag = u16::from_be_bytes([ip[6], ip[7]]);
+                if tot < 20 || l3 + tot > frame_len {
+                    return Err(NotTcp::Malformed);
+                }
+                if frag & 0x3fff != 0 {
+                    return Err(NotTcp::Fragment);
+                }
+                if ip[9] != IPPROTO_TCP {
+                    return Err(NotTcp::NotTcp);
+                }
+                if check_ip && csum::sum(ip) != 0xffff {
+                    return Err(NotTcp::BadIpChecksum);
+                }
+                (l3 + 20, l3 + tot)
+            }
+            ETH_P_IPV6 => {
+                let ip: &[u8; 40] = head
+                    .get(l3..l3 + 40)
+                    .ok_or(NotTcp::Malformed)?
+                    .try_into()
+                    .unwrap();
+                if ip[0] >> 4 != 6 {
+                    return Err(NotTcp::Malformed);
+                }
+                let plen = u16::from_be_bytes([ip[4], ip[5]]) as usize;
+                if l3 + 40 + plen > frame_len {
+                    return Err(NotTcp::Malformed);
+                }
+                match ip[6] {
+                    IPPROTO_TCP => {}
+                    // Hop-by-hop, routing, fragment, destination options, AH, mobility.
+                    0 | 43 | 44 | 60 | 51 | 135 => return Err(NotTcp::Ipv6Ext),
+                    _ => return Err(NotTcp::NotTcp),
+                }
+                t.ipv6 = true;
+                (l3 + 40, l3 + 40 + plen)
+            }
+            _ => return Err(NotTcp::NotIp),
+        };
+        let doff = (*head.get(l4 + 12).ok_or(NotTcp::Malformed)? >> 4) as usize * 4;
+        if doff < 20 || l4 + doff > ip_end || l4 + doff > head.len() {
+            return Err(NotTcp::Malformed);
+        }
+        if ip_end != frame_len {
+            return Err(NotTcp::Padded);
+        }
+        t.l3 = l3 as u16;
+        t.l4 = l4 as u16;
+        t.payload = (l4 + doff) as u16;
+        t.payload_len = (ip_end - l4 - doff) as u32;
+        Ok(t)
+    }
+
+    /// TCP header length (with options).
+    #[inline(always)]
+    pub fn l4_len(&self) -> usize {
+        (self.payload - self.l4) as usize
+    }
+
+    #[inline(always)]
+    pub fn l3_len(&self) -> usize {
+        (self.l4 - self.l3) as usize
+    }
+}
+
+/// Typed reads of a parsed segment's fields (big-endian on the wire).
+///
+/// `new` checks once that the header layout lies inside the bytes; every
+/// read below is then within `[0, payload)` and needs no bounds check.
+#[derive(Clone, Copy)]
+pub struct Fields<'a> {
+    b: &'a [u8],
+    t: Tcp,
+}
+
+impl<'a> Fields<'a> {
+    /// The fields of `b` laid out as `t` says. Panics if `t` does not fit `b`
+    /// (it always does when `t` comes from `Tcp::parse(b, ..)`).
+    #[inline(always)]
+    pub fn new(b: &'a [u8], t: Tcp) -> Fields<'a> {
+        let l3_min = if t.ipv6 { 40 } else { 20 };
+        assert!(
+            t.l3 >= 14
+                && t.l3 as usize + l3_min <= t.l4 as usize
+                && t.l4 as usize + 20 <= t.payload as usize
+                && t.payload as usize <= b.len(),
+            "header layout outside the frame"
+        );
+        Fields { b, t }
+    }
+
+    #[inline(always)]
+    pub fn layout(&self) -> Tcp {
+        self.t
+    }
+
+    #[inline(always)]
+    fn u8_at(&self, at: usize) -> u8 {
+        debug_assert!(at < self.t.payload as usize);
+        // SAFETY: at < payload <= b.len() (checked in new).
+        unsafe { *self.b.get_unchecked(at) }
+    }
+    #[inline(always)]
+    fn u16_at(&self, at: usize) -> u16 {
+        debug_assert!(at + 2 <= self.t.payload as usize);
+        // SAFETY: at + 2 <= payload <= b.len().
+        u16::from_be_bytes(unsafe { self.b.as_ptr().add(at).cast::<[u8; 2]>().read() })
+    }
+    #[inline(always)]
+    fn u32_at(&self, at: usize) -> u32 {
+        debug_assert!(at + 4 <= self.t.payload as usize);
+        // SAFETY: at + 4 <= payload <= b.len().
+        u32::from_be_bytes(unsafe { self.b.as_ptr().add(at).cast::<[u8; 4]>().read() })
+    }
+    #[inline(always)]
+    fn slice(&self, from: usize, to: usize) -> &'a [u8] {
+        debug_assert!(from <= to && to <= self.t.payload as usize);
+        // SAFETY: from <= to <= payload <= b.len().
+        unsafe { self.b.get_unchecked(from..to) }
+    }
+    /// The 12 bytes of MAC addresses.
+    #[inline(always)]
+    pub fn macs(&self) -> &'a [u8] {
+        self.slice(0, 12)
+    }
+    #[inline(always)]
+    pub fn seq(&self) -> u32 {
+        self.u32_at(self.t.l4 as usize + 4)
+    }
+    #[inline(always)]
+    pub fn ack(&self) -> u32 {
+        self.u32_at(self.t.l4 as usize + 8)
+    }
+    /// Data offset, flags and window: the word Linux compares whole.
+    #[inline(always)]
+    pub fn flag_word(&self) -> u32 {
+        self.u32_at(self.t.l4 as usize + 12)
+    }
+    #[inline(always)]
+    pub fn flags(&self) -> u8 {
+        self.u8_at(self.t.l4 as usize + 13)
+    }
+    #[inline(always)]
+    pub fn ports(&self) -> u32 {
+        self.u32_at(self.t.l4 as usize)
+    }
+    #[inline(always)]
+    pub fn options(&self) -> &'a [u8] {
+        self.slice(self.t.l4 as usize + 20, self.t.payload as usize)
+    }
+    #[inline(always)]
+    pub fn tcp_header(&self) -> &'a [u8] {
+        self.slice(self.t.l4 as usize, self.t.payload as usize)
+    }
+    #[inline(always)]
+    pub fn tcp_csum(&self) -> u16 {
+        self.u16_at(self.t.l4 as usize + 16)
+    }
+    /// IPv4 ID (0 for IPv6).
+    #[inline(always)]
+    pub fn ip_id(&self) -> u16 {
+        if self.t.ipv6 {
+            0
+        } else {
+            self.u16_at(self.t.l3 as usize + 4)
+        }
+    }
+    /// IPv4 DF bit.
+    #[inline(always)]
+    pub fn df(&self) -> bool {
+        !self.t.ipv6 && self.u8_at(self.t.l3 as usize + 6) & 0x40 != 0
+    }
+    /// What must not change within a merged packet: IPv4 TOS, TTL, DF;
+    /// IPv6 traffic class and hop limit.
+    #[inline(always)]
+    pub fn ip_word(&self) -> u32 {
+        let l3 = self.t.l3 as usize;
+        if self.t.ipv6 {
+            let tc = ((self.u8_at(l3) as u32 & 0x0f) << 4) | (self.u8_at(l3 + 1) as u32 >> 4);
+            (tc << 8) | self.u8_at(l3 + 7) as u32
+        } else {
+            ((self.u8_at(l3 + 1) as u32) << 16)
+                | ((self.u8_at(l3 + 8) as u32) << 8)
+                | (self.u8_at(l3 + 6) as u32 & 0x40)
+        }
+    }
+    /// The IPv6 flow label (part of a flow's identity, as in Linux).
+    #[inline(always)]
+    pub fn flow_label(&self) -> u32 {
+        if self.t.ipv6 {
+            self.u32_at(self.t.l3 as usize) & 0x000f_ffff
+        } else {
+            0
+        }
+    }
+    /// Source and destination addresses (8 or 32 bytes).
+    #[inline(always)]
+    pub fn addrs(&self) -> &'a [u8] {
+        let l3 = self.t.l3 as usize;
+        if self.t.ipv6 {
+            self.slice(l3 + 8, l3 + 40)
+        } else {
+            self.slice(l3 + 12, l3 + 20)
+        }
+    }
+    /// One's-complement sum of the addresses and the protocol: the part of
+    /// the pseudo-header that is the same for every segment of a flow.
+    #[inline(always)]
+    pub fn pseudo_base(&self) -> u16 {
+        csum::fold(csum::sum(self.addrs()) as u64 + IPPROTO_TCP as u64)
+    }
+    /// Sum of the pseudo-header for a TCP length of `tcp_len`.
+    #[inline(always)]
+    pub fn pseudo_sum(&self, tcp_len: u32) -> u16 {
+        csum::fold(self.pseudo_base() as u64 + (tcp_len >> 16) as u64 + (tcp_len & 0xffff) as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::traffic::{segment_stream, FlowSpec};
+
+    fn frame(ipv6: bool, vlans: Vec<u16>) -> (Vec<u8>, FlowSpec) {
+        let mut spec = FlowSpec::numbered(2, ipv6);
+        spec.vlans = vlans;
+        (segment_stream(&spec, 2, 100, 1000, 1448).remove(0), spec)
+    }
+
+    #[test]
+    fn parses_v4_v6_vlan_qinq() {
+        for ipv6 in [false, true] {
+            for vlans in [vec![], vec![5], vec![7, 9]] {
+                let (f, spec) = frame(ipv6, vlans.clone());
+                let t = Tcp::parse(&f, f.len(), true).unwrap();
+                assert_eq!(t.l3 as usize, spec.l2_len());
+                assert_eq!(t.payload as usize, spec.header_len());
+                assert_eq!(t.payload_len, 1000);
+                assert_eq!(t.vlans as usize, vlans.len());
+                assert_eq!(&t.tci[..vlans.len()], &vlans[..]);
+                let fl = Fields::new(&f, t);
+                assert_eq!(fl.seq(), 100);
+                assert_eq!(fl.options().len(), 12);
+            }
+        }
+    }
+
+    #[test]
+    fn reasons_not_to_merge() {
+        let (f, _) = frame(false, vec![]);
+        let n = f.len();
+        let mut g = f.clone();
+        g[14] = 0x46; // IHL 6
+        assert_eq!(Tcp::parse(&g, n, true), Err(NotTcp::IpOptions));
+        let mut g = f.clone();
+        g[20] = 0x20; // MF
+        assert_eq!(Tcp::parse(&g, n, true), Err(NotTcp::Fragment));
+        let mut g = f.clone();
+        g[23] = 17; // UDP
+        assert_eq!(Tcp::parse(&g, n, false), Err(NotTcp::NotTcp));
+        let mut g = f.clone();
+        g[22] ^= 1; // TTL changed without fixing the checksum
+        assert_eq!(Tcp::parse(&g, n, true), Err(NotTcp::BadIpChecksum));
+        assert!(
+            Tcp::parse(&g, n, false).is_ok(),
+            "trust mode skips the IP checksum"
+        );
+        let mut g = f.clone();
+        g[12] = 0x08;
+        g[13] = 0x06; // ARP
+        assert_eq!(Tcp::parse(&g, n, true), Err(NotTcp::NotIp));
+        let mut g = f.clone();
+        g.extend_from_slice(&[0; 4]); // padding after the IP packet
+        assert_eq!(Tcp::parse(&g, g.len(), true), Err(NotTcp::Padded));
+        let mut g = f.clone();
+        g[14 + 20 + 12] = 0x40; // data offset 16 B
+        assert_eq!(Tcp::parse(&g, n, true), Err(NotTcp::Malformed));
+        let (f6, _) = frame(true, vec![]);
+        let mut g = f6.clone();
+        g[14 + 6] = 0; // hop-by-hop next
+        assert_eq!(Tcp::parse(&g, g.len(), true), Err(NotTcp::Ipv6Ext));
+    }
+
+    #[test]
+    fn truncation_anywhere_is_malformed_not_a_panic() {
+        for ipv6 in [false, true] {
+            let (f, _) = frame(ipv6, vec![3, 4]);
+            for cut in 0..f.len() {
+                let r = Tcp::parse(&f[..cut], f.len(), true);
+                // Headers cut short, or the frame claims more than it has.
+                assert!(
+                    r.is_err() || cut >= Tcp::parse(&f, f.len(), true).unwrap().payload as usize
+                );
+                let r = Tcp::parse(&f[..cut], cut, true);
+                assert!(r.is_err(), "cut {cut}");
+            }
+        }
+    }
+
+    #[test]
+    fn three_tags_are_not_ip() {
+        let (mut f, _) = frame(false, vec![1, 2]);
+        f.splice(12..12, [0x81, 0x00, 0x00, 0x03]);
+        assert_eq!(Tcp::parse(&f, f.len(), true), Err(NotTcp::NotIp));
+    }
+}

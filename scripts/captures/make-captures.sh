@@ -1,0 +1,250 @@
+#!/usr/bin/env bash
+# make-captures.sh OUTDIR [--quick] [--rx-only]
+#
+# Makes classic-pcap captures of real TCP traffic for grorx's tests: iperf3
+# over a veth pair between two network namespaces this script creates
+# (sender <-> receiver), MTU 1500, sender and receiver with checksum/TSO/GSO
+# offload off (every checksum real, MSS-sized segments) and GRO off, captured
+# with tcpdump on the receiver's veth (the data direction and the ACK
+# direction; --rx-only keeps only the frames sent by the sender's veth, as
+# in the shared captures tcp_1flow.pcap / tcp_4flows.pcap).
+#
+#   tcp4.pcap        IPv4, 1 flow (the untagged source of the two below)
+#   tcp4_loss.pcap   IPv4, 1 flow through a sender-side tbf with a small queue
+#                    (100 kB): real drops and retransmissions (checked with tshark)
+#   tcp6.pcap        IPv6 (fd00:99::/64), 2 parallel flows (iperf3 -P 2)
+#   tcp4_vlan.pcap   tcp4.pcap with an 802.1Q tag, VLAN 100, in every frame
+#   tcp4_qinq.pcap   tcp4.pcap with 802.1ad 0x88a8 VLAN 200 + 802.1Q VLAN 100
+#   mixed_junk.pcap  a short IPv4 capture with non-TCP, malformed and odd
+#                    frames mixed in (mix_junk.py, seed 1); mixed_junk.txt lists them
+#
+# --quick: about 1 s / a few thousand packets per capture instead of ~25k.
+# A capture is retried (3 runs at most) when tcpdump did not write every
+# packet it saw, or the loss capture shows no retransmission.
+# MAKE_CAPTURES_KEEP_WORK=1 keeps OUTDIR/.make-captures.PID (logs) for debugging.
+# Idempotent (files are replaced; a run killed with SIGKILL leaves namespaces
+# that the next run removes). Needs root. Installs missing tools with apt-get.
+# Traffic stays inside the two namespaces (no route leaves them).
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+export PYTHONDONTWRITEBYTECODE=1   # no __pycache__ next to the helpers
+PROG=make-captures
+die() { echo "$PROG: $*" >&2; exit 1; }
+log() { echo "$PROG: $*" >&2; }
+usage() { sed -n '2,3p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+
+OUT="" QUICK=0 RXONLY=0
+for a in "$@"; do
+    case "$a" in
+        --quick) QUICK=1 ;;
+        --rx-only) RXONLY=1 ;;
+        -h|--help) usage ;;
+        -*) die "unknown option $a" ;;
+        *) [ -z "$OUT" ] || usage; OUT=$a ;;
+    esac
+done
+[ -n "$OUT" ] || usage
+[ "$(id -u)" -eq 0 ] || die "needs root (network namespaces, tcpdump)"
+
+# ---- tools -----------------------------------------------------------------
+need=()
+command -v iperf3 >/dev/null || need+=(iperf3)
+command -v tcpdump >/dev/null || need+=(tcpdump)
+command -v tshark >/dev/null || need+=(tshark)
+command -v capinfos >/dev/null || need+=(wireshark-common)
+command -v ethtool >/dev/null || need+=(ethtool)
+{ command -v ip && command -v tc; } >/dev/null || need+=(iproute2)
+command -v python3 >/dev/null || need+=(python3)
+if [ ${#need[@]} -gt 0 ]; then
+    log "installing ${need[*]}"
+    printf '%s\n' 'wireshark-common wireshark-common/install-setuid boolean false' \
+        'iperf3 iperf3/start_daemon boolean false' | debconf-set-selections
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+# ---- sizes -----------------------------------------------------------------
+if [ "$QUICK" = 1 ]; then
+    BYTES=4M        # tcp4 / tcp6: ~2.9k data segments
+    LOSS_T=1 LOSS_RATE=40mbit
+    JUNK_BYTES=1M JUNK_PER_KIND=5
+else
+    BYTES=30M       # ~21.7k data segments
+    LOSS_T=2 LOSS_RATE=100mbit
+    JUNK_BYTES=4M JUNK_PER_KIND=10
+fi
+LOSS_LIMIT=100000   # tbf queue in bytes (~66 full frames): a few % of segments lost
+
+# ---- names, cleanup ----------------------------------------------------------
+TAG=grxcap$$
+NS_S=${TAG}s NS_R=${TAG}r        # sender, receiver
+V_S=vsnd V_R=vrcv                # veth ends (each in its own namespace)
+MAC_S=02:00:00:00:99:01 MAC_R=02:00:00:00:99:02
+IP4_S=10.99.1.1 IP4_R=10.99.1.2
+IP6_S=fd00:99::1 IP6_R=fd00:99::2
+PORT=5201
+TD_PID="" SRV_PID=""
+
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+WORK=$OUT/.make-captures.$$
+
+ns_kill() {  # end what still runs in one of our namespaces, then delete it
+    local ns=$1 p
+    ip netns list | awk '{print $1}' | grep -qx "$ns" || return 0
+    for p in $(ip netns pids "$ns" 2>/dev/null); do kill "$p" 2>/dev/null || true; done
+    sleep 0.2
+    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
+    ip netns del "$ns" 2>/dev/null || true
+}
+
+stop_tcpdump() {  # SIGINT so tcpdump flushes and closes the file, then wait
+    [ -n "$TD_PID" ] || return 0
+    kill -INT "$TD_PID" 2>/dev/null || true
+    local i
+    for i in $(seq 50); do kill -0 "$TD_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$TD_PID" 2>/dev/null || true
+    wait "$TD_PID" 2>/dev/null || true
+    TD_PID=""
+}
+
+net_down() {
+    stop_tcpdump
+    if [ -n "$SRV_PID" ]; then kill "$SRV_PID" 2>/dev/null || true; wait "$SRV_PID" 2>/dev/null || true; SRV_PID=""; fi
+    ns_kill "$NS_S"; ns_kill "$NS_R"
+}
+
+cleanup() {
+    local rc=$?
+    set +e
+    trap - EXIT INT TERM HUP
+    net_down
+    if [ -n "${MAKE_CAPTURES_KEEP_WORK:-}" ]; then log "work files kept in $WORK"; else rm -rf "$WORK"; fi
+    [ $rc -eq 0 ] || log "failed (exit $rc); cleaned up"
+    exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+# Leftovers of runs that were killed without a chance to clean up.
+for ns in $(ip netns list | awk '{print $1}' | grep -E '^grxcap[0-9]+[sr]$' || true); do
+    pid=${ns#grxcap}; pid=${pid%?}
+    kill -0 "$pid" 2>/dev/null || { log "removing stale namespace $ns"; ns_kill "$ns"; }
+done
+for d in "$OUT"/.make-captures.*; do
+    [ -d "$d" ] || continue
+    kill -0 "${d##*.}" 2>/dev/null || rm -rf "$d"
+done
+mkdir -p "$WORK"
+
+# ---- network ---------------------------------------------------------------
+net_up() {  # net_up [tbf]: fresh namespaces + veth pair, addresses, offloads
+    ip netns add "$NS_S"
+    ip netns add "$NS_R"
+    ip link add "$V_S" netns "$NS_S" address $MAC_S type veth peer name "$V_R" netns "$NS_R" address $MAC_R
+    local ns dev
+    for ns in "$NS_S" "$NS_R"; do
+        if [ "$ns" = "$NS_S" ]; then dev=$V_S; else dev=$V_R; fi
+        ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0 \
+            net.ipv6.conf.all.router_solicitations=0 net.ipv6.conf.default.router_solicitations=0 \
+            net.ipv4.tcp_no_metrics_save=1
+        ip -n "$ns" link set lo up
+        ip -n "$ns" link set "$dev" mtu 1500
+        ip netns exec "$ns" ethtool -K "$dev" tx off tso off gso off gro off >/dev/null
+    done
+    ip -n "$NS_S" addr add $IP4_S/24 dev $V_S
+    ip -n "$NS_R" addr add $IP4_R/24 dev $V_R
+    ip -n "$NS_S" addr add $IP6_S/64 dev $V_S nodad
+    ip -n "$NS_R" addr add $IP6_R/64 dev $V_R nodad
+    if [ "${1:-}" = tbf ]; then
+        ip netns exec "$NS_S" tc qdisc add dev $V_S root tbf rate $LOSS_RATE burst 16k limit $LOSS_LIMIT
+    fi
+    ip -n "$NS_S" link set $V_S up
+    ip -n "$NS_R" link set $V_R up
+    wait_for 5 eval "ip -n $NS_S -br link show $V_S | grep -qw UP && ip -n $NS_R -br link show $V_R | grep -qw UP" \
+        || die "veth pair did not come up"
+}
+
+wait_for() {  # wait_for SECONDS CMD...: poll until CMD succeeds
+    local t=$1 i; shift
+    for i in $(seq $((t * 20))); do "$@" && return 0; sleep 0.05; done
+    return 1
+}
+
+# capture NAME [tbf] -- IPERF3_CLIENT_ARGS...: one iperf3 run captured on the
+# receiver's veth into $WORK/NAME.pcap. Retried (up to 3 runs) when tcpdump
+# reports kernel drops or, for a tbf run, when no retransmission was captured.
+capture() {
+    local name=$1 mode=""; shift
+    if [ "$1" = tbf ]; then mode=tbf; shift; fi
+    [ "$1" = -- ] && shift
+    local file=$WORK/$name.pcap try drops retx
+    for try in 1 2 3; do
+        net_up $mode
+        rm -f "$file"
+        ip netns exec "$NS_R" iperf3 -s -1 -p $PORT >"$WORK/$name.server.log" 2>&1 &
+        SRV_PID=$!
+        ip netns exec "$NS_R" tcpdump -i $V_R -s 0 -B 65536 --immediate-mode -Z root -n -w "$file" \
+            >"$WORK/$name.tcpdump.log" 2>&1 &
+        TD_PID=$!
+        wait_for 10 grep -q 'listening on' "$WORK/$name.tcpdump.log" || die "tcpdump did not start: $(cat "$WORK/$name.tcpdump.log")"
+        wait_for 10 eval "ip netns exec $NS_R ss -Hltn 'sport = :$PORT' | grep -q LISTEN" || die "iperf3 server did not start"
+        ip netns exec "$NS_S" timeout 120 iperf3 -p $PORT "$@" >"$WORK/$name.client.log" 2>&1 \
+            || die "iperf3 failed: $(tail -5 "$WORK/$name.client.log")"
+        wait_for 10 eval "! kill -0 $SRV_PID 2>/dev/null" || true
+        sleep 0.3            # the last ACKs and FINs
+        stop_tcpdump
+        net_down
+        # Complete only if tcpdump wrote every packet it received and the
+        # kernel dropped none (and, through tbf, some were retransmitted).
+        local tdlog=$WORK/$name.tcpdump.log got seen ok=1
+        drops=$(sed -n 's/^\([0-9]*\) packets\{0,1\} dropped by kernel$/\1/p' "$tdlog")
+        got=$(sed -n 's/^\([0-9]*\) packets\{0,1\} captured$/\1/p' "$tdlog")
+        seen=$(sed -n 's/^\([0-9]*\) packets\{0,1\} received by filter$/\1/p' "$tdlog")
+        [ "$drops" = 0 ] && [ -n "$got" ] && [ "$got" = "$seen" ] || ok=0
+        retx=""
+        if [ "$mode" = tbf ]; then
+            retx=$(tshark -r "$file" -Y tcp.analysis.retransmission 2>/dev/null | wc -l)
+            [ "$retx" -gt 0 ] || ok=0
+        fi
+        if [ $ok = 1 ]; then
+            if [ "$RXONLY" = 1 ]; then  # keep what arrived from the sender's veth
+                tcpdump -r "$file" -w "$file.rx" "ether src $MAC_S" 2>/dev/null && mv -f "$file.rx" "$file"
+                got="$(capinfos -c -M "$file" | awk '/Number of packets/{print $NF}') rx-only"
+            fi
+            log "$name: $got packets${retx:+, $retx retransmissions}"
+            return 0
+        fi
+        log "$name: try $try: wrote ${got:-?} of ${seen:-?} packets, ${drops:-?} dropped by kernel${retx:+, $retx retransmissions}; again"
+    done
+    die "$name: no clean capture in 3 tries"
+}
+
+START=$SECONDS
+capture tcp4 -- -c $IP4_R -n $BYTES
+capture tcp4_loss tbf -- -c $IP4_R -t $LOSS_T
+capture tcp6 -- -6 -c $IP6_R -n $BYTES -P 2
+capture junkbase -- -c $IP4_R -n $JUNK_BYTES
+
+python3 "$HERE/vlan_tag.py" "$WORK/tcp4.pcap" "$WORK/tcp4_vlan.pcap" --vid 100 >/dev/null
+python3 "$HERE/vlan_tag.py" "$WORK/tcp4.pcap" "$WORK/tcp4_qinq.pcap" --vid 100 --outer-vid 200 --outer-tpid 0x88a8 >/dev/null
+python3 "$HERE/mix_junk.py" "$WORK/junkbase.pcap" "$WORK/mixed_junk.pcap" --seed 1 \
+    --per-kind $JUNK_PER_KIND --summary "$WORK/mixed_junk.txt" | sed "s#$WORK/##g"
+sed -i "s#$WORK/##g" "$WORK/mixed_junk.txt"
+
+# Sanity checks, then publish.
+[ "$(tshark -r "$WORK/tcp6.pcap" -Y 'ipv6 && tcp.len > 0' 2>/dev/null | wc -l)" -gt 0 ] || die "tcp6.pcap: no IPv6 TCP data"
+[ "$(tshark -r "$WORK/tcp4_vlan.pcap" -T fields -e vlan.id 2>/dev/null | sort -u)" = 100 ] || die "tcp4_vlan.pcap: VLAN ids wrong"
+[ "$(tshark -r "$WORK/tcp4_qinq.pcap" -T fields -e eth.type -e ieee8021ad.id -e vlan.id 2>/dev/null | sort -u)" = "$(printf '0x88a8\t200\t100')" ] || die "tcp4_qinq.pcap: VLAN ids wrong"
+FILES=(tcp4.pcap tcp4_loss.pcap tcp6.pcap tcp4_vlan.pcap tcp4_qinq.pcap mixed_junk.pcap mixed_junk.txt)
+for f in "${FILES[@]}"; do mv -f "$WORK/$f" "$OUT/$f"; done
+for f in "${FILES[@]}"; do
+    case $f in
+        *.pcap) printf '%-16s %7s packets %10s bytes\n' "$f" \
+            "$(capinfos -c -M "$OUT/$f" | awk '/Number of packets/{print $NF}')" "$(stat -c %s "$OUT/$f")" ;;
+    esac
+done
+log "done in $((SECONDS - START)) s: $OUT"
