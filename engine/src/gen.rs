@@ -9,12 +9,11 @@
 //! at a time, and flow f goes to queue f % queues, as RSS would keep a flow
 //! on one queue.
 //!
-//! Cost: the payload bytes are written once, when the pool is created
-//! (`prepare_pool`): every mbuf of the generator's pool carries the same
-//! payload at the same offset, and nothing downstream writes payload bytes.
-//! Per packet the generator copies a header template and patches sequence,
-//! IP ID, TSval and the checksums incrementally (RFC 1624): about 70 bytes
-//! written per packet, no FFI call (alloc and enqueue are per burst).
+//! Cost: per packet the generator copies a header template, patches sequence,
+//! IP ID, TSval and the checksums incrementally (RFC 1624), and writes the
+//! payload from a template, as a NIC's DMA writes every byte (so the
+//! receiving core finds it in the shared cache, not in DRAM). No FFI call per
+//! packet: alloc and enqueue are per burst.
 
 use crate::csum;
 use crate::eal::tsc;
@@ -123,9 +122,9 @@ fn payload_offset(cfg: &GenConfig) -> usize {
     sys::RTE_PKTMBUF_HEADROOM as usize + cfg.header_len()
 }
 
-/// Writes the payload pattern into every mbuf of `pool` once; returns its
-/// one's-complement sum. The pool must hold a whole frame per mbuf.
-pub fn prepare_pool(pool: &Mempool, cfg: &GenConfig) -> Result<u16, String> {
+/// The payload every segment carries, and its one's-complement sum; checks
+/// the pool holds a whole frame per mbuf.
+pub fn payload(pool: &Mempool, cfg: &GenConfig) -> Result<(Vec<u8>, u16), String> {
     let off = payload_offset(cfg);
     let need = off + cfg.mss as usize;
     if need > pool.data_room() as usize {
@@ -139,15 +138,8 @@ pub fn prepare_pool(pool: &Mempool, cfg: &GenConfig) -> Result<u16, String> {
     let payload: Vec<u8> = (0..cfg.mss as u64)
         .map(|i| traffic::pattern_byte(0, i))
         .collect();
-    pool.for_each_mbuf(|m| {
-        // SAFETY: every object of a pktmbuf pool is an mbuf whose buffer has
-        // data_room bytes; need <= data_room was checked above.
-        unsafe {
-            let dst = ((*m).buf_addr as *mut u8).add(off);
-            std::ptr::copy_nonoverlapping(payload.as_ptr(), dst, payload.len());
-        }
-    });
-    Ok(csum::sum(&payload))
+    let sum = csum::sum(&payload);
+    Ok((payload, sum))
 }
 
 /// One flow's header template and the state that changes per segment.
@@ -250,6 +242,7 @@ pub fn run(
     cfg: GenConfig,
     rings: Vec<RingPtr>,
     pool: PoolPtr,
+    payload: Vec<u8>,
     payload_sum: u16,
     stats: Arc<GenStats>,
     stop: Arc<AtomicBool>,
@@ -304,15 +297,20 @@ pub fn run(
                 let (ref mut fi, ref mut taken) = cursor[q];
                 for &m in b.as_slice() {
                     let f = &mut flows[per_queue[q][*fi]];
+                    debug_assert_eq!(f.hdr_len, hdr_len);
                     // SAFETY: a fresh mbuf from a pool whose data room holds a
-                    // whole frame (checked in prepare_pool); the payload is
-                    // already in place after the headers.
+                    // whole frame (checked in `payload`).
                     unsafe {
-                        f.emit(mb::mtod(m), tsval, cfg.psh_every, cfg.mss);
+                        let d = mb::mtod(m);
+                        f.emit(d, tsval, cfg.psh_every, cfg.mss);
+                        std::ptr::copy_nonoverlapping(
+                            payload.as_ptr(),
+                            d.add(hdr_len),
+                            payload.len(),
+                        );
                         (*m).data_len = frame_len as u16;
                         (*m).pkt_len = frame_len;
                     }
-                    debug_assert_eq!(f.hdr_len, hdr_len);
                     *taken += 1;
                     if *taken == cfg.interleave {
                         *taken = 0;

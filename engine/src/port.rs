@@ -23,6 +23,9 @@ pub struct PortConf {
     pub rx_csum: bool,
     /// Frames may span several mbufs (the data room is smaller than a frame).
     pub scatter: bool,
+    /// The source keeps each flow on one queue itself (the embedded
+    /// generator), so the port needs no RSS.
+    pub source_steers: bool,
 }
 
 impl Default for PortConf {
@@ -36,6 +39,7 @@ impl Default for PortConf {
             promisc: true,
             rx_csum: true,
             scatter: false,
+            source_steers: false,
         }
     }
 }
@@ -270,7 +274,7 @@ impl Port {
         let mut rss_hf = 0;
         if conf.rx_queues > 1 {
             rss_hf = (sys::RTE_ETH_RSS_IP | sys::RTE_ETH_RSS_TCP) & info.flow_type_rss_offloads;
-            if rss_hf == 0 {
+            if rss_hf == 0 && !conf.source_steers {
                 notes.push(format!(
                     "WARNING: {driver} cannot hash flows over {} queues (no RSS); a TCP flow may be split \
                      over queues and GRO will merge less",

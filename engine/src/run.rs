@@ -458,6 +458,7 @@ pub fn run(opts: &RunOptions) -> Result<Report> {
             promisc: opts.promisc,
             rx_csum: true,
             scatter: segs > 1,
+            source_steers: ring_port.is_some(),
         };
         let pools: Vec<&Mempool> = (0..opts.queues).map(|_| &pool).collect();
         let port = Port::configure(id, &conf, &pools)?;
@@ -481,7 +482,7 @@ pub fn run(opts: &RunOptions) -> Result<Report> {
         });
     }
     let payload_sum = match &ring_port {
-        Some(_) => Some(gen::prepare_pool(&slots[0].pool, &opts.gen).map_err(anyhow::Error::msg)?),
+        Some(_) => Some(gen::payload(&slots[0].pool, &opts.gen).map_err(anyhow::Error::msg)?),
         None => None,
     };
     for s in &mut slots {
@@ -584,8 +585,10 @@ pub fn run(opts: &RunOptions) -> Result<Report> {
                 gen_stop.clone(),
                 eal.tsc_hz(),
             );
-            let psum = payload_sum.unwrap_or(0);
-            Some(eal.launch(l, move || gen::run(cfg, rings, pool, psum, st, stop, hz))?)
+            let (payload, psum) = payload_sum.clone().unwrap_or_default();
+            Some(eal.launch(l, move || {
+                gen::run(cfg, rings, pool, payload, psum, st, stop, hz)
+            })?)
         }
         _ => None,
     };

@@ -67,7 +67,8 @@ pub struct SkbConf {
     /// The head pool (copy mode) and its buffers' truesize.
     pub head_pool: *mut sys::rte_mempool,
     pub head_truesize: u32,
-    /// Header bytes copy mode copies (a driver's copy-break).
+    /// Bytes copy mode copies from a frame that is not TCP (a driver's
+    /// copy-break); TCP frames get exactly their headers.
     pub copy_len: u16,
 }
 
@@ -146,7 +147,14 @@ impl Skb {
         if h.is_null() {
             return None;
         }
-        let n = (conf.copy_len as usize)
+        // Pull exactly the headers, as drivers did with eth_get_headlen(); a
+        // frame that is not TCP gets the copy-break length.
+        let data = std::slice::from_raw_parts(mb::mtod(m), mb::data_len(m) as usize);
+        let hdrs = match crate::wire::Tcp::parse(data, mb::pkt_len(m) as usize, false) {
+            Ok(t) => t.payload as usize,
+            Err(_) => conf.copy_len as usize,
+        };
+        let n = hdrs
             .min(mb::data_len(m) as usize)
             .min(mb::tailroom(h) as usize);
         std::ptr::copy_nonoverlapping(mb::mtod(m), mb::mtod(h), n);
@@ -374,7 +382,7 @@ impl GroBuf for Skb {
         // SAFETY: we own both chains; `o` is trimmed of its first `off` bytes
         // (its headers; segments left empty are freed) and linked after our tail.
         unsafe {
-            let o_truesize = (*(mb::priv_area(o) as *const SkbMeta)).truesize;
+            let mut o_truesize = (*(mb::priv_area(o) as *const SkbMeta)).truesize;
             let o_tail = (*(mb::priv_area(o) as *const SkbMeta)).tail;
             let pkt_len = mb::pkt_len(o) - off as u32;
             let mut nb = mb::nb_segs(o);
@@ -383,6 +391,8 @@ impl GroBuf for Skb {
                 let next = mb::next(o);
                 (*o).next = std::ptr::null_mut();
                 (*o).nb_segs = 1;
+                // It no longer pins its buffer for us.
+                o_truesize -= (*mb::pool(o)).elt_size.min(o_truesize);
                 sys::rte_pktmbuf_free_seg(o);
                 o = next;
                 nb -= 1;

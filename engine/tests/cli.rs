@@ -91,6 +91,33 @@ fn user_eal_arguments_win() {
 }
 
 #[test]
+fn cores_and_queues_spread_over_workers() {
+    let o = grorx(&[
+        "sink",
+        "--queues",
+        "2",
+        "--cores",
+        "0,1",
+        "--gen-count",
+        "100000",
+        "--json",
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let qs = v["queues"].as_array().unwrap();
+    assert_eq!(qs.len(), 2);
+    assert_ne!(
+        qs[0]["lcore"], qs[1]["lcore"],
+        "one lcore per queue when there are two"
+    );
+    assert_eq!(v["rx_packets"].as_u64(), Some(100_000));
+    let o = grorx(&["sink", "--cores", "7-x"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("CPU list"), "{}", stderr(&o));
+}
+
+#[test]
 fn bad_port_spec_is_one_line() {
     let o = grorx(&["sink", "--port", "eth0"]);
     assert!(!o.status.success());

@@ -32,6 +32,10 @@ enum Cmd {
     Hugepages(HugeArgs),
 }
 
+/// A CPU list as one value (clap would read `Option<Vec<_>>` as many values).
+#[derive(Clone, Debug)]
+struct CpuList(Vec<usize>);
+
 #[derive(Args)]
 struct SinkArgs {
     /// A port: PCI address (0000:3b:00.0), virtual device (net_null0,
@@ -39,8 +43,8 @@ struct SinkArgs {
     #[arg(long = "port", value_name = "SPEC", value_parser = PortSpec::parse)]
     ports: Vec<PortSpec>,
     /// Worker CPUs, e.g. 1 or 2-5 (default: the last CPU).
-    #[arg(long, value_name = "LIST", value_parser = parse_cpu_list)]
-    cores: Option<Vec<usize>>,
+    #[arg(long, value_name = "LIST", value_parser = |s: &str| parse_cpu_list(s).map(CpuList))]
+    cores: Option<CpuList>,
     /// RX queues per port.
     #[arg(long, default_value_t = 1)]
     queues: u16,
@@ -180,7 +184,7 @@ fn sink(a: SinkArgs) -> Result<()> {
     let opts = RunOptions {
         ports: a.ports,
         queues: a.queues,
-        cores: a.cores,
+        cores: a.cores.map(|c| c.0),
         rx_desc: a.rx_desc,
         burst: a.burst,
         mtu: a.mtu,
