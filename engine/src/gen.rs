@@ -237,17 +237,32 @@ impl Flow {
     }
 }
 
+/// What the generator's lcore needs.
+pub struct GenJob {
+    pub cfg: GenConfig,
+    /// The RX ring of each queue of the embedded port.
+    pub rings: Vec<RingPtr>,
+    pub pool: PoolPtr,
+    /// The payload of every segment, and its sum (see `payload`).
+    pub payload: Vec<u8>,
+    pub payload_sum: u16,
+    pub stats: Arc<GenStats>,
+    pub stop: Arc<AtomicBool>,
+    pub tsc_hz: u64,
+}
+
 /// The generator's loop; runs on its own lcore until `stop` or `cfg.count`.
-pub fn run(
-    cfg: GenConfig,
-    rings: Vec<RingPtr>,
-    pool: PoolPtr,
-    payload: Vec<u8>,
-    payload_sum: u16,
-    stats: Arc<GenStats>,
-    stop: Arc<AtomicBool>,
-    tsc_hz: u64,
-) -> i32 {
+pub fn run(job: GenJob) -> i32 {
+    let GenJob {
+        cfg,
+        rings,
+        pool,
+        payload,
+        payload_sum,
+        stats,
+        stop,
+        tsc_hz,
+    } = job;
     let nq = rings.len();
     let mut flows: Vec<Flow> = (0..cfg.flows)
         .map(|i| Flow::new(&cfg, i, i as usize % nq, payload_sum))

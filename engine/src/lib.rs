@@ -9,15 +9,18 @@
 //! - The engine: [`worker`] (per-queue poll loop), [`gen`] (the embedded
 //!   source), [`run`] (one run, start to report), [`stats`], [`report`].
 
+pub mod baseline;
 pub mod capture;
 pub mod csum;
 pub mod eal;
 pub mod eal_args;
 pub mod gen;
 pub mod gro;
+pub mod hist;
 pub mod lcores;
 pub mod mbuf;
 pub mod mempool;
+pub mod monitor;
 pub mod pcap;
 pub mod pool_sizing;
 pub mod port;
@@ -28,6 +31,7 @@ pub mod run;
 pub mod signal;
 pub mod skb;
 pub mod stats;
+pub mod telemetry;
 pub mod traffic;
 pub mod wire;
 pub mod worker;

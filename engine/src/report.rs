@@ -2,6 +2,7 @@
 
 use crate::capture::CaptureReport;
 use crate::gro::GroReport;
+use crate::hist::HistReport;
 use crate::port::{Link, PortStats};
 use crate::stats::fmt_pps;
 use serde::Serialize;
@@ -23,6 +24,7 @@ pub struct QueueReport {
     /// Packets the stage delivered (after GRO).
     pub out_packets: u64,
     pub gro: Option<GroReport>,
+    pub histograms: HistReport,
 }
 
 /// What the stage delivered (after GRO).
@@ -107,6 +109,8 @@ pub struct Report {
     pub source: Option<SourceReport>,
     pub notes: Vec<String>,
     pub gro: Option<GroReport>,
+    /// Percentiles merged over queues (hold times in ns).
+    pub histograms: HistReport,
     pub delivered: Delivered,
     pub skb: SkbReport,
     pub capture: Option<CaptureReport>,
@@ -213,6 +217,7 @@ impl Report {
                 self.skb.headroom_miss
             ),
         );
+        push(&mut s, format!("  histograms: {}", self.histograms.text()));
         if let Some(c) = &self.capture {
             push(
                 &mut s,

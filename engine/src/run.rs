@@ -7,8 +7,10 @@ use crate::eal::{self, Eal};
 use crate::eal_args::{self, EalOpt};
 use crate::gen::{self, GenConfig, GenStats};
 use crate::gro::{GroConfig, GroStats};
+use crate::hist::{HdrLog, HistReport, QueueHist};
 use crate::lcores::{self, LcorePlan};
 use crate::mempool::{Mempool, PoolParams};
+use crate::monitor::{Monitor, MonitorConf, SlotInfo};
 use crate::pcap;
 use crate::pool_sizing::{self, Demand};
 use crate::port::{self, Port, PortConf};
@@ -19,12 +21,13 @@ use crate::report::{
 use crate::ring_port::RingPort;
 use crate::signal;
 use crate::skb::{self, SkbConf, SkbMode};
-use crate::stats::{fmt_pps, rates, QueueCounters};
+use crate::stats::{rates, QueueCounters};
 use crate::worker::{self, Assignment, StageKind, WorkerConf};
 use anyhow::{bail, Context, Result};
 use dpdk_sys as sys;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// How EAL is brought up.
@@ -70,6 +73,26 @@ pub struct RunOptions {
     /// mbufs a port keeps for itself (net_pcap infinite_rx caches its file);
     /// filled in by `run`.
     pub cached_frames: u32,
+    /// A per-queue table under the live line.
+    pub verbose: bool,
+    /// Stream one JSON object per interval of this many seconds (stdout).
+    pub json_interval: Option<f64>,
+    /// Write the histograms in the HdrHistogram interval log format.
+    pub hdr_log: Option<std::path::PathBuf>,
+    /// How widely mbuf pools are shared.
+    pub pool_scope: PoolScope,
+}
+
+/// How widely an mbuf pool is shared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PoolScope {
+    /// One pool per NUMA socket, shared by the ports there (the default).
+    #[default]
+    Socket,
+    /// One pool per port.
+    Port,
+    /// One pool per RX queue (no sharing at all between lcores).
+    Queue,
 }
 
 impl Default for RunOptions {
@@ -97,6 +120,10 @@ impl Default for RunOptions {
             skb_mode: SkbMode::Build,
             capture: None,
             cached_frames: 0,
+            verbose: false,
+            json_interval: None,
+            hdr_log: None,
+            pool_scope: PoolScope::Socket,
         }
     }
 }
@@ -133,6 +160,11 @@ impl RunOptions {
         if let Some(d) = self.duration {
             if !(d > 0.0 && d.is_finite()) {
                 bail!("--duration must be a positive number of seconds");
+            }
+        }
+        if let Some(d) = self.json_interval {
+            if !(d >= 0.01 && d.is_finite()) {
+                bail!("--json-interval must be at least 0.01 seconds");
             }
         }
         if let Some(r) = self.data_room {
@@ -186,12 +218,12 @@ impl RunOptions {
         }
     }
 
-    fn demand(&self, lcores: u32, extra: u32) -> Demand {
+    fn demand(&self, lcores: u32, queues: u32, extra: u32) -> Demand {
         let gen = self.uses_generator();
         Demand {
-            rx_queues: self.queues as u32,
+            rx_queues: queues,
             rx_desc: self.rx_desc as u32,
-            tx_queues: self.queues as u32,
+            tx_queues: queues,
             tx_desc: self.rx_desc as u32,
             lcores,
             cache: self.pool_cache,
@@ -219,7 +251,16 @@ impl RunOptions {
     fn memory_needed(&self, lcores: u32) -> Result<u64> {
         let mtu = self.mtu.unwrap_or(1500);
         let room = self.data_room_for(mtu)?;
-        let n = pool_sizing::element_count(&self.demand(lcores, self.cached_frames));
+        let capture = if self.capture.is_some() {
+            CAPTURE_SLOTS
+        } else {
+            0
+        };
+        let n = pool_sizing::element_count(&self.demand(
+            lcores,
+            self.queues as u32,
+            self.cached_frames + capture,
+        ));
         let ports = self.ports.len().max(1) as u64;
         Ok(ports * pool_sizing::pool_bytes(n, PRIV_SIZE as u32, room as u32) + EAL_OVERHEAD)
     }
@@ -337,12 +378,20 @@ fn start_eal(
     Ok((eal, summary))
 }
 
-/// A configured port with its pool (dropped port first, then pool).
+/// Queues that share one pool: same socket and data room (and the same port
+/// or queue, by `--pool-scope`).
+struct PoolGroup {
+    key: (i32, u16, u16, u16),
+    queues: u32,
+    /// mbufs a port of the group keeps for itself, and the capture ring.
+    extra: u32,
+}
+
+/// A configured port and the pool of each of its RX queues (an index into
+/// the run's pools; ports close before pools are freed).
 struct PortSlot {
     port: Port,
-    pool: Mempool,
-    /// Copy mode's separate heads.
-    head_pool: Option<Mempool>,
+    pools: Vec<usize>,
     segments_per_frame: u32,
     /// Frames a one-shot pcap replay holds.
     pcap_frames: Option<u64>,
@@ -426,28 +475,76 @@ pub fn run(opts: &RunOptions) -> Result<Report> {
         bail!("no port to receive on: name one with --port (e.g. --port net_null0) or run without --port for the embedded generator");
     }
 
-    // Pools and configuration, port by port.
-    let mut slots: Vec<PortSlot> = Vec::new();
-    for (i, &id) in ids.iter().enumerate() {
-        let info = port::dev_info(id)?;
+    // Pools: one per NUMA socket by default (per port or per queue when
+    // asked), placed on the socket of the ports they serve; then the ports.
+    let mut plans = Vec::new();
+    for &id in &ids {
         let mut cur = 0u16;
         // SAFETY: valid out-pointer.
         unsafe { sys::rte_eth_dev_get_mtu(id, &mut cur) };
         let mtu = opts.mtu.unwrap_or(if cur == 0 { 1500 } else { cur });
         let room = opts.data_room_for(mtu)?;
-        let _ = info;
-        let demand = opts.demand(lcore_count, cached[i]);
-        let n = pool_sizing::element_count(&demand);
         // SAFETY: plain query.
         let socket = unsafe { sys::rte_eth_dev_socket_id(id) };
-        let pool = Mempool::create(&PoolParams {
-            name: format!("grorx-p{id}-{}", POOL_SEQ.fetch_add(1, Relaxed)),
+        plans.push((id, mtu, room, socket));
+    }
+    let mut groups: Vec<PoolGroup> = Vec::new();
+    let mut queue_pool: Vec<Vec<usize>> = vec![Vec::new(); ids.len()];
+    for (pi, &(id, _, room, socket)) in plans.iter().enumerate() {
+        for q in 0..opts.queues {
+            let key = match opts.pool_scope {
+                PoolScope::Socket => (socket, room, u16::MAX, u16::MAX),
+                PoolScope::Port => (socket, room, id, u16::MAX),
+                PoolScope::Queue => (socket, room, id, q),
+            };
+            let g = match groups.iter().position(|g| g.key == key) {
+                Some(g) => g,
+                None => {
+                    groups.push(PoolGroup {
+                        key,
+                        queues: 0,
+                        extra: 0,
+                    });
+                    groups.len() - 1
+                }
+            };
+            groups[g].queues += 1;
+            if q == 0 {
+                groups[g].extra += cached[pi];
+            }
+            queue_pool[pi].push(g);
+        }
+    }
+    if opts.capture.is_some() {
+        groups[0].extra += CAPTURE_SLOTS;
+    }
+    let mut pools: Vec<Mempool> = Vec::new();
+    let mut head_pools: Vec<Mempool> = Vec::new();
+    for g in &groups {
+        let (socket, room, _, _) = g.key;
+        let n = pool_sizing::element_count(&opts.demand(lcore_count, g.queues, g.extra));
+        let seq = POOL_SEQ.fetch_add(1, Relaxed);
+        pools.push(Mempool::create(&PoolParams {
+            name: format!("grorx-s{}-{seq}", socket.max(0)),
             elements: n,
             cache: pool_sizing::cache_size(opts.pool_cache, n),
             priv_size: PRIV_SIZE,
             data_room: room,
             socket,
-        })?;
+        })?);
+        if opts.skb_mode == SkbMode::Copy {
+            head_pools.push(Mempool::create(&PoolParams {
+                name: format!("grorx-h{}-{seq}", socket.max(0)),
+                elements: n,
+                cache: pool_sizing::cache_size(opts.pool_cache, n),
+                priv_size: PRIV_SIZE,
+                data_room: (sys::RTE_PKTMBUF_HEADROOM as u16) + 2 * COPY_BREAK,
+                socket,
+            })?);
+        }
+    }
+    let mut slots: Vec<PortSlot> = Vec::new();
+    for (pi, &(id, mtu, room, _)) in plans.iter().enumerate() {
         let segs = pool_sizing::segments_per_frame(mtu as u32, room, sys::RTE_PKTMBUF_HEADROOM);
         let conf = PortConf {
             rx_queues: opts.queues,
@@ -460,29 +557,19 @@ pub fn run(opts: &RunOptions) -> Result<Report> {
             scatter: segs > 1,
             source_steers: ring_port.is_some(),
         };
-        let pools: Vec<&Mempool> = (0..opts.queues).map(|_| &pool).collect();
-        let port = Port::configure(id, &conf, &pools)?;
-        let head_pool = match opts.skb_mode {
-            SkbMode::Copy => Some(Mempool::create(&PoolParams {
-                name: format!("grorx-h{id}-{}", POOL_SEQ.fetch_add(1, Relaxed)),
-                elements: n,
-                cache: pool_sizing::cache_size(opts.pool_cache, n),
-                priv_size: PRIV_SIZE,
-                data_room: (sys::RTE_PKTMBUF_HEADROOM as u16) + 2 * COPY_BREAK,
-                socket,
-            })?),
-            SkbMode::Build => None,
-        };
+        let qp: Vec<&Mempool> = queue_pool[pi].iter().map(|&g| &pools[g]).collect();
+        let port = Port::configure(id, &conf, &qp)?;
         slots.push(PortSlot {
             port,
-            pool,
-            head_pool,
+            pools: queue_pool[pi].clone(),
             segments_per_frame: segs,
-            pcap_frames: pcap_frames[i],
+            pcap_frames: pcap_frames[pi],
         });
     }
     let payload_sum = match &ring_port {
-        Some(_) => Some(gen::payload(&slots[0].pool, &opts.gen).map_err(anyhow::Error::msg)?),
+        Some(_) => {
+            Some(gen::payload(&pools[slots[0].pools[0]], &opts.gen).map_err(anyhow::Error::msg)?)
+        }
         None => None,
     };
     for s in &mut slots {
@@ -549,36 +636,42 @@ pub fn run(opts: &RunOptions) -> Result<Report> {
             Some(c) => StageKind::Capture(c.tx()),
             None => StageKind::Sink,
         },
+        tsc_hz: eal.tsc_hz(),
     };
-    let skb_conf = |id: u16| -> SkbConf {
+    let hists: Arc<[Mutex<QueueHist>]> = (0..queue_list.len())
+        .map(|_| Mutex::new(QueueHist::default()))
+        .collect();
+    let skb_conf = |id: u16, q: u16| -> SkbConf {
         let s = slots
             .iter()
             .find(|s| s.port.id == id)
             .expect("queue of a known port");
+        let g = s.pools[q as usize];
+        let head = head_pools.get(g);
         SkbConf {
             mode: opts.skb_mode,
             headroom: opts.headroom,
-            buf_truesize: skb::truesize_of(&s.pool),
-            head_pool: s
-                .head_pool
-                .as_ref()
-                .map(|p| p.as_ptr())
-                .unwrap_or(std::ptr::null_mut()),
-            head_truesize: s.head_pool.as_ref().map(skb::truesize_of).unwrap_or(0),
+            buf_truesize: skb::truesize_of(&pools[g]),
+            head_pool: head.map(|p| p.as_ptr()).unwrap_or(std::ptr::null_mut()),
+            head_truesize: head.map(skb::truesize_of).unwrap_or(0),
             copy_len: COPY_BREAK,
         }
     };
     let mut launched = Vec::new();
     let t_start = Instant::now();
     for a in &plan {
-        let qs: Vec<_> = a.queues.iter().map(|q| (*q, skb_conf(q.port))).collect();
-        let (c, st) = (counters.clone(), worker_stop.clone());
-        launched.push(eal.launch(a.lcore, move || worker::run(qs, c, st, wc))?);
+        let qs: Vec<_> = a
+            .queues
+            .iter()
+            .map(|q| (*q, skb_conf(q.port, q.queue)))
+            .collect();
+        let (c, h, st) = (counters.clone(), hists.clone(), worker_stop.clone());
+        launched.push(eal.launch(a.lcore, move || worker::run(qs, c, h, st, wc))?);
     }
     let gen_launched = match (gen_lcore, &ring_port) {
         (Some(l), Some(rp)) => {
             let rings = (0..rp.queues()).map(|q| rp.rx_ring(q)).collect();
-            let pool = crate::ring_port::PoolPtr(slots[0].pool.as_ptr());
+            let pool = crate::ring_port::PoolPtr(pools[slots[0].pools[0]].as_ptr());
             let (cfg, st, stop, hz) = (
                 opts.gen.clone(),
                 gen_stats.clone(),
@@ -587,7 +680,16 @@ pub fn run(opts: &RunOptions) -> Result<Report> {
             );
             let (payload, psum) = payload_sum.clone().unwrap_or_default();
             Some(eal.launch(l, move || {
-                gen::run(cfg, rings, pool, payload, psum, st, stop, hz)
+                gen::run(gen::GenJob {
+                    cfg,
+                    rings,
+                    pool,
+                    payload,
+                    payload_sum: psum,
+                    stats: st,
+                    stop,
+                    tsc_hz: hz,
+                })
             })?)
         }
         _ => None,
@@ -607,17 +709,66 @@ pub fn run(opts: &RunOptions) -> Result<Report> {
             .map(|(_, q)| q.read().rx_packets)
             .sum()
     };
-    let mut last = (0u64, 0u64);
-    let mut last_gro = (0u64, 0u64);
-    let mut last_t = t_start;
-    let mut next_print = t_start + Duration::from_secs(1);
+    let slot_info: Vec<SlotInfo> = {
+        let mut v = vec![
+            SlotInfo {
+                port: 0,
+                queue: 0,
+                lcore: 0
+            };
+            queue_list.len()
+        ];
+        for a in &plan {
+            for q in &a.queues {
+                v[q.slot] = SlotInfo {
+                    port: q.port,
+                    queue: q.queue,
+                    lcore: a.lcore,
+                };
+            }
+        }
+        v
+    };
+    // Live state over DPDK telemetry (/grorx/stats, /grorx/queues, /grorx/gro)
+    // until this guard drops at the end of run(), early returns included.
+    if let Err(e) = crate::telemetry::register() {
+        eprintln!("note: {e:#}");
+    }
+    let _telemetry = crate::telemetry::live_scope(crate::telemetry::Live::new(
+        eal,
+        &plan,
+        counters.clone(),
+        slots
+            .iter()
+            .map(|s| (s.port.id, s.port.name.clone()))
+            .collect(),
+        t_start,
+        opts.gro.is_some(),
+    ));
+    let mut monitor = Monitor::new(
+        &counters,
+        &hists,
+        slot_info,
+        slots.iter().map(|s| s.port.id).collect(),
+        MonitorConf {
+            live: opts.live,
+            verbose: opts.verbose,
+            gro: opts.gro.is_some(),
+            json_every: opts.json_interval.map(Duration::from_secs_f64),
+            hdr: match &opts.hdr_log {
+                Some(p) => Some(HdrLog::create(p)?),
+                None => None,
+            },
+        },
+        t_start,
+    );
     let mut last_progress = t_start;
     let mut last_seen = 0u64;
     let stop_reason;
     loop {
         std::thread::sleep(Duration::from_millis(20));
         let now = Instant::now();
-        let (pk, by) = total(&counters);
+        let (pk, _) = total(&counters);
         if pk != last_seen {
             last_seen = pk;
             last_progress = now;
@@ -659,45 +810,7 @@ pub fn run(opts: &RunOptions) -> Result<Report> {
                 break;
             }
         }
-        if opts.live && now >= next_print {
-            let dt = now.duration_since(last_t).as_secs_f64();
-            let (pps, gbps) = rates(pk - last.0, by - last.1, dt);
-            let mut line = format!(
-                "[{:6.1}s] rx {} {:.2} Gbit/s",
-                now.duration_since(t_start).as_secs_f64(),
-                fmt_pps(pps),
-                gbps
-            );
-            if slots.len() > 1 {
-                for s in &slots {
-                    line.push_str(&format!(
-                        " | p{} {}",
-                        s.port.id,
-                        port_rx(&counters, s.port.id)
-                    ));
-                }
-            }
-            let (missed, nombuf) = slots.iter().fold((0, 0), |a, s| {
-                let st = s.port.stats();
-                (a.0 + st.imissed, a.1 + st.rx_nombuf)
-            });
-            if opts.gro.is_some() {
-                let (si, po) = counters
-                    .iter()
-                    .map(|c| c.read_gro())
-                    .fold((0, 0), |a, g| (a.0 + g.segments_in, a.1 + g.packets_out));
-                let (dsi, dpo) = (si - last_gro.0, po - last_gro.1);
-                last_gro = (si, po);
-                if dpo > 0 {
-                    line.push_str(&format!(" | gro {:.1} seg/pkt", dsi as f64 / dpo as f64));
-                }
-            }
-            line.push_str(&format!(" | missed {missed} no-mbuf {nombuf}"));
-            eprintln!("{line}");
-            last = (pk, by);
-            last_t = now;
-            next_print += Duration::from_secs(1);
-        }
+        monitor.tick(now)?;
     }
 
     // Stop the source first, then let the workers take what is queued.
@@ -710,6 +823,11 @@ pub fn run(opts: &RunOptions) -> Result<Report> {
         l.wait();
     }
     let duration_s = t_start.elapsed().as_secs_f64();
+    let slot_hists = monitor.finish()?;
+    let mut all_hist = QueueHist::default();
+    for h in &slot_hists {
+        all_hist.add(h);
+    }
     let capture_report: Option<CaptureReport> = match capture {
         Some(c) => Some(c.finish()?),
         None => None,
@@ -758,6 +876,7 @@ pub fn run(opts: &RunOptions) -> Result<Report> {
                 },
                 out_packets: l.out_packets,
                 gro: opts.gro.map(|_| g.report()),
+                histograms: HistReport::of(&slot_hists[q.slot]),
             });
         }
     }
@@ -793,11 +912,11 @@ pub fn run(opts: &RunOptions) -> Result<Report> {
             rx_desc: s.port.rx_desc,
             rx_offloads: port::rx_offload_names(s.port.rx_offloads),
             pool: PoolReport {
-                name: s.pool.name().to_string(),
-                mbufs: s.pool.size(),
-                cache: s.pool.cache(),
-                data_room: s.pool.data_room(),
-                priv_size: s.pool.priv_size(),
+                name: pools[s.pools[0]].name().to_string(),
+                mbufs: pools[s.pools[0]].size(),
+                cache: pools[s.pools[0]].cache(),
+                data_room: pools[s.pools[0]].data_room(),
+                priv_size: pools[s.pools[0]].priv_size(),
                 segments_per_frame: s.segments_per_frame,
                 hugepages: hugepages_on,
             },
@@ -857,11 +976,10 @@ pub fn run(opts: &RunOptions) -> Result<Report> {
         s.port.close();
     }
     let freed_at_teardown = ring_port.as_ref().map(|r| r.drain_and_free()).unwrap_or(0);
-    let mbufs_leaked: u64 = slots
+    let mbufs_leaked: u64 = pools
         .iter()
-        .map(|s| {
-            s.pool.in_use() as u64 + s.head_pool.as_ref().map(|h| h.in_use() as u64).unwrap_or(0)
-        })
+        .chain(&head_pools)
+        .map(|p| p.in_use() as u64)
         .sum();
     if mbufs_leaked > 0 {
         notes.push(format!(
@@ -870,12 +988,9 @@ pub fn run(opts: &RunOptions) -> Result<Report> {
     }
     // Ports before their rings and pools; a pool with mbufs out is leaked on
     // purpose rather than freed under someone's feet.
-    let pools: Vec<Mempool> = slots
-        .into_iter()
-        .flat_map(|s| std::iter::once(s.pool).chain(s.head_pool))
-        .collect();
+    drop(slots);
     drop(ring_port);
-    for p in pools {
+    for p in pools.into_iter().chain(head_pools) {
         if p.in_use() == 0 {
             drop(p);
         } else {
@@ -901,6 +1016,7 @@ pub fn run(opts: &RunOptions) -> Result<Report> {
         source,
         notes,
         gro: opts.gro.map(|_| gro_total.report()),
+        histograms: HistReport::of(&all_hist),
         delivered,
         skb: skb_report,
         capture: capture_report,

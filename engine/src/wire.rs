@@ -181,6 +181,75 @@ impl Tcp {
     }
 }
 
+/// What a frame GRO cannot merge still says about its flow (for keeping a
+/// flow's order: what the flow holds must leave before such a frame). Read
+/// leniently: IP options, fragments, bad checksums, bad data offsets and
+/// padding are all tolerated; only the bytes needed must be present.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowHint {
+    pub tci: [u16; 2],
+    pub vlans: u8,
+    pub ipv6: bool,
+    pub flow_label: u32,
+    /// Source then destination address (IPv4 uses the first 8 bytes).
+    pub addrs: [u8; 32],
+    /// Source and destination ports, when the TCP header is there (not in a
+    /// non-first fragment).
+    pub ports: Option<u32>,
+}
+
+impl FlowHint {
+    /// The hint of a TCP-over-IP frame, if it is one (by its protocol fields).
+    pub fn of(head: &[u8]) -> Option<FlowHint> {
+        let mut h = FlowHint {
+            tci: [0; 2],
+            vlans: 0,
+            ipv6: false,
+            flow_label: 0,
+            addrs: [0; 32],
+            ports: None,
+        };
+        let mut off = 12usize;
+        let mut et = be16(head, off)?;
+        while et == ETH_P_8021Q || et == ETH_P_8021AD {
+            if h.vlans == 2 {
+                return None;
+            }
+            h.tci[h.vlans as usize] = be16(head, off + 2)?;
+            h.vlans += 1;
+            off += 4;
+            et = be16(head, off)?;
+        }
+        let l3 = off + 2;
+        let l4 = match et {
+            ETH_P_IPV4 => {
+                let ip = head.get(l3..l3 + 20)?;
+                if ip[0] >> 4 != 4 || ip[9] != IPPROTO_TCP {
+                    return None;
+                }
+                h.addrs[..8].copy_from_slice(&ip[12..20]);
+                let frag_off = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff;
+                (frag_off == 0).then_some(l3 + (ip[0] & 0x0f) as usize * 4)
+            }
+            ETH_P_IPV6 => {
+                let ip = head.get(l3..l3 + 40)?;
+                if ip[0] >> 4 != 6 || ip[6] != IPPROTO_TCP {
+                    return None;
+                }
+                h.ipv6 = true;
+                h.flow_label = u32::from_be_bytes([0, ip[1] & 0x0f, ip[2], ip[3]]);
+                h.addrs.copy_from_slice(&ip[8..40]);
+                Some(l3 + 40)
+            }
+            _ => return None,
+        };
+        h.ports = l4
+            .and_then(|l4| head.get(l4..l4 + 4))
+            .map(|p| u32::from_be_bytes([p[0], p[1], p[2], p[3]]));
+        Some(h)
+    }
+}
+
 /// Typed reads of a parsed segment's fields (big-endian on the wire).
 ///
 /// `new` checks once that the header layout lies inside the bytes; every

@@ -6,13 +6,14 @@
 
 use crate::eal::tsc;
 use crate::gro::{Gro, GroConfig};
+use crate::hist::QueueHist;
 use crate::mbuf::{BulkFree, Burst};
 use crate::ring_port::RingPtr;
 use crate::skb::{Skb, SkbConf, SkbStats};
 use crate::stats::{Local, QueueCounters};
 use dpdk_sys::{self as sys, inline as mb};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// The largest RX burst a worker asks for.
 pub const MAX_BURST: usize = 256;
@@ -20,6 +21,8 @@ pub const MAX_BURST: usize = 256;
 const OUTBOX: usize = 64;
 /// Polls between two publications of the GRO counters.
 const GRO_PUBLISH_EVERY: u32 = 64;
+/// Polls between two looks at the clock for publishing histograms.
+const HIST_CHECK_EVERY: u32 = 64;
 
 /// One RX queue a worker polls, and where its counters live.
 #[derive(Debug, Clone, Copy)]
@@ -80,6 +83,7 @@ pub struct WorkerConf {
     /// end of every poll).
     pub gro_hold_tsc: u64,
     pub stage: StageKind,
+    pub tsc_hz: u64,
 }
 
 /// A queue's skb settings (its pool's buffer size, the copy-mode head pool).
@@ -163,12 +167,34 @@ struct QueueState {
     gro: Option<Gro<Skb>>,
     local: Local,
     polls_since_publish: u32,
+    hist: QueueHist,
+}
+
+/// Merges a queue's recent distributions into its shared copy, if the stats
+/// thread is not reading it right now (`force`: wait for it, at the end).
+fn publish_hist(st: &mut QueueState, shared: &Mutex<QueueHist>, force: bool) {
+    let guard = if force {
+        Some(shared.lock().unwrap_or_else(|p| p.into_inner()))
+    } else {
+        shared.try_lock().ok()
+    };
+    if let Some(mut sh) = guard {
+        if let Some(g) = st.gro.as_mut().and_then(|g| g.histograms_mut()) {
+            let _ = sh.gro_segs.add(&g.segs);
+            let _ = sh.gro_hold_ns.add(&g.hold_ns);
+            g.segs.reset();
+            g.hold_ns.reset();
+        }
+        let _ = sh.burst.add(&st.hist.burst);
+        st.hist.burst.reset();
+    }
 }
 
 /// The worker's loop; returns when `stop` is set and the queues are drained.
 pub fn run(
     queues: Vec<(QueueRef, SkbConf)>,
     counters: Arc<[QueueCounters]>,
+    hists: Arc<[Mutex<QueueHist>]>,
     stop: Arc<AtomicBool>,
     wc: WorkerConf,
 ) -> i32 {
@@ -178,11 +204,21 @@ pub fn run(
             q,
             skb,
             skb_stats: SkbStats::default(),
-            gro: wc.gro.map(Gro::new),
+            gro: wc.gro.map(|c| {
+                let mut g = Gro::new(c);
+                g.enable_histograms(wc.tsc_hz);
+                g
+            }),
             local: Local::default(),
             polls_since_publish: 0,
+            hist: QueueHist::default(),
         })
         .collect();
+    // Histograms go to the shared copies every ~20 ms (checked every
+    // HIST_CHECK_EVERY polls: reading the clock on each poll would cost more).
+    let hist_period = wc.tsc_hz / 50;
+    let mut next_hist = tsc() + hist_period;
+    let mut hist_polls = 0u32;
     let mut b: Burst<MAX_BURST> = Burst::new();
     let mut outbox = Outbox {
         pkts: [std::ptr::null_mut(); OUTBOX],
@@ -205,6 +241,9 @@ pub fn run(
             let n = b.rx(st.q.port, st.q.queue, wc.burst);
             st.local.rx_polls += 1;
             got += n;
+            if n > 0 {
+                st.hist.burst.saturating_record(n as u64);
+            }
             let (p0, b0, t0, w0) = (
                 outbox.out_packets,
                 outbox.out_bytes,
@@ -233,6 +272,7 @@ pub fn run(
                 }
                 Some(gro) => {
                     let now = if n > 0 || gro.held() > 0 { tsc() } else { 0 };
+                    gro.tick(now);
                     if n > 0 {
                         let mut bytes = 0u64;
                         for &m in b.as_slice() {
@@ -248,6 +288,8 @@ pub fn run(
                     }
                     if gro.held() > 0 {
                         if wc.gro_hold_tsc == 0 || stopping {
+                            // The flush time, for hold times: once per poll.
+                            gro.tick(tsc());
                             gro.flush_all(&mut |s| outbox.push_skb(s));
                         } else {
                             gro.flush_older(now.saturating_sub(wc.gro_hold_tsc), &mut |s| {
@@ -279,6 +321,17 @@ pub fn run(
                 }
             }
         }
+        hist_polls += 1;
+        if hist_polls >= HIST_CHECK_EVERY {
+            hist_polls = 0;
+            let now = tsc();
+            if now >= next_hist {
+                next_hist = now + hist_period;
+                for st in states.iter_mut() {
+                    publish_hist(st, &hists[st.q.slot], false);
+                }
+            }
+        }
         // After stop, keep polling until the queues are empty, so what was
         // already in them is counted rather than left behind.
         if stopping && (got == 0 || drained > wc.drain_rounds) {
@@ -288,6 +341,7 @@ pub fn run(
     // Whatever GRO still holds leaves now (the stage delivers it).
     for st in states.iter_mut() {
         if let Some(g) = &mut st.gro {
+            g.tick(tsc());
             let (p0, b0, t0) = (outbox.out_packets, outbox.out_bytes, outbox.truesize);
             g.flush_all(&mut |s| outbox.push_skb(s));
             outbox.deliver();
@@ -297,6 +351,7 @@ pub fn run(
             counters[st.q.slot].publish_gro(g.stats());
         }
         counters[st.q.slot].publish(&st.local);
+        publish_hist(st, &hists[st.q.slot], true);
     }
     0
 }

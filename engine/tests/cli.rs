@@ -118,6 +118,54 @@ fn cores_and_queues_spread_over_workers() {
 }
 
 #[test]
+fn json_interval_streams_and_histograms_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("run.hlog");
+    let o = grorx(&[
+        "sink",
+        "--duration",
+        "2.2",
+        "--json-interval",
+        "0.5",
+        "--json",
+        "-q",
+        "--hdr-log",
+        log.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("every stdout line is one JSON object"))
+        .collect();
+    assert!(
+        lines.len() >= 4,
+        "intervals then the report: {}",
+        lines.len()
+    );
+    let (intervals, report) = lines.split_at(lines.len() - 1);
+    for i in intervals {
+        assert!(i["interval_s"].as_f64().unwrap() > 0.3);
+        assert!(i["rx_pps"].as_f64().unwrap() > 0.0);
+        assert!(i["queues"].as_array().unwrap().len() == 1);
+        assert!(i["histograms"]["burst"]["count"].as_u64().unwrap() > 0);
+    }
+    let h = &report[0]["histograms"];
+    for k in ["burst", "gro_segments", "gro_hold_ns"] {
+        for p in ["p50", "p90", "p99", "p999", "max"] {
+            assert!(h[k][p].is_u64(), "{k}.{p}");
+        }
+    }
+    assert!(h["gro_segments"]["max"].as_u64().unwrap() <= 17);
+    assert!(h["burst"]["max"].as_u64().unwrap() <= 32);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("Tag=burst,")
+            && text.contains("Tag=gro_segments,")
+            && text.contains("Tag=gro_hold_ns,")
+    );
+}
+
+#[test]
 fn bad_port_spec_is_one_line() {
     let o = grorx(&["sink", "--port", "eth0"]);
     assert!(!o.status.success());

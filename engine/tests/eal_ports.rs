@@ -243,3 +243,30 @@ fn bad_ports_explain_themselves() {
     .unwrap_err();
     assert!(e.to_string().contains("--queues"), "{e}");
 }
+
+#[test]
+fn pool_scope_shares_or_splits_pools() {
+    let _e = common::eal();
+    let mut names = Vec::new();
+    // Fresh vdev names each round: a closed port is not reopened by name.
+    for (scope, a, b) in [
+        (run::PoolScope::Socket, "net_null20", "net_null21"),
+        (run::PoolScope::Port, "net_null22", "net_null23"),
+    ] {
+        let ports = vec![PortSpec::parse(a).unwrap(), PortSpec::parse(b).unwrap()];
+        let r = run::run(&quiet(RunOptions {
+            ports,
+            pool_scope: scope,
+            duration: Some(0.2),
+            ..RunOptions::default()
+        }))
+        .unwrap();
+        assert_eq!(r.mbufs_leaked, 0);
+        names.push((r.ports[0].pool.name.clone(), r.ports[1].pool.name.clone()));
+    }
+    assert_eq!(
+        names[0].0, names[0].1,
+        "socket scope: both ports share one pool"
+    );
+    assert_ne!(names[1].0, names[1].1, "port scope: a pool each");
+}

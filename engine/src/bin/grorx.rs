@@ -6,7 +6,7 @@ use grorx::gen::GenConfig;
 use grorx::gro::{CsumMode, GroConfig};
 use grorx::lcores::parse_cpu_list;
 use grorx::port_spec::PortSpec;
-use grorx::run::{self, EalSetup, RunOptions};
+use grorx::run::{self, EalSetup, PoolScope, RunOptions};
 use grorx::skb::SkbMode;
 use std::process::ExitCode;
 
@@ -23,6 +23,8 @@ struct Cli {
     cmd: Cmd,
 }
 
+// Parsed once per process: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Cmd {
     /// Receive, count and free: a packet sink. Without --port it runs on the
@@ -63,6 +65,9 @@ struct SinkArgs {
     /// Per-lcore mempool cache (0 disables it).
     #[arg(long, default_value_t = 256)]
     pool_cache: u32,
+    /// One mbuf pool per NUMA socket, per port, or per RX queue.
+    #[arg(long, value_enum, default_value = "socket")]
+    pool_scope: ScopeArg,
     /// Stop after this many seconds (default: at Ctrl-C, or when a one-shot pcap is consumed).
     #[arg(long, value_name = "SECS")]
     duration: Option<f64>,
@@ -72,6 +77,16 @@ struct SinkArgs {
     /// No live stats line.
     #[arg(long, short)]
     quiet: bool,
+    /// A per-queue table under the live stats line.
+    #[arg(long, short)]
+    verbose: bool,
+    /// Stream one JSON object per interval (seconds) on stdout, newline-delimited.
+    #[arg(long, value_name = "SECS")]
+    json_interval: Option<f64>,
+    /// Write burst, segments-per-packet and hold-time histograms to FILE in the
+    /// HdrHistogram interval log format (HistogramLogAnalyzer reads it).
+    #[arg(long, value_name = "FILE")]
+    hdr_log: Option<std::path::PathBuf>,
     /// Run on 4 KiB pages (no hugepages).
     #[arg(long)]
     no_huge: bool,
@@ -85,6 +100,13 @@ struct SinkArgs {
     /// EAL arguments (after --).
     #[arg(last = true, value_name = "EAL ARGS")]
     eal: Vec<String>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ScopeArg {
+    Socket,
+    Port,
+    Queue,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -226,6 +248,14 @@ fn sink(a: SinkArgs) -> Result<()> {
         },
         capture: a.gro.capture,
         cached_frames: 0,
+        verbose: a.verbose,
+        json_interval: a.json_interval,
+        hdr_log: a.hdr_log,
+        pool_scope: match a.pool_scope {
+            ScopeArg::Socket => PoolScope::Socket,
+            ScopeArg::Port => PoolScope::Port,
+            ScopeArg::Queue => PoolScope::Queue,
+        },
     };
     grorx::signal::install();
     let report = run::run(&opts);

@@ -33,6 +33,27 @@ impl std::hash::Hash for FlowKey {
 }
 
 impl FlowKey {
+    /// Does this key belong to the flow a hint describes? (MAC addresses are
+    /// not compared: a frame GRO turned away is matched by its IP identity.)
+    pub fn matches(&self, h: &crate::wire::FlowHint) -> bool {
+        let w = &self.w;
+        let tci = (w[1] >> 32) as u32;
+        let vlans = ((w[2] >> 52) & 3) as u8;
+        let ipv6 = (w[2] >> 54) & 1 == 1;
+        if vlans != h.vlans || ipv6 != h.ipv6 || tci != (h.tci[0] as u32 | (h.tci[1] as u32) << 16)
+        {
+            return false;
+        }
+        if let Some(p) = h.ports {
+            if w[2] as u32 != p {
+                return false;
+            }
+        }
+        let n = if ipv6 { 4 } else { 1 };
+        (0..n).all(|i| w[3 + i] == word(&h.addrs, i * 8))
+            && (!ipv6 || ((w[2] >> 32) & 0xf_ffff) as u32 == h.flow_label)
+    }
+
     /// The key of a parsed segment.
     #[inline(always)]
     pub fn new(f: &Fields) -> FlowKey {

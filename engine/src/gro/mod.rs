@@ -22,7 +22,7 @@ pub use buf::{CsumHint, GroBuf, GsoInfo, RxHints, VecBuf};
 pub use stats::{Flush, GroReport, GroStats, Pass};
 
 use crate::csum;
-use crate::wire::{Fields, Tcp};
+use crate::wire::{Fields, NotTcp, Tcp};
 use key::FlowKey;
 use table::Table;
 
@@ -153,6 +153,19 @@ pub struct Gro<B> {
     /// The slot the previous segment went to: bursts carry runs of one
     /// flow, so the next segment is checked there before hashing.
     last: Option<u16>,
+    /// The time (TSC) of the latest receive or tick, for hold times.
+    now: u64,
+    hist: Option<Box<GroHist>>,
+}
+
+/// Distributions GRO records when asked (one record per output packet).
+pub struct GroHist {
+    /// Segments per packet out.
+    pub segs: hdrhistogram::Histogram<u64>,
+    /// Nanoseconds a held packet waited, first segment to flush.
+    pub hold_ns: hdrhistogram::Histogram<u64>,
+    /// Nanoseconds per TSC tick, 32.32 fixed point.
+    ns_per_tick: u64,
 }
 
 impl<B: GroBuf> Gro<B> {
@@ -162,11 +175,33 @@ impl<B: GroBuf> Gro<B> {
             table: Table::new(cfg.flows),
             stats: GroStats::default(),
             last: None,
+            now: 0,
+            hist: None,
         }
     }
 
     pub fn config(&self) -> &GroConfig {
         &self.cfg
+    }
+
+    /// Records segments per packet and hold times from now on (`tsc_hz`
+    /// converts the TSC times given to `receive` and `tick` into ns).
+    pub fn enable_histograms(&mut self, tsc_hz: u64) {
+        self.hist = Some(Box::new(GroHist {
+            segs: crate::hist::new_hist(256),
+            hold_ns: crate::hist::new_hist(60_000_000_000),
+            ns_per_tick: ((1_000_000_000u128 << 32) / tsc_hz.max(1) as u128) as u64,
+        }));
+    }
+
+    pub fn histograms_mut(&mut self) -> Option<&mut GroHist> {
+        self.hist.as_deref_mut()
+    }
+
+    /// The current time (TSC), for flushes without a receive.
+    #[inline(always)]
+    pub fn tick(&mut self, now: u64) {
+        self.now = now;
     }
 
     pub fn stats(&self) -> &GroStats {
@@ -183,11 +218,30 @@ impl<B: GroBuf> Gro<B> {
         self.table.oldest().map(|s| self.table.get(s).since)
     }
 
+    /// Passes a frame GRO turned away, after whatever its flow holds (if the
+    /// frame still tells its flow: a TCP segment with IP options, a fragment,
+    /// a bad checksum...). Frames that are not TCP pass at once.
+    #[cold]
+    fn pass_in_order(&mut self, why: Pass, pkt: B, out: &mut impl FnMut(B)) {
+        let related = !matches!(why, Pass::Frame(NotTcp::NotIp | NotTcp::NotTcp));
+        if related && !self.table.is_empty() {
+            if let Some(h) = crate::wire::FlowHint::of(pkt.head()) {
+                while let Some(s) = self.table.first_where(|e| e.key.matches(&h)) {
+                    self.flush_slot(s, Flush::Unmergeable, out);
+                }
+            }
+        }
+        self.pass(why, pkt, out)
+    }
+
     #[inline(always)]
     fn pass(&mut self, why: Pass, pkt: B, out: &mut impl FnMut(B)) {
         self.stats.pass[why.index()] += 1;
         self.stats.packets_out += 1;
         self.stats.max_segments = self.stats.max_segments.max(1);
+        if let Some(g) = self.hist.as_deref_mut() {
+            g.segs.saturating_record(1);
+        }
         out(pkt);
     }
 
@@ -197,10 +251,11 @@ impl<B: GroBuf> Gro<B> {
     #[inline]
     pub fn receive(&mut self, pkt: B, now: u64, out: &mut impl FnMut(B)) {
         self.stats.segments_in += 1;
+        self.now = now;
         let verify = self.cfg.csum == CsumMode::Verify;
         let hints = pkt.rx_hints();
         if verify && hints.ip == CsumHint::Bad {
-            return self.pass(Pass::Frame(crate::wire::NotTcp::BadIpChecksum), pkt, out);
+            return self.pass_in_order(Pass::Frame(NotTcp::BadIpChecksum), pkt, out);
         }
         let t = match Tcp::parse(
             pkt.head(),
@@ -208,7 +263,7 @@ impl<B: GroBuf> Gro<B> {
             verify && hints.ip == CsumHint::Unknown,
         ) {
             Ok(t) => t,
-            Err(why) => return self.pass(Pass::Frame(why), pkt, out),
+            Err(why) => return self.pass_in_order(Pass::Frame(why), pkt, out),
         };
         let f = Fields::new(pkt.head(), t);
         let key = FlowKey::new(&f);
@@ -411,6 +466,12 @@ impl<B: GroBuf> Gro<B> {
     fn emit(&mut self, mut h: Held<B>, out: &mut impl FnMut(B)) {
         self.stats.packets_out += 1;
         self.stats.max_segments = self.stats.max_segments.max(h.segs as u64);
+        if let Some(g) = self.hist.as_deref_mut() {
+            g.segs.saturating_record(h.segs as u64);
+            let ticks = self.now.saturating_sub(h.since) as u128;
+            g.hold_ns
+                .saturating_record(((ticks * g.ns_per_tick as u128) >> 32) as u64);
+        }
         let tso = self.cfg.out_csum == OutCsum::Pseudo && h.segs > 1;
         if h.segs > 1 {
             fix_headers(&mut h, tso);

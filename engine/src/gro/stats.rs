@@ -40,10 +40,14 @@ pub enum Flush {
     /// Evicted (the oldest) to make room for a new flow.
     TableFull,
     EndOfPoll,
+    /// A frame of this flow GRO cannot merge (IP fragment, IP options, bad IP
+    /// checksum, malformed TCP, padding) passes through: the flow's held data
+    /// leaves first, so the flow keeps its order.
+    Unmergeable,
 }
 
 impl Flush {
-    pub const N: usize = 17;
+    pub const N: usize = 18;
     pub const ALL: [Flush; Flush::N] = [
         Flush::Psh,
         Flush::Fin,
@@ -62,6 +66,7 @@ impl Flush {
         Flush::Age,
         Flush::TableFull,
         Flush::EndOfPoll,
+        Flush::Unmergeable,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -82,6 +87,7 @@ impl Flush {
             Flush::Age => "age",
             Flush::TableFull => "table_full",
             Flush::EndOfPoll => "end_of_poll",
+            Flush::Unmergeable => "unmergeable_same_flow",
         }
     }
 }

@@ -164,6 +164,20 @@ impl<E> Table<E> {
         e
     }
 
+    /// The oldest entry for which `f` holds (a scan: for rare paths only).
+    pub fn first_where(&self, mut f: impl FnMut(&E) -> bool) -> Option<u16> {
+        let mut s = self.oldest;
+        while s != NIL {
+            if let Some(e) = &self.entries[s as usize] {
+                if f(e) {
+                    return Some(s);
+                }
+            }
+            s = self.next[s as usize];
+        }
+        None
+    }
+
     /// The entry held longest.
     #[inline(always)]
     pub fn oldest(&self) -> Option<u16> {

@@ -602,6 +602,56 @@ fn first_segment_with_psh_is_not_held() {
 }
 
 #[test]
+fn unmergeable_frames_of_a_held_flow_leave_after_its_data() {
+    // Each kind of frame GRO turns away, made from the flow's next segment.
+    type Spoil = fn(&mut Vec<u8>);
+    let kinds: [(&str, Spoil); 6] = [
+        ("ip options", |f| {
+            f[14] = 0x46;
+            f.splice(34..34, [1, 1, 1, 1]);
+            let tot = u16::from_be_bytes([f[16], f[17]]) + 4;
+            f[16..18].copy_from_slice(&tot.to_be_bytes());
+        }),
+        ("first fragment", |f| f[20] |= 0x20),
+        ("later fragment", |f| f[21] = 0x10),
+        ("bad ip checksum", |f| f[24] ^= 0xff),
+        ("bad data offset", |f| f[46] = 0x40),
+        ("padded", |f| f.extend_from_slice(&[0; 6])),
+    ];
+    for (name, spoil) in kinds {
+        let mut f = Flow::new(1, false);
+        let mut other = Flow::new(2, false);
+        let mut g = gro(GroConfig::default());
+        let a = f.next(MSS);
+        let b = other.next(MSS);
+        let mut bad = f.next(MSS);
+        spoil(&mut bad.segs[0]);
+        let bad_copy = bad.clone();
+        let out = feed(&mut g, vec![a, b, bad]);
+        assert_eq!(out.len(), 2, "{name}: the flow's held data, then the frame");
+        assert_eq!(out[0].ids, vec![1_000_001], "{name}: flow 1's data first");
+        assert_eq!(
+            out[1].segs, bad_copy.segs,
+            "{name}: the frame passes untouched"
+        );
+        assert_eq!(flush_count(&g, Flush::Unmergeable), 1, "{name}");
+        assert_eq!(g.held(), 1, "{name}: the other flow stays held");
+    }
+}
+
+#[test]
+fn non_tcp_frames_do_not_flush() {
+    let mut f = Flow::new(1, false);
+    let mut g = gro(GroConfig::default());
+    let a = f.next(MSS);
+    let mut udp = f.next(100);
+    udp.segs[0][23] = 17;
+    let out = feed(&mut g, vec![a, udp]);
+    assert_eq!(out.len(), 1);
+    assert_eq!(g.held(), 1);
+}
+
+#[test]
 fn config_ranges() {
     assert!(GroConfig::default().validate().is_ok());
     assert!(GroConfig {

@@ -1,0 +1,327 @@
+//! DPDK's own GRO (`rte_gro`, 22.11) as a baseline for benchmarks and the
+//! differential test: lightweight (burst) mode, TCP over IPv4 only.
+//!
+//! What a DPDK application on grorx's vdev PMDs must do to get any merge out
+//! of rte_gro, and nothing more:
+//! 1. [`classify`] fills `packet_type` and `l2_len/l3_len/l4_len` (no vdev
+//!    PMD does; without them rte_gro merges nothing).
+//! 2. [`RteGro::reassemble`] calls `rte_gro_reassemble_burst`.
+//! 3. [`fix_checksums`] on what it returns, before the packets go anywhere that
+//!    reads checksums: rte_gro rewrites the IPv4 total length of a merged
+//!    packet but leaves its IPv4 header checksum and TCP checksum stale.
+//!
+//! Behaviour of rte_gro 22.11 worth knowing when comparing (from its
+//! sources, confirmed by `tests/differential.rs`): it merges only segments
+//! whose flags are exactly ACK; a PSH segment is returned unprocessed, and in
+//! burst mode unprocessed packets come back at the END of the array, after
+//! everything the table held: a PSH segment followed by more data of its flow
+//! in the same burst leaves after that data (out of order). It knows no IPv6;
+//! it keys flows on the ACK number too; it validates no checksum; it holds at
+//! most `RTE_GRO_MAX_BURST_ITEM_NUM` (128) packets per call, the rest pass
+//! unmerged.
+//!
+//! These functions take raw mbuf pointers because that is rte_gro's currency;
+//! they are `unsafe` for that reason only: each says what the pointers must be.
+
+use crate::csum;
+use crate::wire::{NotTcp, Tcp};
+use dpdk_sys::{self as sys, inline as mb, rte_mbuf};
+
+/// The most packets one `reassemble` call can hold for merging.
+pub const MAX_ITEMS: usize = sys::RTE_GRO_MAX_BURST_ITEM_NUM as usize;
+
+/// rte_gro's lightweight mode, TCP/IPv4: the parameters of
+/// `rte_gro_reassemble_burst` (it keeps no state between calls: every call
+/// builds its tables on the stack and flushes them before it returns).
+#[derive(Debug, Clone, Copy)]
+pub struct RteGro {
+    param: sys::rte_gro_param,
+}
+
+impl RteGro {
+    /// `max_flows * max_items_per_flow` bounds the packets one call holds
+    /// (DPDK caps it further at [`MAX_ITEMS`] and at the burst size).
+    pub fn new(max_flows: u16, max_items_per_flow: u16) -> RteGro {
+        assert!(
+            max_flows > 0 && max_items_per_flow > 0,
+            "rte_gro with room for no packet merges nothing"
+        );
+        RteGro {
+            param: sys::rte_gro_param {
+                gro_types: sys::RTE_GRO_TCP_IPV4 as u64,
+                max_flow_num: max_flows,
+                max_item_per_flow: max_items_per_flow,
+                // Not read by the lightweight mode (its tables are on the stack).
+                socket_id: 0,
+            },
+        }
+    }
+
+    pub fn param(&self) -> &sys::rte_gro_param {
+        &self.param
+    }
+
+    /// Merges a burst with `rte_gro_reassemble_burst`; returns `n`, the
+    /// packets left.
+    ///
+    /// Ownership: on entry the caller owns every `pkts[i]`; on return it owns
+    /// exactly `pkts[..n]`: first what rte_gro held (merged or not), flow by
+    /// flow, then the packets it did not process (PSH, no payload, not TCP/IPv4,
+    /// no room), in arrival order. Merged packets have the others chained in.
+    /// `pkts[n..]` are stale: those mbufs now live inside the chains of
+    /// `pkts[..n]` and must be neither used nor freed. Nothing is freed by the
+    /// call. Merged packets carry stale checksums (see [`fix_checksums`]).
+    ///
+    /// # Safety
+    /// Every pointer is a valid mbuf chain head the caller owns, classified by
+    /// [`classify`] (or with `packet_type` and l2/l3/l4 lengths set otherwise),
+    /// with its headers in the first segment; no pointer appears twice.
+    pub unsafe fn reassemble(&self, pkts: &mut [*mut rte_mbuf]) -> usize {
+        if pkts.is_empty() {
+            return 0;
+        }
+        let n = u16::try_from(pkts.len()).expect("a burst of at most 65535 packets");
+        // SAFETY: the array holds n owned, classified mbufs (the caller's
+        // contract); rte_gro writes at most n pointers back into it.
+        sys::rte_gro_reassemble_burst(pkts.as_mut_ptr(), n, &self.param) as usize
+    }
+}
+
+/// Sets each mbuf's `packet_type` and `l2_len/l3_len/l4_len` from its headers,
+/// with `rte_net_get_ptype`: one FFI call per packet. That cost is inherent to
+/// this baseline: it is what any DPDK application must pay before rte_gro on
+/// PMDs that do not classify (every vdev here), so a fair comparison pays it.
+///
+/// # Safety
+/// Every pointer is a valid mbuf the caller owns and may write.
+pub unsafe fn classify(pkts: &mut [*mut rte_mbuf]) {
+    for &m in pkts.iter() {
+        let mut hl = sys::rte_net_hdr_lens::default();
+        // SAFETY: m is a valid mbuf (caller's contract); hl is ours to write.
+        let ptype = sys::rte_net_get_ptype(m, &mut hl, sys::RTE_PTYPE_ALL_MASK);
+        mb::set_packet_type(m, ptype);
+        mb::set_tx_offload(m, hl.l2_len as u64, hl.l3_len as u64, hl.l4_len as u64, 0);
+    }
+}
+
+/// Recomputes, in place, the IPv4 header checksum and the full TCP checksum
+/// (pseudo-header, TCP header and payload over the whole chain) of a packet
+/// rte_gro may have merged; IPv6 gets its TCP checksum only (it has no header
+/// checksum). A packet that is not a plain TCP frame (see [`NotTcp`]) is left
+/// untouched and the reason returned. Correct on unmerged packets too.
+///
+/// Reads only mbuf fields and bytes: it makes no DPDK call.
+///
+/// # Safety
+/// `m` is a valid mbuf chain head the caller owns and may write, with its
+/// headers contiguous in the first segment (rte_gro's output always has them
+/// there: it chains payload behind the first packet's head).
+pub unsafe fn fix_checksums(m: *mut rte_mbuf) -> Result<(), NotTcp> {
+    let pkt_len = mb::pkt_len(m);
+    let (l4, pseudo) = {
+        // SAFETY: the first segment's data_len bytes from mtod belong to m,
+        // which the caller owns exclusively; this borrow ends with the block,
+        // before the chain is read through raw pointers.
+        let head = std::slice::from_raw_parts_mut(mb::mtod(m), mb::data_len(m) as usize);
+        let t = Tcp::parse(head, pkt_len as usize, false)?;
+        let (l3, l4) = (t.l3 as usize, t.l4 as usize);
+        let tcp_len = pkt_len - l4 as u32;
+        let pseudo = if t.ipv6 {
+            let src: [u8; 16] = head[l3 + 8..l3 + 24].try_into().unwrap();
+            let dst: [u8; 16] = head[l3 + 24..l3 + 40].try_into().unwrap();
+            csum::pseudo_v6(&src, &dst, 6, tcp_len)
+        } else {
+            head[l3 + 10..l3 + 12].copy_from_slice(&[0, 0]);
+            let c = csum::ipv4_header(&head[l3..l4]);
+            head[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+            let src: [u8; 4] = head[l3 + 12..l3 + 16].try_into().unwrap();
+            let dst: [u8; 4] = head[l3 + 16..l3 + 20].try_into().unwrap();
+            // Tcp::parse bounds the IPv4 total length, so tcp_len fits 16 bits.
+            csum::pseudo_v4(src, dst, 6, tcp_len as u16)
+        };
+        head[l4 + 16..l4 + 18].copy_from_slice(&[0, 0]);
+        (l4, pseudo)
+    };
+    let c = csum::finish(csum::add(pseudo, chain_sum(m, l4)));
+    // SAFETY: Tcp::parse checked that the TCP header (20 bytes at least) lies
+    // inside the first segment.
+    std::ptr::copy_nonoverlapping(c.to_be_bytes().as_ptr(), mb::mtod(m).add(l4 + 16), 2);
+    Ok(())
+}
+
+/// One's-complement sum of a chain's bytes from packet offset `off` to its
+/// end. A segment that starts at an odd offset of the summed range has its
+/// sum byte-swapped into place (RFC 1071's byte-order independence).
+///
+/// # Safety
+/// `m` is a valid mbuf chain head the caller may read.
+unsafe fn chain_sum(mut m: *const rte_mbuf, mut off: usize) -> u16 {
+    let mut s = 0u16;
+    let mut odd = false;
+    while !m.is_null() {
+        let dl = mb::data_len(m) as usize;
+        if off < dl {
+            // SAFETY: [off, dl) lies inside this segment's data.
+            let c = std::slice::from_raw_parts(mb::mtod(m).add(off), dl - off);
+            let cs = csum::sum(c);
+            s = csum::add(s, if odd { cs.swap_bytes() } else { cs });
+            odd ^= c.len() & 1 == 1;
+            off = 0;
+        } else {
+            off -= dl;
+        }
+        m = mb::next(m);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::traffic::{pattern_byte, FlowSpec, Segment, TCP_ACK};
+
+    /// Chains of fake mbufs over plain vectors: enough for code that reads
+    /// only mbuf fields (no pool, no EAL).
+    struct FakeChain {
+        mbufs: Vec<rte_mbuf>,
+        bufs: Vec<Vec<u8>>,
+    }
+
+    impl FakeChain {
+        fn new(mut bufs: Vec<Vec<u8>>) -> FakeChain {
+            let total: usize = bufs.iter().map(|p| p.len()).sum();
+            let segs = bufs.len();
+            let mut mbufs: Vec<rte_mbuf> = bufs
+                .iter_mut()
+                .enumerate()
+                .map(|(i, p)| {
+                    // SAFETY: rte_mbuf is plain C data (integers, pointers,
+                    // unions of them): all-zero bytes are a valid value.
+                    let mut m: rte_mbuf = unsafe { std::mem::zeroed() };
+                    m.buf_addr = p.as_mut_ptr().cast();
+                    m.buf_len = p.len() as u16;
+                    m.data_len = p.len() as u16;
+                    m.pkt_len = if i == 0 { total } else { p.len() } as u32;
+                    m.nb_segs = if i == 0 { segs } else { 1 } as u16;
+                    m
+                })
+                .collect();
+            // Link once the vector is complete, so the addresses hold.
+            let base = mbufs.as_mut_ptr();
+            for i in 0..segs - 1 {
+                // SAFETY: i + 1 < segs: both inside the vector.
+                unsafe { (*base.add(i)).next = base.add(i + 1) };
+            }
+            FakeChain { mbufs, bufs }
+        }
+
+        fn head(&mut self) -> *mut rte_mbuf {
+            self.mbufs.as_mut_ptr()
+        }
+
+        fn bytes(&self) -> Vec<u8> {
+            self.bufs.concat()
+        }
+    }
+
+    /// A merged packet as rte_gro leaves it: the first frame's head, the
+    /// payloads of the others chained behind it, the IP (or IPv6 payload)
+    /// length rewritten, both checksums those of the first frame (stale).
+    fn merged(ipv6: bool, vlans: Vec<u16>, sizes: &[usize]) -> (FakeChain, FlowSpec) {
+        let mut spec = FlowSpec::numbered(3, ipv6);
+        spec.vlans = vlans;
+        let first: Vec<u8> = (0..sizes[0] as u64).map(|o| pattern_byte(3, o)).collect();
+        let s = Segment {
+            seq: 77,
+            ack: 1,
+            flags: TCP_ACK,
+            ip_id: 9,
+            tsval: 5,
+            tsecr: 6,
+            payload_len: 0,
+        };
+        let mut parts = vec![spec.frame(&s, &first)];
+        let mut off = sizes[0] as u64;
+        for &n in &sizes[1..] {
+            parts.push((off..off + n as u64).map(|o| pattern_byte(3, o)).collect());
+            off += n as u64;
+        }
+        let l3 = spec.l2_len();
+        let total = spec.header_len() as u64 + off;
+        let h = &mut parts[0];
+        if ipv6 {
+            let plen = (total as usize - l3 - 40) as u16;
+            h[l3 + 4..l3 + 6].copy_from_slice(&plen.to_be_bytes());
+        } else {
+            let tot = (total as usize - l3) as u16;
+            h[l3 + 2..l3 + 4].copy_from_slice(&tot.to_be_bytes());
+        }
+        (FakeChain::new(parts), spec)
+    }
+
+    /// (IPv4 header valid, TCP checksum valid) of a contiguous frame.
+    fn valid(spec: &FlowSpec, f: &[u8]) -> (bool, bool) {
+        let l3 = spec.l2_len();
+        let (ip_ok, l4, pseudo) = if f[l3] >> 4 == 6 {
+            let src = f[l3 + 8..l3 + 24].try_into().unwrap();
+            let dst = f[l3 + 24..l3 + 40].try_into().unwrap();
+            let tcp = (f.len() - l3 - 40) as u32;
+            (true, l3 + 40, csum::pseudo_v6(&src, &dst, 6, tcp))
+        } else {
+            let src = f[l3 + 12..l3 + 16].try_into().unwrap();
+            let dst = f[l3 + 16..l3 + 20].try_into().unwrap();
+            let tcp = (f.len() - l3 - 20) as u16;
+            let ok = csum::sum(&f[l3..l3 + 20]) == 0xffff;
+            (ok, l3 + 20, csum::pseudo_v4(src, dst, 6, tcp))
+        };
+        (ip_ok, csum::add(pseudo, csum::sum(&f[l4..])) == 0xffff)
+    }
+
+    #[test]
+    fn fixes_stale_checksums_across_odd_segment_boundaries() {
+        for ipv6 in [false, true] {
+            for vlans in [vec![], vec![42], vec![1, 2]] {
+                // Odd sizes put later segments at odd offsets of the TCP range.
+                for sizes in [vec![1448, 1448, 1448], vec![1001, 333, 1, 1448, 7]] {
+                    let (mut c, spec) = merged(ipv6, vlans.clone(), &sizes);
+                    let (ip0, tcp0) = valid(&spec, &c.bytes());
+                    assert!(!tcp0, "the set-up leaves the TCP checksum stale");
+                    assert!(ipv6 || !ip0, "the set-up leaves the IP checksum stale");
+                    // SAFETY: a well-formed fake chain we own.
+                    unsafe { fix_checksums(c.head()) }.unwrap();
+                    assert_eq!(valid(&spec, &c.bytes()), (true, true), "{ipv6} {sizes:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn valid_packets_stay_valid_and_non_tcp_is_untouched() {
+        let (mut c, spec) = merged(false, vec![], &[500]);
+        let before = c.bytes();
+        assert_eq!(valid(&spec, &before), (true, true));
+        // SAFETY: a well-formed fake chain we own.
+        unsafe { fix_checksums(c.head()) }.unwrap();
+        assert_eq!(
+            c.bytes(),
+            before,
+            "recomputing a valid packet changes nothing"
+        );
+
+        let mut arp = vec![0u8; 60];
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        let mut c = FakeChain::new(vec![arp.clone()]);
+        // SAFETY: as above.
+        assert_eq!(unsafe { fix_checksums(c.head()) }, Err(NotTcp::NotIp));
+        assert_eq!(c.bytes(), arp);
+    }
+
+    #[test]
+    fn lightweight_parameters() {
+        let g = RteGro::new(8, 32);
+        let p = g.param();
+        assert_eq!(p.gro_types, sys::RTE_GRO_TCP_IPV4 as u64);
+        assert_eq!((p.max_flow_num, p.max_item_per_flow), (8, 32));
+        assert_eq!(MAX_ITEMS, 128);
+    }
+}

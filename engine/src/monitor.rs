@@ -1,0 +1,316 @@
+//! What the main lcore does while workers run: once a second it drains the
+//! queues' histograms, prints the live line (and a per-queue table with
+//! `--verbose`), streams one JSON object per `--json-interval`, and writes an
+//! interval to the `--hdr-log`. It only reads what workers publish.
+
+use crate::hist::{HdrLog, HistReport, QueueHist};
+use crate::port::{self, PortStats};
+use crate::stats::{fmt_pps, rates, QueueCounters};
+use serde::Serialize;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Where a counter slot's queue lives.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct SlotInfo {
+    pub port: u16,
+    pub queue: u16,
+    pub lcore: u32,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Snap {
+    rx_packets: u64,
+    rx_bytes: u64,
+    gro_in: u64,
+    gro_out: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct QueueLine {
+    port: u16,
+    queue: u16,
+    lcore: u32,
+    rx_packets: u64,
+    rx_pps: f64,
+    rx_gbps: f64,
+    gro_segments_per_packet: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct IntervalLine {
+    t: f64,
+    interval_s: f64,
+    rx_packets: u64,
+    rx_pps: f64,
+    rx_gbps: f64,
+    gro_segments_per_packet: f64,
+    missed: u64,
+    no_mbuf: u64,
+    queues: Vec<QueueLine>,
+    histograms: HistReport,
+}
+
+pub struct Monitor<'a> {
+    counters: &'a [QueueCounters],
+    hists: &'a [Mutex<QueueHist>],
+    slots: Vec<SlotInfo>,
+    ports: Vec<u16>,
+    gro: bool,
+    start: Instant,
+    live: bool,
+    verbose: bool,
+    /// Per-slot totals of every drained histogram (for the report).
+    totals: Vec<QueueHist>,
+    // The live line, once a second.
+    next_live: Instant,
+    live_last: (Vec<Snap>, Instant),
+    // The JSON stream.
+    json_every: Option<Duration>,
+    next_json: Instant,
+    json_last: (Vec<Snap>, Instant, PortStats),
+    json_hist: QueueHist,
+    // The HdrHistogram log, one interval a second.
+    hdr: Option<HdrLog>,
+    hdr_hist: QueueHist,
+    hdr_from: Instant,
+}
+
+fn snap(c: &QueueCounters) -> Snap {
+    let l = c.read();
+    let g = c.read_gro();
+    Snap {
+        rx_packets: l.rx_packets,
+        rx_bytes: l.rx_bytes,
+        gro_in: g.segments_in,
+        gro_out: g.packets_out,
+    }
+}
+
+fn port_totals(ports: &[u16]) -> PortStats {
+    ports.iter().fold(PortStats::default(), |mut a, &p| {
+        let s = port::stats(p);
+        a.imissed += s.imissed;
+        a.rx_nombuf += s.rx_nombuf;
+        a
+    })
+}
+
+pub struct MonitorConf {
+    pub live: bool,
+    pub verbose: bool,
+    pub gro: bool,
+    pub json_every: Option<Duration>,
+    pub hdr: Option<HdrLog>,
+}
+
+impl<'a> Monitor<'a> {
+    pub fn new(
+        counters: &'a [QueueCounters],
+        hists: &'a [Mutex<QueueHist>],
+        slots: Vec<SlotInfo>,
+        ports: Vec<u16>,
+        conf: MonitorConf,
+        start: Instant,
+    ) -> Monitor<'a> {
+        let n = slots.len();
+        let zero = vec![Snap::default(); n];
+        Monitor {
+            counters,
+            hists,
+            totals: (0..n).map(|_| QueueHist::default()).collect(),
+            slots,
+            gro: conf.gro,
+            start,
+            live: conf.live,
+            verbose: conf.verbose,
+            next_live: start + Duration::from_secs(1),
+            live_last: (zero.clone(), start),
+            json_every: conf.json_every,
+            next_json: start + conf.json_every.unwrap_or(Duration::MAX / 4),
+            json_last: (zero, start, port_totals(&ports)),
+            json_hist: QueueHist::default(),
+            hdr: conf.hdr,
+            hdr_hist: QueueHist::default(),
+            hdr_from: start,
+            ports,
+        }
+    }
+
+    /// Takes what workers published into the totals and the open intervals.
+    fn drain(&mut self) {
+        for (i, h) in self.hists.iter().enumerate() {
+            let mut g = h.lock().unwrap_or_else(|p| p.into_inner());
+            if g.is_empty() {
+                continue;
+            }
+            self.totals[i].add(&g);
+            self.json_hist.add(&g);
+            self.hdr_hist.add(&g);
+            g.reset();
+        }
+    }
+
+    /// Does what is due at `now`. Errors only from writing the HDR log.
+    pub fn tick(&mut self, now: Instant) -> anyhow::Result<()> {
+        let live_due = now >= self.next_live;
+        let json_due = now >= self.next_json;
+        if !live_due && !json_due {
+            return Ok(());
+        }
+        self.drain();
+        if live_due {
+            self.next_live += Duration::from_secs(1);
+            if self.live {
+                self.print_live(now);
+            }
+            if let Some(log) = &mut self.hdr {
+                log.interval(
+                    &self.hdr_hist,
+                    self.hdr_from - self.start,
+                    now - self.hdr_from,
+                )?;
+            }
+            self.hdr_hist.reset();
+            self.hdr_from = now;
+            self.live_last = (self.counters.iter().map(snap).collect(), now);
+        }
+        if json_due {
+            self.print_json(now);
+            self.next_json += self.json_every.unwrap_or(Duration::MAX / 4);
+        }
+        Ok(())
+    }
+
+    fn print_live(&self, now: Instant) {
+        let (last, t0) = &self.live_last;
+        let dt = (now - *t0).as_secs_f64();
+        let cur: Vec<Snap> = self.counters.iter().map(snap).collect();
+        let sum = |v: &[Snap]| {
+            v.iter().fold(Snap::default(), |a, s| Snap {
+                rx_packets: a.rx_packets + s.rx_packets,
+                rx_bytes: a.rx_bytes + s.rx_bytes,
+                gro_in: a.gro_in + s.gro_in,
+                gro_out: a.gro_out + s.gro_out,
+            })
+        };
+        let (c, l) = (sum(&cur), sum(last));
+        let (pps, gbps) = rates(c.rx_packets - l.rx_packets, c.rx_bytes - l.rx_bytes, dt);
+        let mut line = format!(
+            "[{:6.1}s] rx {} {:.2} Gbit/s",
+            (now - self.start).as_secs_f64(),
+            fmt_pps(pps),
+            gbps
+        );
+        if self.ports.len() > 1 {
+            for &p in &self.ports {
+                let (a, b) = self
+                    .slots
+                    .iter()
+                    .zip(cur.iter().zip(last))
+                    .filter(|(s, _)| s.port == p)
+                    .fold((0, 0), |acc, (_, (c, l))| {
+                        (
+                            acc.0 + c.rx_packets - l.rx_packets,
+                            acc.1 + c.rx_bytes - l.rx_bytes,
+                        )
+                    });
+                line.push_str(&format!(" | p{p} {}", fmt_pps(rates(a, b, dt).0)));
+            }
+        }
+        if self.gro && c.gro_out > l.gro_out {
+            line.push_str(&format!(
+                " | gro {:.1} seg/pkt",
+                (c.gro_in - l.gro_in) as f64 / (c.gro_out - l.gro_out) as f64
+            ));
+        }
+        let ps = port_totals(&self.ports);
+        line.push_str(&format!(
+            " | missed {} no-mbuf {}",
+            ps.imissed, ps.rx_nombuf
+        ));
+        eprintln!("{line}");
+        if self.verbose {
+            for (s, (c, l)) in self.slots.iter().zip(cur.iter().zip(last)) {
+                let (pps, gbps) = rates(c.rx_packets - l.rx_packets, c.rx_bytes - l.rx_bytes, dt);
+                let segs = if c.gro_out > l.gro_out {
+                    format!(
+                        " gro {:5.1} seg/pkt",
+                        (c.gro_in - l.gro_in) as f64 / (c.gro_out - l.gro_out) as f64
+                    )
+                } else {
+                    String::new()
+                };
+                eprintln!(
+                    "           port {} queue {:2} lcore {:2}: {:>12} {:7.2} Gbit/s{segs}",
+                    s.port,
+                    s.queue,
+                    s.lcore,
+                    fmt_pps(pps),
+                    gbps
+                );
+            }
+        }
+    }
+
+    fn print_json(&mut self, now: Instant) {
+        let (last, t0, last_ps) = &self.json_last;
+        let dt = (now - *t0).as_secs_f64();
+        let cur: Vec<Snap> = self.counters.iter().map(snap).collect();
+        let ps = port_totals(&self.ports);
+        let mut queues = Vec::new();
+        let (mut p, mut b, mut gi, mut go) = (0u64, 0u64, 0u64, 0u64);
+        for (s, (c, l)) in self.slots.iter().zip(cur.iter().zip(last)) {
+            let (dp, db) = (c.rx_packets - l.rx_packets, c.rx_bytes - l.rx_bytes);
+            let (dgi, dgo) = (c.gro_in - l.gro_in, c.gro_out - l.gro_out);
+            let (pps, gbps) = rates(dp, db, dt);
+            queues.push(QueueLine {
+                port: s.port,
+                queue: s.queue,
+                lcore: s.lcore,
+                rx_packets: dp,
+                rx_pps: pps,
+                rx_gbps: gbps,
+                gro_segments_per_packet: if dgo > 0 {
+                    dgi as f64 / dgo as f64
+                } else {
+                    0.0
+                },
+            });
+            (p, b, gi, go) = (p + dp, b + db, gi + dgi, go + dgo);
+        }
+        let (pps, gbps) = rates(p, b, dt);
+        let line = IntervalLine {
+            t: (now - self.start).as_secs_f64(),
+            interval_s: dt,
+            rx_packets: p,
+            rx_pps: pps,
+            rx_gbps: gbps,
+            gro_segments_per_packet: if go > 0 { gi as f64 / go as f64 } else { 0.0 },
+            missed: ps.imissed - last_ps.imissed,
+            no_mbuf: ps.rx_nombuf - last_ps.rx_nombuf,
+            queues,
+            histograms: HistReport::of(&self.json_hist),
+        };
+        if let Ok(s) = serde_json::to_string(&line) {
+            println!("{s}");
+        }
+        self.json_hist.reset();
+        self.json_last = (cur, now, ps);
+    }
+
+    /// After the workers stopped: the last histograms, per slot (for the report).
+    pub fn finish(mut self) -> anyhow::Result<Vec<QueueHist>> {
+        self.drain();
+        if let Some(mut log) = self.hdr.take() {
+            let now = Instant::now();
+            log.interval(
+                &self.hdr_hist,
+                self.hdr_from - self.start,
+                now - self.hdr_from,
+            )?;
+            log.finish()?;
+        }
+        Ok(self.totals)
+    }
+}

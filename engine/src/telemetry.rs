@@ -1,0 +1,749 @@
+//! Live engine state over DPDK telemetry: `/grorx/stats`, `/grorx/queues`
+//! and `/grorx/gro`, answered on EAL's telemetry socket
+//! (`<runtime dir>/dpdk_telemetry.v2`, e.g. `dpdk-telemetry.py -f grorx-<pid>`).
+//!
+//! - [`register`] adds the commands once per process, after EAL started.
+//! - [`set_live`] says what they report (`None`: `{"running":0}`).
+//!
+//! DPDK runs each command on the client's own thread (one per connection),
+//! never on a worker lcore. The only lock is the one around the current
+//! [`Live`]: taken by [`set_live`] and, for an `Arc` clone, by the callback.
+//! Workers never touch it; the callback reads their counters with relaxed
+//! loads, as the stats loop does.
+//!
+//! Limits of DPDK 22.11's telemetry, which the replies respect:
+//! - no booleans or floats: `running` is 0/1, averages are strings ("1.50");
+//! - dict names only `[A-Za-z0-9_/]`, names and string values under 128
+//!   bytes, at most 256 entries per dict; string values must be ASCII
+//!   (its JSON escaper indexes a table with a signed char);
+//! - a reply is cut at 16 KiB (entries that do not fit are silently left
+//!   out): `/grorx/queues` lists as many queues as fit and says so;
+//! - containers: dicts nest in dicts; arrays hold no dicts.
+//!
+//! The release profile aborts on panic, so the callback is built not to
+//! panic (no indexing, no unwrap, saturating sums); `catch_unwind` guards
+//! the test and debug builds only.
+
+use crate::eal::{self, Eal};
+use crate::gro::GroStats;
+use crate::stats::{Local, QueueCounters};
+use anyhow::{anyhow, bail, Result};
+use dpdk_sys as sys;
+use std::ffi::{c_char, c_int, CStr, CString};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+/// One RX queue as the engine placed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueInfo {
+    pub port: u16,
+    pub queue: u16,
+    /// The worker lcore polling it.
+    pub lcore: u32,
+    /// The CPU that lcore runs on.
+    pub cpu: i32,
+}
+
+/// What the telemetry commands report while a run is going.
+pub struct Live {
+    /// `queues[i]` describes `counters[i]` (the engine's slot order).
+    pub queues: Vec<QueueInfo>,
+    pub counters: Arc<[QueueCounters]>,
+    /// Port id and name.
+    pub ports: Vec<(u16, String)>,
+    pub started: Instant,
+    pub gro_on: bool,
+}
+
+impl Live {
+    /// The engine's view: `plan` places every counter slot on an lcore;
+    /// `ports` are (id, name).
+    pub fn new(
+        eal: &Eal,
+        plan: &[crate::worker::Assignment],
+        counters: Arc<[QueueCounters]>,
+        ports: Vec<(u16, String)>,
+        started: Instant,
+        gro_on: bool,
+    ) -> Live {
+        let unplaced = QueueInfo {
+            port: 0,
+            queue: 0,
+            lcore: 0,
+            cpu: -1,
+        };
+        let mut queues = vec![unplaced; counters.len()];
+        for a in plan {
+            for q in &a.queues {
+                if let Some(slot) = queues.get_mut(q.slot) {
+                    *slot = QueueInfo {
+                        port: q.port,
+                        queue: q.queue,
+                        lcore: a.lcore,
+                        cpu: eal.lcore_cpu(a.lcore),
+                    };
+                }
+            }
+        }
+        Live {
+            queues,
+            counters,
+            ports,
+            started,
+            gro_on,
+        }
+    }
+}
+
+/// The commands and their help texts (DPDK takes help under 128 bytes).
+pub const CMD_STATS: &str = "/grorx/stats";
+pub const CMD_QUEUES: &str = "/grorx/queues";
+pub const CMD_GRO: &str = "/grorx/gro";
+pub const HELP_STATS: &str =
+    "grorx totals: rx/out packets and bytes, uptime, queues, GRO segments per packet. No parameters";
+pub const HELP_QUEUES: &str =
+    "grorx per RX queue: port, queue, lcore, cpu, packets, bytes, polls, bursts. Parameter: queue (N or PORT:QUEUE)";
+pub const HELP_GRO: &str =
+    "grorx GRO flush reasons and passthrough counts, summed over queues. Parameter: queue (N or PORT:QUEUE)";
+
+const COMMANDS: [(&str, &str); 3] = [
+    (CMD_STATS, HELP_STATS),
+    (CMD_QUEUES, HELP_QUEUES),
+    (CMD_GRO, HELP_GRO),
+];
+
+/// DPDK 22.11 limits (lib/telemetry).
+const MAX_STRING_LEN: usize = sys::RTE_TEL_MAX_STRING_LEN as usize;
+const MAX_DICT_ENTRIES: usize = sys::RTE_TEL_MAX_DICT_ENTRIES as usize;
+/// MAX_OUTPUT_LEN in telemetry.c, less the `{"<cmd>":` prefix, the closing
+/// brace and a margin.
+const REPLY_BUDGET: usize = 16 * 1024 - 128;
+
+static LIVE: Mutex<Option<Arc<Live>>> = Mutex::new(None);
+static REGISTERED: OnceLock<Result<(), String>> = OnceLock::new();
+
+/// Registers the grorx commands with DPDK telemetry. Once per process; later
+/// calls return the first call's result. EAL must be running.
+pub fn register() -> Result<()> {
+    if Eal::get().is_none() {
+        bail!(
+            "telemetry: EAL is not running in this process; register the grorx telemetry \
+             commands after EAL started (Eal::init)"
+        );
+    }
+    REGISTERED
+        .get_or_init(|| {
+            for (cmd, help) in COMMANDS {
+                let c = CString::new(cmd).map_err(|e| e.to_string())?;
+                let h = CString::new(help).map_err(|e| e.to_string())?;
+                // SAFETY: both strings are NUL-terminated; DPDK copies them.
+                // The callback is a plain function living for the process.
+                let ret = unsafe {
+                    sys::rte_telemetry_register_cmd(c.as_ptr(), Some(callback), h.as_ptr())
+                };
+                if ret != 0 {
+                    return Err(format!(
+                        "telemetry: registering {cmd} failed: {} ({ret})",
+                        eal::strerror(ret)
+                    ));
+                }
+            }
+            Ok(())
+        })
+        .clone()
+        .map_err(|e| anyhow!("{e}"))
+}
+
+/// Sets what the commands report; `None` when no run is going.
+pub fn set_live(live: Option<Arc<Live>>) {
+    let old = {
+        let mut g = LIVE.lock().unwrap_or_else(|p| p.into_inner());
+        std::mem::replace(&mut *g, live)
+    };
+    // The previous state is dropped outside the lock.
+    drop(old);
+}
+
+/// Reports `live` until dropped (then the commands answer `running: 0`),
+/// also when the run ends early with an error.
+#[must_use = "the commands stop reporting when this is dropped"]
+pub struct LiveGuard(());
+
+/// [`set_live`] for a scope: `let _tele = telemetry::live_scope(live);`
+pub fn live_scope(live: Live) -> LiveGuard {
+    set_live(Some(Arc::new(live)));
+    LiveGuard(())
+}
+
+impl Drop for LiveGuard {
+    fn drop(&mut self) {
+        set_live(None);
+    }
+}
+
+/// The telemetry socket of this process's EAL, if it exists (not with
+/// `--no-telemetry`; a second process with the same prefix gets `...v2:1`).
+pub fn socket_path() -> Option<std::path::PathBuf> {
+    let p = eal::runtime_dir()?.join("dpdk_telemetry.v2");
+    p.exists().then_some(p)
+}
+
+fn current() -> Option<Arc<Live>> {
+    LIVE.lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+// ---------------------------------------------------------------------------
+// Replies, built in Rust first (pure, testable), then written to DPDK.
+
+/// A telemetry value as 22.11 can express it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Val {
+    U64(u64),
+    Int(i32),
+    /// ASCII, under 128 bytes (enforced when written).
+    Str(String),
+    Dict(Dict),
+}
+
+/// A telemetry dict: names `[A-Za-z0-9_/]` (enforced when written).
+pub type Dict = Vec<(String, Val)>;
+
+fn u(k: &str, v: u64) -> (String, Val) {
+    (k.to_string(), Val::U64(v))
+}
+
+fn s(k: &str, v: impl Into<String>) -> (String, Val) {
+    (k.to_string(), Val::Str(v.into()))
+}
+
+fn not_running() -> Dict {
+    vec![(String::from("running"), Val::Int(0))]
+}
+
+fn ratio(a: u64, b: u64) -> String {
+    if b == 0 {
+        "0.00".into()
+    } else {
+        format!("{:.2}", a as f64 / b as f64)
+    }
+}
+
+/// Sums of the per-queue counters (saturating: never a panic).
+fn sum_local(a: Local, b: &Local) -> Local {
+    Local {
+        rx_packets: a.rx_packets.saturating_add(b.rx_packets),
+        rx_bytes: a.rx_bytes.saturating_add(b.rx_bytes),
+        rx_bursts: a.rx_bursts.saturating_add(b.rx_bursts),
+        rx_polls: a.rx_polls.saturating_add(b.rx_polls),
+        out_packets: a.out_packets.saturating_add(b.out_packets),
+        out_bytes: a.out_bytes.saturating_add(b.out_bytes),
+        truesize: a.truesize.saturating_add(b.truesize),
+        capture_waits: a.capture_waits.saturating_add(b.capture_waits),
+        headroom_miss: a.headroom_miss.saturating_add(b.headroom_miss),
+        head_alloc_fail: a.head_alloc_fail.saturating_add(b.head_alloc_fail),
+    }
+}
+
+fn sum_gro(a: GroStats, b: &GroStats) -> GroStats {
+    let mut r = a;
+    r.segments_in = r.segments_in.saturating_add(b.segments_in);
+    r.packets_out = r.packets_out.saturating_add(b.packets_out);
+    r.merged_segments = r.merged_segments.saturating_add(b.merged_segments);
+    r.max_segments = r.max_segments.max(b.max_segments);
+    for (x, y) in r.flush.iter_mut().zip(b.flush) {
+        *x = x.saturating_add(y);
+    }
+    for (x, y) in r.pass.iter_mut().zip(b.pass) {
+        *x = x.saturating_add(y);
+    }
+    r
+}
+
+/// `/grorx/stats`: totals over every queue.
+pub fn stats_reply(live: Option<&Live>) -> Dict {
+    let Some(l) = live else {
+        return not_running();
+    };
+    let t = l
+        .counters
+        .iter()
+        .fold(Local::default(), |a, c| sum_local(a, &c.read()));
+    let up = l.started.elapsed();
+    let mut d = vec![
+        (String::from("running"), Val::Int(1)),
+        u("uptime_s", up.as_secs()),
+        u("uptime_ms", up.as_millis().min(u64::MAX as u128) as u64),
+        u("queues", l.counters.len() as u64),
+        (
+            String::from("ports"),
+            Val::Dict(
+                l.ports
+                    .iter()
+                    .take(MAX_DICT_ENTRIES)
+                    .map(|(id, name)| (id.to_string(), Val::Str(name.clone())))
+                    .collect(),
+            ),
+        ),
+        s("gro", if l.gro_on { "on" } else { "off" }),
+        u("rx_packets", t.rx_packets),
+        u("rx_bytes", t.rx_bytes),
+        u("rx_bursts", t.rx_bursts),
+        u("rx_polls", t.rx_polls),
+        u("out_packets", t.out_packets),
+        u("out_bytes", t.out_bytes),
+        u("truesize", t.truesize),
+        u("capture_waits", t.capture_waits),
+        u("headroom_miss", t.headroom_miss),
+        u("head_alloc_fail", t.head_alloc_fail),
+    ];
+    if l.gro_on {
+        let g = l
+            .counters
+            .iter()
+            .fold(GroStats::default(), |a, c| sum_gro(a, &c.read_gro()));
+        d.extend([
+            u("gro_segments_in", g.segments_in),
+            u("gro_packets_out", g.packets_out),
+            u("gro_merged_segments", g.merged_segments),
+            u("gro_max_segments", g.max_segments),
+            s(
+                "gro_avg_segments_per_packet",
+                ratio(g.segments_in, g.packets_out),
+            ),
+        ]);
+    }
+    d
+}
+
+/// Which queue a parameter names: `N` (the index `/grorx/queues` lists) or
+/// `PORT:QUEUE`. `Ok(None)`: no parameter (every queue).
+pub fn parse_queue(live: &Live, param: Option<&str>) -> Result<Option<usize>, String> {
+    let p = param.map(str::trim).unwrap_or("");
+    if p.is_empty() {
+        return Ok(None);
+    }
+    let n = live.queues.len().min(live.counters.len());
+    let found = if let Some((port, queue)) = p.split_once(':') {
+        let (port, queue) = match (port.trim().parse::<u16>(), queue.trim().parse::<u16>()) {
+            (Ok(a), Ok(b)) => (a, b),
+            _ => return Err(format!("bad queue '{p}': give N or PORT:QUEUE")),
+        };
+        live.queues
+            .iter()
+            .take(n)
+            .position(|q| q.port == port && q.queue == queue)
+    } else {
+        match p.parse::<usize>() {
+            Ok(i) => (i < n).then_some(i),
+            Err(_) => return Err(format!("bad queue '{p}': give N or PORT:QUEUE")),
+        }
+    };
+    found
+        .map(Some)
+        .ok_or_else(|| format!("no queue '{p}' ({n} queue(s): 0..{})", n.saturating_sub(1)))
+}
+
+fn error_reply(msg: &str) -> Dict {
+    vec![(String::from("running"), Val::Int(1)), s("error", msg)]
+}
+
+fn queue_dict(q: &QueueInfo, c: &QueueCounters, gro_on: bool) -> Dict {
+    let l = c.read();
+    let mut d = vec![
+        u("port", q.port as u64),
+        u("queue", q.queue as u64),
+        u("lcore", q.lcore as u64),
+        (String::from("cpu"), Val::Int(q.cpu)),
+        u("rx_packets", l.rx_packets),
+        u("rx_bytes", l.rx_bytes),
+        u("rx_bursts", l.rx_bursts),
+        u("rx_polls", l.rx_polls),
+        s("avg_burst", ratio(l.rx_packets, l.rx_bursts)),
+        u("out_packets", l.out_packets),
+        u("out_bytes", l.out_bytes),
+        u("capture_waits", l.capture_waits),
+        u("headroom_miss", l.headroom_miss),
+        u("head_alloc_fail", l.head_alloc_fail),
+    ];
+    if gro_on {
+        let g = c.read_gro();
+        d.extend([
+            u("gro_segments_in", g.segments_in),
+            u("gro_packets_out", g.packets_out),
+        ]);
+    }
+    d
+}
+
+/// `/grorx/queues`: one dict per queue, keyed by its index; as many as fit
+/// in a reply (`listed` says how many, `truncated` 1 if not all).
+pub fn queues_reply(live: Option<&Live>, param: Option<&str>) -> Dict {
+    let Some(l) = live else {
+        return not_running();
+    };
+    let pick = match parse_queue(l, param) {
+        Ok(p) => p,
+        Err(e) => return error_reply(&e),
+    };
+    let n = l.queues.len().min(l.counters.len());
+    let mut d = vec![
+        (String::from("running"), Val::Int(1)),
+        u("queues", n as u64),
+    ];
+    // Room for the two trailing counts.
+    let mut used = json_len(&d) + 40;
+    let mut listed = 0u64;
+    let indices: Box<dyn Iterator<Item = usize>> = match pick {
+        Some(i) => Box::new(std::iter::once(i)),
+        None => Box::new(0..n),
+    };
+    for i in indices {
+        let (Some(q), Some(c)) = (l.queues.get(i), l.counters.get(i)) else {
+            continue;
+        };
+        let e = (i.to_string(), Val::Dict(queue_dict(q, c, l.gro_on)));
+        let add = entry_len(&e) + 1;
+        if used + add > REPLY_BUDGET || d.len() + 2 >= MAX_DICT_ENTRIES {
+            break;
+        }
+        used += add;
+        d.push(e);
+        listed += 1;
+    }
+    let expected = if pick.is_some() { 1 } else { n as u64 };
+    d.push(u("listed", listed));
+    d.push(u("truncated", (listed < expected) as u64));
+    d
+}
+
+/// `/grorx/gro`: flush reasons and passthrough counts by name, over every
+/// queue or the one the parameter names.
+pub fn gro_reply(live: Option<&Live>, param: Option<&str>) -> Dict {
+    let Some(l) = live else {
+        return not_running();
+    };
+    let pick = match parse_queue(l, param) {
+        Ok(p) => p,
+        Err(e) => return error_reply(&e),
+    };
+    let mut d = vec![
+        (String::from("running"), Val::Int(1)),
+        s("gro", if l.gro_on { "on" } else { "off" }),
+    ];
+    let g = match pick {
+        None => {
+            d.push(s("scope", "all"));
+            d.push(u("queues", l.counters.len() as u64));
+            l.counters
+                .iter()
+                .fold(GroStats::default(), |a, c| sum_gro(a, &c.read_gro()))
+        }
+        Some(i) => {
+            let (Some(q), Some(c)) = (l.queues.get(i), l.counters.get(i)) else {
+                return error_reply("queue vanished");
+            };
+            d.push(s("scope", i.to_string()));
+            d.push(u("port", q.port as u64));
+            d.push(u("queue", q.queue as u64));
+            d.push(u("lcore", q.lcore as u64));
+            c.read_gro()
+        }
+    };
+    let r = g.report();
+    d.extend([
+        u("segments_in", r.segments_in),
+        u("packets_out", r.packets_out),
+        u("merged_segments", r.merged_segments),
+        u("max_segments", r.max_segments_per_packet),
+        s(
+            "avg_segments_per_packet",
+            ratio(r.segments_in, r.packets_out),
+        ),
+        (
+            String::from("flush_reasons"),
+            Val::Dict(
+                r.flush_reasons
+                    .into_iter()
+                    .map(|(k, v)| (k, Val::U64(v)))
+                    .collect(),
+            ),
+        ),
+        (
+            String::from("passthrough"),
+            Val::Dict(
+                r.passthrough
+                    .into_iter()
+                    .map(|(k, v)| (k, Val::U64(v)))
+                    .collect(),
+            ),
+        ),
+        u("malformed", r.malformed),
+        u("bad_checksum", r.bad_checksum),
+    ]);
+    d
+}
+
+/// The reply to one command, or None for a command that is not ours.
+fn reply(cmd: &[u8], param: Option<&str>) -> Option<Dict> {
+    let live = current();
+    let live = live.as_deref();
+    match cmd {
+        c if c == CMD_STATS.as_bytes() => Some(stats_reply(live)),
+        c if c == CMD_QUEUES.as_bytes() => Some(queues_reply(live, param)),
+        c if c == CMD_GRO.as_bytes() => Some(gro_reply(live, param)),
+        _ => None,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Writing a reply into DPDK's rte_tel_data.
+
+/// A dict name DPDK accepts: `[A-Za-z0-9_/]`, under 128 bytes.
+fn tel_name(k: &str) -> CString {
+    let v: Vec<u8> = k
+        .bytes()
+        .take(MAX_STRING_LEN - 1)
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b == b'_' || b == b'/' {
+                b
+            } else {
+                b'_'
+            }
+        })
+        .collect();
+    // No NUL can be left: every byte is one of the allowed ones.
+    CString::new(v).unwrap_or_default()
+}
+
+/// A string value DPDK can print: printable ASCII, under 128 bytes.
+fn tel_str(v: &str) -> CString {
+    let v: Vec<u8> = v
+        .bytes()
+        .take(MAX_STRING_LEN - 1)
+        .map(|b| if (0x20..0x7f).contains(&b) { b } else { b'?' })
+        .collect();
+    CString::new(v).unwrap_or_default()
+}
+
+/// Bytes DPDK's JSON for one `"name":value` entry takes (for the budget).
+fn entry_len((k, v): &(String, Val)) -> usize {
+    let name = k.len().min(MAX_STRING_LEN - 1) + 3;
+    name + match v {
+        Val::U64(x) => x.to_string().len(),
+        Val::Int(x) => x.to_string().len(),
+        Val::Str(x) => {
+            2 + x
+                .bytes()
+                .take(MAX_STRING_LEN - 1)
+                .map(|b| if b == b'"' || b == b'\\' { 2 } else { 1 })
+                .sum::<usize>()
+        }
+        Val::Dict(d) => json_len(d),
+    }
+}
+
+/// Bytes DPDK's JSON for a dict takes.
+pub fn json_len(d: &Dict) -> usize {
+    2 + d.iter().map(entry_len).sum::<usize>() + d.len().saturating_sub(1)
+}
+
+/// Writes `dict` into `d`, which becomes a dict.
+///
+/// # Safety
+/// `d` points to a valid `rte_tel_data` (the callback's, or one from
+/// `rte_tel_data_alloc`) that nothing else uses during the call.
+unsafe fn emit(d: *mut sys::rte_tel_data, dict: &Dict) {
+    // SAFETY: d is valid (the caller's contract).
+    unsafe { sys::rte_tel_data_start_dict(d) };
+    for (k, v) in dict.iter().take(MAX_DICT_ENTRIES) {
+        let name = tel_name(k);
+        match v {
+            // SAFETY (all three): d is a dict; name/value are NUL-terminated
+            // and DPDK copies them before returning.
+            Val::U64(x) => unsafe {
+                sys::rte_tel_data_add_dict_u64(d, name.as_ptr(), *x);
+            },
+            Val::Int(x) => unsafe {
+                sys::rte_tel_data_add_dict_int(d, name.as_ptr(), *x);
+            },
+            Val::Str(x) => {
+                let val = tel_str(x);
+                unsafe { sys::rte_tel_data_add_dict_string(d, name.as_ptr(), val.as_ptr()) };
+            }
+            Val::Dict(sub) => {
+                // SAFETY: a fresh allocation (malloc) or NULL.
+                let c = unsafe { sys::rte_tel_data_alloc() };
+                if c.is_null() {
+                    continue;
+                }
+                // SAFETY: c is ours until handed over below.
+                unsafe { emit(c, sub) };
+                // SAFETY: keep = 0: DPDK frees c after writing the reply.
+                // If it refuses c (it cannot: the name is valid, the entry
+                // count capped), c is still ours to free.
+                let ret = unsafe { sys::rte_tel_data_add_dict_container(d, name.as_ptr(), c, 0) };
+                if ret < 0 {
+                    // SAFETY: c was not taken.
+                    unsafe { sys::rte_tel_data_free(c) };
+                }
+            }
+        }
+    }
+}
+
+/// The telemetry callback of the three commands (runs on DPDK's per-client
+/// telemetry thread).
+extern "C" fn callback(
+    cmd: *const c_char,
+    params: *const c_char,
+    d: *mut sys::rte_tel_data,
+) -> c_int {
+    if cmd.is_null() || d.is_null() {
+        return -1;
+    }
+    // SAFETY: DPDK passes NUL-terminated strings (params may be NULL) that
+    // stay valid for the call.
+    let cmd = unsafe { CStr::from_ptr(cmd) }.to_bytes();
+    let param = (!params.is_null())
+        // SAFETY: as above.
+        .then(|| unsafe { CStr::from_ptr(params) }.to_string_lossy());
+    let built = std::panic::catch_unwind(|| reply(cmd, param.as_deref()));
+    match built {
+        Ok(Some(dict)) => {
+            // SAFETY: d is the zeroed rte_tel_data DPDK gave this call.
+            unsafe { emit(d, &dict) };
+            0
+        }
+        _ => -1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gro::{Flush, Pass};
+
+    fn live(n: usize) -> Live {
+        let counters: Arc<[QueueCounters]> = (0..n).map(|_| QueueCounters::default()).collect();
+        for (i, c) in counters.iter().enumerate() {
+            let i = i as u64 + 1;
+            c.publish(&Local {
+                rx_packets: 100 * i,
+                rx_bytes: 150_000 * i,
+                rx_bursts: 10 * i,
+                rx_polls: 40 * i,
+                out_packets: 50 * i,
+                out_bytes: 149_000 * i,
+                ..Default::default()
+            });
+            let mut g = GroStats {
+                segments_in: 100 * i,
+                packets_out: 50 * i,
+                merged_segments: 50 * i,
+                max_segments: 4 + i,
+                ..Default::default()
+            };
+            g.flush[Flush::Psh as usize] = 3 * i;
+            g.pass[Pass::NoPayload.index()] = i;
+            c.publish_gro(&g);
+        }
+        Live {
+            queues: (0..n)
+                .map(|i| QueueInfo {
+                    port: (i / 4) as u16,
+                    queue: (i % 4) as u16,
+                    lcore: 1 + i as u32,
+                    cpu: i as i32 % 2,
+                })
+                .collect(),
+            counters,
+            ports: vec![(0, "net_ring0".into())],
+            started: Instant::now(),
+            gro_on: true,
+        }
+    }
+
+    fn get<'a>(d: &'a Dict, k: &str) -> &'a Val {
+        &d.iter()
+            .find(|(n, _)| n == k)
+            .unwrap_or_else(|| panic!("{k}"))
+            .1
+    }
+
+    #[test]
+    fn help_and_names_fit_dpdk_limits() {
+        for (c, h) in COMMANDS {
+            assert!(c.len() < 56 && c.starts_with('/'));
+            assert!(c
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'/'));
+            assert!(h.len() < MAX_STRING_LEN, "{c}: help is {} bytes", h.len());
+        }
+    }
+
+    #[test]
+    fn not_running_says_so() {
+        for d in [
+            stats_reply(None),
+            queues_reply(None, None),
+            gro_reply(None, Some("0")),
+        ] {
+            assert_eq!(d, vec![("running".to_string(), Val::Int(0))]);
+        }
+    }
+
+    #[test]
+    fn totals_and_gro_sums() {
+        let l = live(3);
+        let d = stats_reply(Some(&l));
+        assert_eq!(get(&d, "rx_packets"), &Val::U64(600));
+        assert_eq!(get(&d, "gro_segments_in"), &Val::U64(600));
+        assert_eq!(get(&d, "gro_packets_out"), &Val::U64(300));
+        assert_eq!(
+            get(&d, "gro_avg_segments_per_packet"),
+            &Val::Str("2.00".into())
+        );
+        let g = gro_reply(Some(&l), None);
+        let Val::Dict(f) = get(&g, "flush_reasons") else {
+            panic!()
+        };
+        assert_eq!(get(f, "psh"), &Val::U64(18));
+        assert_eq!(get(&g, "max_segments"), &Val::U64(7));
+        let g1 = gro_reply(Some(&l), Some(" 0:1 "));
+        assert_eq!(get(&g1, "segments_in"), &Val::U64(200));
+        assert_eq!(get(&g1, "scope"), &Val::Str("1".into()));
+        let e = gro_reply(Some(&l), Some("7"));
+        assert!(matches!(get(&e, "error"), Val::Str(m) if m.contains("no queue")));
+        let e = gro_reply(Some(&l), Some("x"));
+        assert!(matches!(get(&e, "error"), Val::Str(m) if m.contains("bad queue")));
+    }
+
+    #[test]
+    fn many_queues_stay_under_the_reply_limit() {
+        let l = live(200);
+        let d = queues_reply(Some(&l), None);
+        assert!(json_len(&d) <= REPLY_BUDGET, "{}", json_len(&d));
+        assert_eq!(get(&d, "truncated"), &Val::U64(1));
+        let Val::U64(listed) = get(&d, "listed") else {
+            panic!()
+        };
+        assert!(*listed > 10 && *listed < 200, "{listed}");
+        let small = queues_reply(Some(&l), Some("150"));
+        assert_eq!(get(&small, "listed"), &Val::U64(1));
+        assert_eq!(get(&small, "truncated"), &Val::U64(0));
+    }
+
+    #[test]
+    fn names_and_strings_are_made_safe() {
+        assert_eq!(tel_name("a-b c/9_").to_bytes(), b"a_b_c/9_");
+        assert_eq!(tel_str("caf\u{e9}\n").to_bytes(), b"caf???");
+        assert_eq!(tel_str(&"x".repeat(300)).to_bytes().len(), 127);
+    }
+
+    #[test]
+    fn register_needs_eal() {
+        // The lib's unit tests never start EAL.
+        let e = register().unwrap_err().to_string();
+        assert!(e.contains("EAL is not running"), "{e}");
+    }
+}

@@ -1,0 +1,739 @@
+//! Real TCP traffic through the `grorx` binary, held to Linux's GRO rules.
+//!
+//! `scripts/captures/make-captures.sh --quick` records iperf3 over a veth
+//! pair between two network namespaces (once per test binary; needs root,
+//! installs iperf3/tcpdump/tshark if missing). Each capture is replayed
+//! through `grorx sink --port net_pcap0,rx_pcap=IN --capture OUT`, once
+//! flushing at the end of every poll (the default) and once holding packets
+//! across polls (`--gro-flush-us 200`). Every run must succeed without a
+//! leaked mbuf; `tests/tools/grocheck.py --strict-order IN OUT` must find no
+//! problem (conservation, arrival order, every merge legal, checksums); and
+//! tshark must find no checksum, length or malformed complaint in what grorx
+//! wrote (`tests/tools/tshark_check.py`). mixed_junk.pcap adds frames that
+//! must pass through byte-identical and counted (`tests/tools/junkcheck.py`).
+//! The shared captures (`../shared/captures` next to the repository, or
+//! `$GRORX_SHARED_CAPTURES`) are checked the same way when present.
+//!
+//! Run: `cargo test -p grorx --test real_traffic -- --nocapture` (as root)
+//! prints the merge qualities. A failing test keeps its work directory
+//! (inputs are in the captures directory it names) and says where.
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+/// One grorx (and its checks) at a time: the runs pin lcores to the same
+/// CPUs, and merge figures per poll depend on nobody else using them.
+static LOCK: Mutex<()> = Mutex::new(());
+/// The generated captures, made once per test binary (or why they are not).
+static CAPTURES: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+/// A test failed: keep the captures at exit.
+static FAILED: AtomicBool = AtomicBool::new(false);
+
+const GRORX_TIMEOUT: Duration = Duration::from_secs(120);
+const TOOL_TIMEOUT: Duration = Duration::from_secs(300);
+const MAKE_CAPTURES_TIMEOUT: Duration = Duration::from_secs(900);
+/// The captures without faults, on which merging across polls must reach
+/// nearly every possible merge.
+const MIN_HELD_QUALITY: f64 = 0.99;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("engine/ is inside the repository")
+        .to_path_buf()
+}
+
+fn tool(name: &str) -> PathBuf {
+    repo().join("tests/tools").join(name)
+}
+
+// ---------------------------------------------------------------- processes
+
+struct Out {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs a command to its end (killed after `timeout`), collecting its output.
+fn run(cmd: &mut Command, timeout: Duration) -> Out {
+    let what = format!("{cmd:?}");
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    let reader = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            String::from_utf8_lossy(&v).into_owned()
+        })
+    };
+    let out = reader(Box::new(child.stdout.take().unwrap()));
+    let err = reader(Box::new(child.stderr.take().unwrap()));
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill(); // our own child, by its pid
+            let _ = child.wait();
+            panic!("{what} still running after {timeout:?}: killed");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Out {
+        status,
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    }
+}
+
+fn python(script: &Path) -> Command {
+    let mut c = Command::new("python3");
+    c.env("PYTHONDONTWRITEBYTECODE", "1").arg(script);
+    c
+}
+
+fn tail(s: &str, n: usize) -> String {
+    let l: Vec<&str> = s.lines().collect();
+    l[l.len().saturating_sub(n)..].join("\n")
+}
+
+fn have(cmd: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {cmd}")])
+        .stdout(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+// ---------------------------------------------------------------- captures
+
+extern "C" fn remove_captures() {
+    if let Some(Ok(dir)) = CAPTURES.get() {
+        if FAILED.load(Ordering::Relaxed) || std::env::var_os("GRORX_KEEP_CAPTURES").is_some() {
+            eprintln!("real_traffic: captures kept in {}", dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+fn make_captures() -> Result<PathBuf, String> {
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(
+            "these tests need root: scripts/captures/make-captures.sh creates network \
+                    namespaces and runs tcpdump (and installs iperf3/tcpdump/tshark with \
+                    apt-get if missing). Run them as root, e.g. \
+                    `sudo -E cargo test -p grorx --test real_traffic`"
+                .into(),
+        );
+    }
+    for t in ["bash", "python3"] {
+        if !have(t) {
+            return Err(format!(
+                "`{t}` not found on PATH; the captures and checks need it"
+            ));
+        }
+    }
+    // One directory per test process; ones left by processes that are gone
+    // (a run killed before its exit handler) are removed.
+    let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    if let Ok(rd) = std::fs::read_dir(base) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some(pid) = name.strip_prefix("real_traffic.") {
+                if !Path::new("/proc").join(pid).exists() {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+    }
+    let dir = base.join(format!("real_traffic.{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    unsafe { libc::atexit(remove_captures) };
+    let script = repo().join("scripts/captures/make-captures.sh");
+    let t0 = Instant::now();
+    let o = run(
+        Command::new("bash").arg(&script).arg(&dir).arg("--quick"),
+        MAKE_CAPTURES_TIMEOUT,
+    );
+    if !o.status.success() {
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err(format!(
+            "{} {} --quick failed ({}): a tool missing or not installable, or the \
+             namespaces could not be made. Its output ends:\n{}\n{}",
+            script.display(),
+            dir.display(),
+            o.status,
+            tail(&o.stdout, 10),
+            tail(&o.stderr, 30)
+        ));
+    }
+    eprintln!(
+        "real_traffic: captures made in {:.1} s in {}:\n{}",
+        t0.elapsed().as_secs_f64(),
+        dir.display(),
+        o.stdout.trim_end()
+    );
+    if !have("tshark") {
+        return Err("tshark not found after make-captures.sh (apt-get install tshark)".into());
+    }
+    Ok(dir)
+}
+
+/// The test lock and the generated captures (made by the first test).
+fn setup() -> (MutexGuard<'static, ()>, &'static Path) {
+    let g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    match CAPTURES.get_or_init(make_captures) {
+        Ok(d) => (g, d.as_path()),
+        Err(e) => {
+            FAILED.store(true, Ordering::Relaxed);
+            panic!("real_traffic: cannot make the test captures: {e}")
+        }
+    }
+}
+
+/// A test's own temporary directory; kept (and named) when the test fails.
+struct Work(Option<tempfile::TempDir>);
+
+impl Work {
+    fn new(name: &str) -> Work {
+        let d = tempfile::Builder::new()
+            .prefix(&format!("grorx-real-{name}-"))
+            .tempdir()
+            .expect("temp dir");
+        Work(Some(d))
+    }
+    fn path(&self, f: &str) -> PathBuf {
+        self.0.as_ref().unwrap().path().join(f)
+    }
+}
+
+impl Drop for Work {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            FAILED.store(true, Ordering::Relaxed);
+            let p = self.0.take().unwrap().keep();
+            eprintln!("real_traffic: work files kept in {}", p.display());
+        }
+    }
+}
+
+/// Classic pcap frames (either byte order, micro- or nanosecond magic).
+fn pcap_frames(path: &Path) -> Vec<Vec<u8>> {
+    let d = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(d.len() >= 24, "{}: not a pcap file", path.display());
+    let m = u32::from_le_bytes(d[0..4].try_into().unwrap());
+    let le = match m {
+        0xa1b2_c3d4 | 0xa1b2_3c4d => true,
+        0xd4c3_b2a1 | 0x4d3c_b2a1 => false,
+        _ => panic!("{}: not a classic pcap file", path.display()),
+    };
+    let u32_at = |o: usize| {
+        let b: [u8; 4] = d[o..o + 4].try_into().unwrap();
+        if le {
+            u32::from_le_bytes(b)
+        } else {
+            u32::from_be_bytes(b)
+        }
+    };
+    let (mut off, mut v) = (24, Vec::new());
+    while off + 16 <= d.len() {
+        let incl = u32_at(off + 8) as usize;
+        off += 16;
+        assert!(off + incl <= d.len(), "{}: cut short", path.display());
+        v.push(d[off..off + incl].to_vec());
+        off += incl;
+    }
+    v
+}
+
+// ---------------------------------------------------------------- checks
+
+/// Failures of one test, gathered so that one run reports all of them.
+#[derive(Default)]
+struct Failures(Vec<String>);
+
+impl Failures {
+    fn check(&mut self, ok: bool, msg: impl FnOnce() -> String) {
+        if !ok {
+            self.0.push(msg());
+        }
+    }
+    fn assert_none(self, what: &str) {
+        assert!(
+            self.0.is_empty(),
+            "{what}: {} failure(s):\n- {}",
+            self.0.len(),
+            self.0.join("\n- ")
+        );
+    }
+}
+
+/// grocheck's last line, `key=value ...`, and the lines before it.
+struct Grocheck {
+    ok: bool,
+    figures: BTreeMap<String, String>,
+    output: String,
+}
+
+impl Grocheck {
+    fn f(&self, k: &str) -> f64 {
+        self.figures
+            .get(k)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("grocheck printed no {k}=: {}", self.output))
+    }
+    fn quality(&self) -> f64 {
+        self.f("merge_quality")
+    }
+    fn line(&self) -> &str {
+        self.output.lines().last().unwrap_or("")
+    }
+    fn problems(&self) -> String {
+        let p: Vec<&str> = self
+            .output
+            .lines()
+            .filter(|l| l.starts_with("PROBLEM"))
+            .collect();
+        p.join("\n")
+    }
+}
+
+fn grocheck(input: &Path, output: &Path, extra: &[&str]) -> Grocheck {
+    let o = run(
+        python(&tool("grocheck.py"))
+            .args(extra)
+            .arg(input)
+            .arg(output),
+        TOOL_TIMEOUT,
+    );
+    let last = o.stdout.lines().last().unwrap_or("").to_string();
+    let figures: BTreeMap<String, String> = last
+        .split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    assert!(
+        figures.contains_key("problems"),
+        "grocheck.py did not run to its figures ({}):\n{}\n{}",
+        o.status,
+        o.stdout,
+        o.stderr
+    );
+    Grocheck {
+        ok: o.status.success() && figures["problems"] == "0",
+        figures,
+        output: o.stdout,
+    }
+}
+
+/// What tshark says about OUT that it does not say about IN's frames.
+fn tshark_check(input: &Path, output: &Path) -> Result<String, String> {
+    let o = run(
+        python(&tool("tshark_check.py")).arg(input).arg(output),
+        TOOL_TIMEOUT,
+    );
+    match o.status.code() {
+        Some(0) => Ok(o.stdout.trim().to_string()),
+        Some(2) => panic!("{}", o.stderr.trim()),
+        _ => Err(format!("{}{}", o.stdout, o.stderr)),
+    }
+}
+
+struct Run {
+    out: PathBuf,
+    report: Value,
+    /// How it was run, for messages.
+    label: String,
+}
+
+/// grorx on one capture, writing every packet it delivers to `out`; checks
+/// the run itself (exit status, leaks, every frame received and delivered).
+fn grorx(input: &Path, out: &Path, extra: &[&str], f: &mut Failures) -> Run {
+    for p in [input, out] {
+        assert!(
+            !p.to_string_lossy().contains(','),
+            "a comma in {} would end the devargs",
+            p.display()
+        );
+    }
+    let label = format!(
+        "{} [{}]",
+        input.file_name().unwrap().to_string_lossy(),
+        if extra.is_empty() {
+            "flush per poll".to_string()
+        } else {
+            extra.join(" ")
+        }
+    );
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_grorx"));
+    cmd.arg("sink")
+        .arg("--port")
+        .arg(format!("net_pcap0,rx_pcap={}", input.display()))
+        .arg("--capture")
+        .arg(out)
+        .args(["--json", "-q"])
+        .args(extra)
+        .args(["--", "--no-huge", "-m", "512"]);
+    let o = run(&mut cmd, GRORX_TIMEOUT);
+    assert!(
+        o.status.success(),
+        "{label}: grorx failed ({}):\n{}",
+        o.status,
+        tail(&o.stderr, 30)
+    );
+    let report: Value = serde_json::from_str(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{label}: not one JSON report on stdout ({e}):\n{}",
+            o.stdout
+        )
+    });
+    let n_in = pcap_frames(input).len() as u64;
+    let n_out = pcap_frames(out).len() as u64;
+    let u = |p: &str| report.pointer(p).and_then(Value::as_u64);
+    f.check(u("/mbufs_leaked") == Some(0), || {
+        format!("{label}: mbufs_leaked = {:?}", report["mbufs_leaked"])
+    });
+    f.check(u("/rx_packets") == Some(n_in), || {
+        format!(
+            "{label}: rx_packets = {:?}, the capture has {n_in} frames",
+            report["rx_packets"]
+        )
+    });
+    f.check(u("/gro/segments_in") == Some(n_in), || {
+        format!(
+            "{label}: gro.segments_in = {:?}, {n_in} frames in",
+            report["gro"]["segments_in"]
+        )
+    });
+    f.check(
+        u("/capture/packets") == Some(n_out) && u("/gro/packets_out") == Some(n_out),
+        || {
+            format!(
+                "{label}: capture.packets = {:?}, gro.packets_out = {:?}, {n_out} frames in {}",
+                report["capture"]["packets"],
+                report["gro"]["packets_out"],
+                out.display()
+            )
+        },
+    );
+    Run {
+        out: out.to_path_buf(),
+        report,
+        label,
+    }
+}
+
+/// grocheck --strict-order and tshark on one run; returns grocheck's figures.
+fn check_output(input: &Path, r: &Run, f: &mut Failures) -> Grocheck {
+    let g = grocheck(input, &r.out, &["--strict-order"]);
+    f.check(g.ok, || {
+        format!(
+            "{}: grocheck --strict-order {} {}:\n{}\n{}",
+            r.label,
+            input.display(),
+            r.out.display(),
+            g.problems(),
+            g.line()
+        )
+    });
+    if let Err(e) = tshark_check(input, &r.out) {
+        f.0.push(format!(
+            "{}: tshark complains about grorx's output:\n{e}",
+            r.label
+        ));
+    }
+    g
+}
+
+fn summary(name: &str, per_poll: &Grocheck, held: &Grocheck) -> String {
+    let fig = |g: &Grocheck| {
+        format!(
+            "merge_quality={:.3} (tcp {} in, {} out, ideal {}, max_segs {})",
+            g.quality(),
+            g.figures["tcp_in"],
+            g.figures["tcp_out"],
+            g.figures["ideal_out"],
+            g.figures["max_segs"]
+        )
+    };
+    format!(
+        "{name}: flush per poll {}; --gro-flush-us 200 {}",
+        fig(per_poll),
+        fig(held)
+    )
+}
+
+/// One clean or lossy capture: both flush modes, every check.
+fn merges_by_linux_rules(input: &Path, name: &str, work: &Work, min_held: Option<f64>) {
+    let mut f = Failures::default();
+    let r0 = grorx(input, &work.path("per_poll.pcap"), &[], &mut f);
+    let g0 = check_output(input, &r0, &mut f);
+    let r1 = grorx(
+        input,
+        &work.path("held.pcap"),
+        &["--gro-flush-us", "200"],
+        &mut f,
+    );
+    let g1 = check_output(input, &r1, &mut f);
+    eprintln!("real_traffic: {}", summary(name, &g0, &g1));
+    if let Some(min) = min_held {
+        f.check(g1.quality() >= min, || {
+            format!(
+                "{name}: merge_quality {:.3} with --gro-flush-us 200, want >= {min}: {}",
+                g1.quality(),
+                g1.line()
+            )
+        });
+    }
+    f.check(g1.quality() >= g0.quality(), || {
+        format!(
+            "{name}: merging across polls merged less ({:.3}) than flushing per poll ({:.3})",
+            g1.quality(),
+            g0.quality()
+        )
+    });
+    f.assert_none(name);
+}
+
+fn generated(name: &str, clean: bool) {
+    let (_g, caps) = setup();
+    let work = Work::new(name);
+    let input = caps.join(format!("{name}.pcap"));
+    merges_by_linux_rules(&input, name, &work, clean.then_some(MIN_HELD_QUALITY));
+}
+
+#[test]
+fn tcp4_merges_by_linux_rules() {
+    generated("tcp4", true);
+}
+
+#[test]
+fn tcp4_loss_merges_by_linux_rules() {
+    generated("tcp4_loss", false);
+}
+
+#[test]
+fn tcp6_merges_by_linux_rules() {
+    generated("tcp6", true);
+}
+
+#[test]
+fn tcp4_vlan_merges_by_linux_rules() {
+    generated("tcp4_vlan", true);
+}
+
+#[test]
+fn tcp4_qinq_merges_by_linux_rules() {
+    generated("tcp4_qinq", true);
+}
+
+// ---------------------------------------------------------------- mixed_junk
+
+/// Inserted frames per kind, from mixed_junk.txt ("  kind   count" lines).
+fn junk_counts(list: &Path) -> BTreeMap<String, u64> {
+    let text = std::fs::read_to_string(list).expect("mixed_junk.txt");
+    let mut m = BTreeMap::new();
+    for l in text.lines() {
+        if l.starts_with("inserted frames") {
+            break;
+        }
+        let w: Vec<&str> = l.split_whitespace().collect();
+        if let [kind, n] = w[..] {
+            if let Ok(n) = n.parse::<u64>() {
+                m.insert(kind.to_string(), n);
+            }
+        }
+    }
+    assert!(
+        m.len() >= 11,
+        "{}: expected a count per junk kind, got {m:?}",
+        list.display()
+    );
+    m
+}
+
+/// junkcheck.py's REORDERED/MISSING lines and its figures.
+fn junkcheck(input: &Path, r: &Run, list: &Path, stripped: Option<&Path>) -> (bool, String) {
+    let mut cmd = python(&tool("junkcheck.py"));
+    cmd.arg(input).arg(&r.out).arg(list);
+    if let Some(d) = stripped {
+        cmd.arg("--stripped").arg(d);
+    }
+    let o = run(&mut cmd, TOOL_TIMEOUT);
+    (o.status.success(), format!("{}{}", o.stdout, o.stderr))
+}
+
+#[test]
+fn mixed_junk_passes_through_untouched_and_counted() {
+    let (_g, caps) = setup();
+    let work = Work::new("mixed_junk");
+    let input = caps.join("mixed_junk.pcap");
+    let list = caps.join("mixed_junk.txt");
+    let junk = junk_counts(&list);
+    let k = |kind: &str| junk.get(kind).copied().unwrap_or(0);
+    let mut f = Failures::default();
+    for (tag, extra) in [
+        ("per_poll", &[][..]),
+        ("held", &["--gro-flush-us", "200"][..]),
+    ] {
+        let r = grorx(&input, &work.path(&format!("{tag}.pcap")), extra, &mut f);
+        // Every junk frame is in the output, byte-identical.
+        let (ok, text) = junkcheck(&input, &r, &list, Some(&work.path(tag)));
+        f.check(ok, || {
+            format!(
+                "{}: junk frames not passed through untouched:\n{text}",
+                r.label
+            )
+        });
+        // Counted under its reason. Kinds only the junk brings are exact;
+        // ARP, UDP/ICMP and IPv6 extension headers also occur in real traffic.
+        let gro = &r.report["gro"];
+        let pass = |n: &str| gro["passthrough"][n].as_u64().unwrap_or(u64::MAX);
+        let exact = [
+            ("malformed", k("truncated") + k("bad_doff") + k("runt")),
+            ("ip_fragment", k("ipv4_frag")),
+            ("ip_options", k("ipv4_options")),
+            ("bad_ip_checksum", k("bad_ip_csum")),
+            ("bad_tcp_checksum", k("bad_tcp_csum")),
+        ];
+        let at_least = [
+            ("not_ip", k("arp")),
+            ("not_tcp", k("udp") + k("icmp_echo")),
+            ("ipv6_ext_header", k("ipv6_hbh")),
+        ];
+        for (n, want) in exact {
+            f.check(pass(n) == want, || {
+                format!("{}: passthrough.{n} = {}, want {want}", r.label, pass(n))
+            });
+        }
+        for (n, want) in at_least {
+            f.check(pass(n) >= want && pass(n) != u64::MAX, || {
+                format!("{}: passthrough.{n} = {}, want >= {want}", r.label, pass(n))
+            });
+        }
+        f.check(gro["malformed"].as_u64() == Some(pass("malformed")), || {
+            format!("{}: gro.malformed = {}", r.label, gro["malformed"])
+        });
+        let bad = pass("bad_ip_checksum") + pass("bad_tcp_checksum");
+        f.check(gro["bad_checksum"].as_u64() == Some(bad), || {
+            format!(
+                "{}: gro.bad_checksum = {}, want {bad}",
+                r.label, gro["bad_checksum"]
+            )
+        });
+        // Conservation and merge rules; arrival order is the next test's.
+        let g = grocheck(&input, &r.out, &[]);
+        f.check(g.ok, || {
+            format!("{}: grocheck:\n{}\n{}", r.label, g.problems(), g.line())
+        });
+        // grocheck cannot map the merges of a flow whose junk copies moved:
+        // without the junk, every merge must be legal and in arrival order.
+        let (si, so) = (
+            work.path(tag).join("in.pcap"),
+            work.path(tag).join("out.pcap"),
+        );
+        if si.exists() && so.exists() {
+            let g = grocheck(&si, &so, &["--strict-order"]);
+            f.check(g.ok, || {
+                format!(
+                    "{}: grocheck --strict-order without the junk frames:\n{}\n{}",
+                    r.label,
+                    g.problems(),
+                    g.line()
+                )
+            });
+            eprintln!(
+                "real_traffic: mixed_junk [{tag}] without the junk: {}",
+                g.line()
+            );
+        }
+        if let Err(e) = tshark_check(&input, &r.out) {
+            f.0.push(format!(
+                "{}: tshark complains about grorx's output:\n{e}",
+                r.label
+            ));
+        }
+    }
+    f.assert_none("mixed_junk");
+}
+
+#[test]
+fn mixed_junk_keeps_arrival_order_within_flows() {
+    let (_g, caps) = setup();
+    let work = Work::new("mixed_junk_order");
+    let input = caps.join("mixed_junk.pcap");
+    let list = caps.join("mixed_junk.txt");
+    let mut f = Failures::default();
+    let mut figures = String::new();
+    for (tag, extra) in [
+        ("per_poll", &[][..]),
+        ("held", &["--gro-flush-us", "200"][..]),
+    ] {
+        let r = grorx(&input, &work.path(&format!("{tag}.pcap")), extra, &mut f);
+        let g = grocheck(&input, &r.out, &["--strict-order"]);
+        let _ = writeln!(figures, "mixed_junk [{tag}]: {}", g.line());
+        if !g.ok {
+            let (_, text) = junkcheck(&input, &r, &list, None);
+            let moved: Vec<&str> = text
+                .lines()
+                .filter(|l| l.starts_with("REORDERED") || l.starts_with("junk="))
+                .collect();
+            f.0.push(format!(
+                "{}: grocheck --strict-order:\n{}\n{}\njunk frames out of place:\n{}",
+                r.label,
+                g.problems(),
+                g.line(),
+                moved.join("\n")
+            ));
+        }
+    }
+    eprint!("real_traffic: {figures}");
+    f.assert_none("mixed_junk, arrival order");
+}
+
+// ---------------------------------------------------------------- shared
+
+#[test]
+fn shared_captures_merge_by_linux_rules() {
+    let dir = std::env::var_os("GRORX_SHARED_CAPTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("../shared/captures"));
+    let mut pcaps: Vec<PathBuf> = match std::fs::read_dir(&dir) {
+        Ok(rd) => rd
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "pcap"))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    if pcaps.is_empty() {
+        eprintln!(
+            "real_traffic: no shared captures in {}: skipped (the generated ones are checked)",
+            dir.display()
+        );
+        return;
+    }
+    pcaps.sort();
+    let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    for p in &pcaps {
+        let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+        let work = Work::new(&name);
+        eprintln!("real_traffic: checking shared capture {}", p.display());
+        merges_by_linux_rules(p, &name, &work, Some(MIN_HELD_QUALITY));
+    }
+}
