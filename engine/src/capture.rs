@@ -31,8 +31,9 @@ pub struct Capture {
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
 impl Capture {
-    /// Creates the file and starts the writer (ring of `slots` packets).
-    pub fn start(path: &Path, slots: u32) -> Result<Capture> {
+    /// Creates the file and starts the writer (ring of `slots` packets),
+    /// pinned to `cpu` (the main lcore's: never a worker's).
+    pub fn start(path: &Path, slots: u32, cpu: Option<usize>) -> Result<Capture> {
         let file = std::fs::File::create(path)
             .with_context(|| format!("--capture {}: cannot create the file", path.display()))?;
         let name = format!("grx-cap{}", SEQ.fetch_add(1, Ordering::Relaxed));
@@ -55,7 +56,13 @@ impl Capture {
         let p = path.to_path_buf();
         let thread = std::thread::Builder::new()
             .name("grorx-capture".into())
-            .spawn(move || write_loop(ring, st, p, file))
+            .spawn(move || {
+                if let Some(id) = cpu {
+                    // A plain thread: placed with core_affinity, off the workers' CPUs.
+                    core_affinity::set_for_current(core_affinity::CoreId { id });
+                }
+                write_loop(ring, st, p, file)
+            })
             .context("cannot start the capture thread")?;
         Ok(Capture {
             ring,

@@ -10,10 +10,12 @@
 //!   source), [`run`] (one run, start to report), [`stats`], [`report`].
 
 pub mod baseline;
+pub mod bench;
 pub mod capture;
 pub mod csum;
 pub mod eal;
 pub mod eal_args;
+pub mod forward;
 pub mod gen;
 pub mod gro;
 pub mod hist;

@@ -189,6 +189,12 @@ impl<const N: usize> Burst<N> {
         &self.pkts[..self.len]
     }
 
+    /// The raw pointers, for calls that rewrite the array in place (rte_gro).
+    #[inline(always)]
+    pub fn as_mut_slice(&mut self) -> &mut [*mut sys::rte_mbuf] {
+        &mut self.pkts[..self.len]
+    }
+
     /// Adds an owned mbuf; gives it back if the burst is full.
     #[inline(always)]
     pub fn push(&mut self, m: Mbuf) -> Result<(), Mbuf> {

@@ -26,6 +26,9 @@ pub struct PortConf {
     /// The source keeps each flow on one queue itself (the embedded
     /// generator), so the port needs no RSS.
     pub source_steers: bool,
+    /// TX offloads wanted (masked against what the device offers); chained
+    /// mbufs (MULTI_SEGS) are always asked for.
+    pub tx_offloads: u64,
 }
 
 impl Default for PortConf {
@@ -40,6 +43,7 @@ impl Default for PortConf {
             rx_csum: true,
             scatter: false,
             source_steers: false,
+            tx_offloads: 0,
         }
     }
 }
@@ -288,7 +292,7 @@ impl Port {
         }
         econf.rxmode.offloads = rx_off;
         // GRO output is chained: the TX side must take multi-segment mbufs.
-        let tx_off = sys::RTE_ETH_TX_OFFLOAD_MULTI_SEGS & info.tx_offload_capa;
+        let tx_off = (sys::RTE_ETH_TX_OFFLOAD_MULTI_SEGS | conf.tx_offloads) & info.tx_offload_capa;
         econf.txmode.offloads = tx_off;
 
         // SAFETY: econf is fully initialised.

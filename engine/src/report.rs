@@ -114,6 +114,16 @@ pub struct Report {
     pub delivered: Delivered,
     pub skb: SkbReport,
     pub capture: Option<CaptureReport>,
+    pub forward: Option<ForwardReport>,
+}
+
+/// What the forward stage sent.
+#[derive(Debug, Clone, Serialize)]
+pub struct ForwardReport {
+    pub port: String,
+    pub encap: String,
+    #[serde(flatten)]
+    pub stats: crate::forward::ForwardStats,
 }
 
 impl Report {
@@ -218,6 +228,24 @@ impl Report {
             ),
         );
         push(&mut s, format!("  histograms: {}", self.histograms.text()));
+        if let Some(f) = &self.forward {
+            let st = &f.stats;
+            push(
+                &mut s,
+                format!(
+                    "  forward to {} ({}): {} packets, {} bytes sent; {} dropped; {} TSO, {} GSO packets into {} segments; headroom misses {}",
+                    f.port,
+                    f.encap,
+                    st.tx_packets,
+                    st.tx_bytes,
+                    st.tx_dropped,
+                    st.tso_packets,
+                    st.gso_packets,
+                    st.gso_segments,
+                    st.headroom_miss
+                ),
+            );
+        }
         if let Some(c) = &self.capture {
             push(
                 &mut s,

@@ -5,6 +5,7 @@
 //! per queue and single-writer.
 
 use crate::eal::tsc;
+use crate::forward::{ForwardCounters, Forwarder};
 use crate::gro::{Gro, GroConfig};
 use crate::hist::QueueHist;
 use crate::mbuf::{BulkFree, Burst};
@@ -68,6 +69,8 @@ pub enum StageKind {
     Sink,
     /// Hand to the capture writer.
     Capture(RingPtr),
+    /// Encapsulate and transmit (the worker's `Forwarder`).
+    Forward,
 }
 
 /// How a worker polls and processes.
@@ -84,6 +87,12 @@ pub struct WorkerConf {
     pub gro_hold_tsc: u64,
     pub stage: StageKind,
     pub tsc_hz: u64,
+    /// DPDK's rte_gro instead of grorx's (for comparison): classify each
+    /// packet with rte_net_get_ptype, then rte_gro_reassemble_burst.
+    pub rte_gro: bool,
+    /// The sink frees each packet with its own rte_pktmbuf_free call instead
+    /// of in bulk (only for the myri10ge experiment: what bulk saves).
+    pub free_per_packet: bool,
 }
 
 /// A queue's skb settings (its pool's buffer size, the copy-mode head pool).
@@ -94,17 +103,26 @@ struct Outbox {
     pkts: [*mut sys::rte_mbuf; OUTBOX],
     n: usize,
     stage: StageKind,
+    free_per_packet: bool,
     freer: BulkFree,
     out_packets: u64,
     out_bytes: u64,
     truesize: u64,
     capture_waits: u64,
+    /// The forward stage's transmitter (forward mode only).
+    fwd: Option<Forwarder>,
 }
 
 impl Outbox {
     #[inline(always)]
     fn push_skb(&mut self, s: Skb) {
         self.truesize += s.meta().truesize as u64;
+        if let Some(f) = self.fwd.as_mut() {
+            self.out_packets += 1;
+            // SAFETY: a field read of an owned chain.
+            self.out_bytes += unsafe { mb::pkt_len(s.as_ptr()) } as u64;
+            return f.push(s);
+        }
         self.push(s.into_mbuf());
     }
 
@@ -119,11 +137,23 @@ impl Outbox {
 
     #[inline(always)]
     fn deliver(&mut self) {
+        if let Some(f) = self.fwd.as_mut() {
+            return f.flush();
+        }
         if self.n == 0 {
             return;
         }
         let pk = &self.pkts[..self.n];
         match self.stage {
+            StageKind::Sink if self.free_per_packet => {
+                for &m in pk {
+                    // SAFETY: the outbox owns these chains; each freed once.
+                    unsafe {
+                        self.out_bytes += mb::pkt_len(m) as u64;
+                        sys::rte_pktmbuf_free(m);
+                    }
+                }
+            }
             StageKind::Sink => {
                 for &m in pk {
                     // SAFETY: the outbox owns these chains; freed once.
@@ -131,6 +161,7 @@ impl Outbox {
                 }
                 self.freer.flush();
             }
+            StageKind::Forward => unreachable!("forwarded packets go through push_skb"),
             StageKind::Capture(ring) => {
                 for &m in pk {
                     // SAFETY: field read of an owned chain.
@@ -168,6 +199,60 @@ struct QueueState {
     local: Local,
     polls_since_publish: u32,
     hist: QueueHist,
+    /// Segments in and packets out when DPDK's rte_gro does the merging.
+    rte_stats: crate::gro::GroStats,
+}
+
+/// One burst through DPDK's rte_gro (the baseline): classify every packet,
+/// reassemble in chunks of what one call may take, hand the outputs to the
+/// stage. Returns the bytes received.
+fn rte_gro_burst<const N: usize>(
+    b: &mut Burst<N>,
+    rte: &crate::baseline::RteGro,
+    outbox: &mut Outbox,
+    st: &mut QueueState,
+    stage: StageKind,
+) -> u64 {
+    let mut bytes = 0u64;
+    for &m in b.as_slice() {
+        // SAFETY: owned mbufs of the burst; a field read.
+        bytes += unsafe { mb::pkt_len(m) } as u64;
+    }
+    let n = b.len();
+    for chunk in b.as_mut_slice().chunks_mut(crate::baseline::MAX_ITEMS) {
+        // SAFETY: the burst owns these mbufs; classify then reassemble is the
+        // baseline's contract; afterwards exactly chunk[..k] are owned.
+        let k = unsafe {
+            crate::baseline::classify(chunk);
+            rte.reassemble(chunk)
+        };
+        for &m in &chunk[..k] {
+            // SAFETY: an owned chain head.
+            let segs = unsafe { mb::nb_segs(m) } as u64;
+            st.hist.gro_segs.saturating_record(segs);
+            st.rte_stats.max_segments = st.rte_stats.max_segments.max(segs);
+            if let StageKind::Capture(_) = stage {
+                // rte_gro leaves merged headers stale: fix them before writing.
+                // SAFETY: an owned chain, headers in its first segment.
+                let _ = unsafe { crate::baseline::fix_checksums(m) };
+            }
+            outbox.push(m);
+        }
+        st.rte_stats.packets_out += k as u64;
+    }
+    st.rte_stats.segments_in += n as u64;
+    st.rte_stats.merged_segments = st.rte_stats.segments_in - st.rte_stats.packets_out;
+    b.clear_moved();
+    bytes
+}
+
+/// Adds `from` into `to` and empties it (adding walks the whole counts
+/// array: empty ones are skipped).
+fn move_into(to: &mut hdrhistogram::Histogram<u64>, from: &mut hdrhistogram::Histogram<u64>) {
+    if !from.is_empty() {
+        let _ = to.add(&*from);
+        from.reset();
+    }
 }
 
 /// Merges a queue's recent distributions into its shared copy, if the stats
@@ -179,14 +264,13 @@ fn publish_hist(st: &mut QueueState, shared: &Mutex<QueueHist>, force: bool) {
         shared.try_lock().ok()
     };
     if let Some(mut sh) = guard {
+        let sh = &mut *sh;
         if let Some(g) = st.gro.as_mut().and_then(|g| g.histograms_mut()) {
-            let _ = sh.gro_segs.add(&g.segs);
-            let _ = sh.gro_hold_ns.add(&g.hold_ns);
-            g.segs.reset();
-            g.hold_ns.reset();
+            move_into(&mut sh.gro_segs, &mut g.segs);
+            move_into(&mut sh.gro_hold_ns, &mut g.hold_ns);
         }
-        let _ = sh.burst.add(&st.hist.burst);
-        st.hist.burst.reset();
+        move_into(&mut sh.burst, &mut st.hist.burst);
+        move_into(&mut sh.gro_segs, &mut st.hist.gro_segs);
     }
 }
 
@@ -197,7 +281,9 @@ pub fn run(
     hists: Arc<[Mutex<QueueHist>]>,
     stop: Arc<AtomicBool>,
     wc: WorkerConf,
+    fwd: Option<(Forwarder, Arc<ForwardCounters>)>,
 ) -> i32 {
+    let (fwd, fwd_counters) = fwd.map_or((None, None), |(f, c)| (Some(f), Some(c)));
     let mut states: Vec<QueueState> = queues
         .into_iter()
         .map(|(q, skb)| QueueState {
@@ -212,6 +298,7 @@ pub fn run(
             local: Local::default(),
             polls_since_publish: 0,
             hist: QueueHist::default(),
+            rte_stats: crate::gro::GroStats::default(),
         })
         .collect();
     // Histograms go to the shared copies every ~20 ms (checked every
@@ -224,12 +311,15 @@ pub fn run(
         pkts: [std::ptr::null_mut(); OUTBOX],
         n: 0,
         stage: wc.stage,
+        free_per_packet: wc.free_per_packet,
         freer: BulkFree::new(),
         out_packets: 0,
         out_bytes: 0,
         truesize: 0,
         capture_waits: 0,
+        fwd,
     };
+    let rte = wc.rte_gro.then(|| crate::baseline::RteGro::new(64, 64));
     let mut drained = 0u32;
     loop {
         let stopping = stop.load(Relaxed);
@@ -251,9 +341,15 @@ pub fn run(
                 outbox.capture_waits,
             );
             match &mut st.gro {
+                None if wc.rte_gro => {
+                    if n > 0 {
+                        st.local.rx_bytes +=
+                            rte_gro_burst(&mut b, rte.as_ref().unwrap(), &mut outbox, st, wc.stage);
+                    }
+                }
                 None => {
                     if n > 0 {
-                        if let StageKind::Sink = wc.stage {
+                        if let (StageKind::Sink, false) = (wc.stage, wc.free_per_packet) {
                             // The plain sink: count and free in one pass.
                             let bytes = b.free_all_counted(&mut outbox.freer);
                             outbox.freer.flush();
@@ -262,9 +358,16 @@ pub fn run(
                             outbox.out_bytes += bytes;
                         } else {
                             for &m in b.as_slice() {
-                                // SAFETY: owned mbufs from the burst, moved to the outbox.
+                                // SAFETY: owned mbufs from the burst, moved to the outbox
+                                // (as skbs when forwarded: the forwarder prepends).
                                 st.local.rx_bytes += unsafe { mb::pkt_len(m) } as u64;
-                                outbox.push(m);
+                                if let StageKind::Forward = wc.stage {
+                                    outbox.push_skb(unsafe {
+                                        Skb::build(m, &st.skb, &mut st.skb_stats)
+                                    });
+                                } else {
+                                    outbox.push(m);
+                                }
                             }
                             b.clear_moved();
                         }
@@ -312,12 +415,17 @@ pub fn run(
             st.local.head_alloc_fail = st.skb_stats.head_alloc_fail;
             if n > 0 {
                 counters[st.q.slot].publish(&st.local);
+                if let (Some(f), Some(c)) = (&outbox.fwd, &fwd_counters) {
+                    c.publish(f.stats());
+                }
             }
             st.polls_since_publish += 1;
             if st.polls_since_publish >= GRO_PUBLISH_EVERY {
                 st.polls_since_publish = 0;
                 if let Some(g) = &st.gro {
                     counters[st.q.slot].publish_gro(g.stats());
+                } else if wc.rte_gro {
+                    counters[st.q.slot].publish_gro(&st.rte_stats);
                 }
             }
         }
@@ -350,8 +458,17 @@ pub fn run(
             st.local.truesize += outbox.truesize - t0;
             counters[st.q.slot].publish_gro(g.stats());
         }
+        if wc.rte_gro {
+            counters[st.q.slot].publish_gro(&st.rte_stats);
+        }
         counters[st.q.slot].publish(&st.local);
         publish_hist(st, &hists[st.q.slot], true);
+    }
+    if let Some(mut f) = outbox.fwd.take() {
+        f.flush();
+        if let Some(c) = &fwd_counters {
+            c.publish(f.stats());
+        }
     }
     0
 }

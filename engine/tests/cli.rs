@@ -166,6 +166,47 @@ fn json_interval_streams_and_histograms_are_reported() {
 }
 
 #[test]
+fn forward_with_vxlan_counts_headroom_misses() {
+    let mut misses = Vec::new();
+    for headroom in ["128", "0"] {
+        let o = grorx(&[
+            "sink",
+            "--gen-count",
+            "20000",
+            "--forward",
+            "net_null1",
+            "--encap",
+            "vxlan",
+            "--headroom",
+            headroom,
+            "--json",
+            "-q",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let f = &v["forward"];
+        assert_eq!(f["encap"], "vxlan");
+        // GRO merged, the forwarder segmented again: every segment went out.
+        assert_eq!(f["tx_packets"].as_u64(), Some(20_000), "{f}");
+        assert_eq!(f["tx_dropped"].as_u64(), Some(0));
+        assert!(f["gso_packets"].as_u64().unwrap() > 0);
+        assert_eq!(v["mbufs_leaked"].as_u64(), Some(0));
+        misses.push(f["headroom_miss"].as_u64().unwrap());
+    }
+    assert_eq!(misses[0], 0, "enough headroom: no miss");
+    assert_eq!(
+        misses[1], 20_000,
+        "no headroom: every segment chains a header mbuf"
+    );
+    let o = grorx(&["sink", "--forward", "net_null1", "--capture", "/tmp/x.pcap"]);
+    assert!(
+        !o.status.success() && error_line(&o).contains("--forward"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
 fn bad_port_spec_is_one_line() {
     let o = grorx(&["sink", "--port", "eth0"]);
     assert!(!o.status.success());

@@ -32,6 +32,21 @@ enum Cmd {
     Sink(SinkArgs),
     /// Show hugepages (sizes, free pages, mounts), or reserve them.
     Hugepages(HugeArgs),
+    /// Run an experiment (bench-configs/*.toml): every cell a `grorx sink`
+    /// process, interleaved repetitions; a table, CSV, JSON and a PNG chart.
+    Bench(BenchArgs),
+}
+
+#[derive(Args)]
+struct BenchArgs {
+    /// The experiment file (TOML).
+    config: std::path::PathBuf,
+    /// A smoke run: short runs, one repetition, no warm-up.
+    #[arg(long)]
+    quick: bool,
+    /// Where the CSV, JSON, PNG (and any synthetic capture) go.
+    #[arg(long, value_name = "DIR", default_value = "bench-results")]
+    out: std::path::PathBuf,
 }
 
 /// A CPU list as one value (clap would read `Option<Vec<_>>` as many values).
@@ -68,6 +83,10 @@ struct SinkArgs {
     /// One mbuf pool per NUMA socket, per port, or per RX queue.
     #[arg(long, value_enum, default_value = "socket")]
     pool_scope: ScopeArg,
+    /// How the sink frees: in bulk, once per burst (default), or one call per
+    /// packet (for comparison).
+    #[arg(long, value_enum, default_value = "bulk")]
+    free: FreeArg,
     /// Stop after this many seconds (default: at Ctrl-C, or when a one-shot pcap is consumed).
     #[arg(long, value_name = "SECS")]
     duration: Option<f64>,
@@ -103,6 +122,12 @@ struct SinkArgs {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum FreeArg {
+    Bulk,
+    PerPacket,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum ScopeArg {
     Socket,
     Port,
@@ -113,6 +138,9 @@ enum ScopeArg {
 enum OnOff {
     On,
     Off,
+    /// DPDK's rte_gro (lightweight mode, packets classified with
+    /// rte_net_get_ptype first): the baseline to compare with.
+    Rte,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -134,7 +162,7 @@ enum SkbArg {
 #[derive(Args)]
 #[command(next_help_heading = "GRO and the skb")]
 struct GroArgs {
-    /// Software GRO per RX queue.
+    /// Software GRO per RX queue (rte: DPDK's rte_gro, for comparison).
     #[arg(long, value_enum, default_value = "on")]
     gro: OnOff,
     /// Buffers one merged packet may span (1-64; Linux's MAX_SKB_FRAGS is 17).
@@ -161,6 +189,17 @@ struct GroArgs {
     /// Write every packet GRO outputs (merged or passed through) to this pcap file.
     #[arg(long, value_name = "FILE")]
     capture: Option<std::path::PathBuf>,
+    /// Forward what GRO outputs to this port (TSO where it has it, software
+    /// segmentation where not), encapsulated with --encap.
+    #[arg(long, value_name = "PORTSPEC", value_parser = PortSpec::parse)]
+    forward: Option<PortSpec>,
+    /// Headers prepended when forwarding: none, virtio (12 B virtio-net
+    /// header) or vxlan (50 B).
+    #[arg(long, default_value = "none")]
+    encap: String,
+    /// The VXLAN network identifier (--encap vxlan).
+    #[arg(long, default_value_t = 1)]
+    vni: u32,
 }
 
 #[derive(Args)]
@@ -251,6 +290,16 @@ fn sink(a: SinkArgs) -> Result<()> {
         verbose: a.verbose,
         json_interval: a.json_interval,
         hdr_log: a.hdr_log,
+        rte_gro: a.gro.gro == OnOff::Rte,
+        free_per_packet: a.free == FreeArg::PerPacket,
+        forward: match a.gro.forward {
+            Some(spec) => Some((
+                spec,
+                grorx::forward::Encap::parse(&a.gro.encap, a.gro.vni)
+                    .map_err(anyhow::Error::msg)?,
+            )),
+            None => None,
+        },
         pool_scope: match a.pool_scope {
             ScopeArg::Socket => PoolScope::Socket,
             ScopeArg::Port => PoolScope::Port,
@@ -298,11 +347,25 @@ fn huge(a: HugeArgs) -> Result<()> {
     Ok(())
 }
 
+fn bench(a: BenchArgs) -> Result<()> {
+    let o = grorx::bench::run(&grorx::bench::Options {
+        config: a.config,
+        quick: a.quick,
+        out: a.out,
+        grorx: None,
+    })?;
+    if o.failed_runs > 0 {
+        anyhow::bail!("{} of {} run(s) failed (see above)", o.failed_runs, o.runs);
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Sink(a) => sink(a),
         Cmd::Hugepages(a) => huge(a),
+        Cmd::Bench(a) => bench(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -189,7 +189,7 @@ impl<B: GroBuf> Gro<B> {
     pub fn enable_histograms(&mut self, tsc_hz: u64) {
         self.hist = Some(Box::new(GroHist {
             segs: crate::hist::new_hist(256),
-            hold_ns: crate::hist::new_hist(60_000_000_000),
+            hold_ns: crate::hist::new_hist(10_000_000_000),
             ns_per_tick: ((1_000_000_000u128 << 32) / tsc_hz.max(1) as u128) as u64,
         }));
     }
@@ -319,6 +319,7 @@ impl<B: GroBuf> Gro<B> {
             let oldest = self.table.oldest().expect("a full table has an oldest");
             self.flush_slot(oldest, Flush::TableFull, out);
         }
+        let held_frags = pkt.segs();
         // A hit on `last` skipped hashing; an insert needs the hash.
         let hash = if hash == 0 { key.hash() } else { hash };
         let held = Held {
@@ -334,7 +335,9 @@ impl<B: GroBuf> Gro<B> {
             opts,
             mss: seg.payload,
             segs: 1,
-            frags: seg.frags,
+            // Every buffer of the held chain counts, its header-only first
+            // buffer included (what a TX NIC's segment limit counts).
+            frags: held_frags,
             ip_len: t.l3_len() as u32 + tcp_len,
             payload_len: seg.payload,
             payload_sum: psum,

@@ -423,6 +423,35 @@ fn frag_limit_counts_every_buffer() {
 }
 
 #[test]
+fn header_only_first_buffers_count_against_the_budget() {
+    // Header-split frames: 66 B of headers, then the payload buffer (found by fuzzing).
+    let mut f = Flow::new(1, false);
+    let mut g = gro(GroConfig {
+        max_frags: 4,
+        ..Default::default()
+    });
+    let pkts = (0..6)
+        .map(|_| {
+            let b = f.next(MSS);
+            let bytes = b.bytes();
+            VecBuf {
+                segs: vec![bytes[..66].to_vec(), bytes[66..].to_vec()],
+                ids: b.ids,
+                ..Default::default()
+            }
+        })
+        .collect();
+    let mut out = feed(&mut g, pkts);
+    out.extend(flush(&mut g));
+    assert!(
+        out.iter().all(|o| o.segs.len() <= 4),
+        "{:?}",
+        out.iter().map(|o| o.segs.len()).collect::<Vec<_>>()
+    );
+    assert_eq!(out[0].segs.len(), 4, "head (2 buffers) + 2 payload buffers");
+}
+
+#[test]
 fn size_limit_holds() {
     let mut f = Flow::new(1, false);
     let mut g = gro(GroConfig {

@@ -1,0 +1,425 @@
+//! The experiment file (TOML): what to run, on what traffic, how often, and
+//! what to show. See `bench-configs/*.toml` for examples.
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// One experiment.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// File stem of the outputs (`DIR/<name>.csv|json|png`).
+    pub name: String,
+    pub title: String,
+    /// The seed (lesson) it reproduces, e.g. "000 MAX_SKB_FRAGS".
+    #[serde(default)]
+    pub seed: String,
+    /// What the seed measured / the rule it teaches.
+    #[serde(default)]
+    pub lesson: String,
+    /// The direction the result should show.
+    #[serde(default)]
+    pub expect: String,
+    pub source: Source,
+    /// Seconds measured per run (after the warm-up).
+    #[serde(default = "default_duration")]
+    pub duration: f64,
+    #[serde(default = "default_repetitions")]
+    pub repetitions: u32,
+    /// Seconds at the start of each run that are not measured (rates are
+    /// taken from the `--json-interval` stream after it).
+    #[serde(default = "default_warmup")]
+    pub warmup: f64,
+    /// `--quick`: seconds per run (one repetition, no warm-up).
+    #[serde(default = "default_quick_duration")]
+    pub quick_duration: f64,
+    /// Metrics to show: paths into the sink's JSON report (`rx_pps`,
+    /// `gro.avg_segments_per_packet`, `ports.0.stats.imissed`, ...).
+    #[serde(default = "default_metrics")]
+    pub metrics: Vec<String>,
+    /// More report fields recorded per run (CSV, JSON, medians under the
+    /// table) but not charted.
+    #[serde(default)]
+    pub record: Vec<String>,
+    /// The cell every median is compared with.
+    pub baseline: Option<String>,
+    /// `grorx sink` arguments for every cell (a cell's own win, flag by flag).
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// EAL arguments for every process (same cores for all); default
+    /// `-l 0,1`, or `--lcores 0@0,1@1,2@0` with the embedded generator.
+    pub eal: Option<Vec<String>>,
+    /// The whole experiment waits on something (the reason).
+    pub pending: Option<String>,
+    /// Free text carried into the JSON and the table header.
+    #[serde(default)]
+    pub notes: Vec<String>,
+    #[serde(default)]
+    pub cells: Vec<CellSpec>,
+    pub sweep: Option<Sweep>,
+}
+
+fn default_duration() -> f64 {
+    5.0
+}
+fn default_repetitions() -> u32 {
+    3
+}
+fn default_warmup() -> f64 {
+    1.0
+}
+fn default_quick_duration() -> f64 {
+    1.0
+}
+fn default_metrics() -> Vec<String> {
+    vec!["rx_pps".into()]
+}
+
+/// Where the traffic comes from.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Source {
+    /// The embedded generator (no --port): its `--gen-*` options.
+    Generator {
+        #[serde(default = "default_gen_flows")]
+        flows: u32,
+        #[serde(default = "default_mss")]
+        mss: u16,
+        #[serde(default)]
+        ipv6: bool,
+        /// Packets per second, 0 = as fast as the sink takes them.
+        #[serde(default)]
+        rate: u64,
+    },
+    /// A capture replayed from memory (net_pcap, infinite_rx=1). `path`
+    /// (relative to the config file) if it exists, else `synth`, written by
+    /// the bench into the output directory.
+    Pcap {
+        path: Option<PathBuf>,
+        synth: Option<Synth>,
+    },
+    /// net_null: endless 64 B zero-filled frames.
+    NetNull,
+    /// A memif link to a peer process started for every run.
+    Memif {
+        #[serde(default)]
+        peer: Peer,
+        /// Frame length the txonly peer sends.
+        #[serde(default = "default_frame_len")]
+        frame_len: u16,
+        /// The capture a `testpmd-pcap` peer replays (as for `pcap`).
+        path: Option<PathBuf>,
+        synth: Option<Synth>,
+    },
+}
+
+fn default_gen_flows() -> u32 {
+    1
+}
+fn default_mss() -> u16 {
+    1448
+}
+fn default_frame_len() -> u16 {
+    1514
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Peer {
+    /// `dpdk-testpmd --forward-mode=txonly` as the memif server (UDP).
+    #[default]
+    TestpmdTxonly,
+    /// `dpdk-testpmd --forward-mode=io` from a capture replayed from memory
+    /// (net_pcap infinite_rx) into the memif: TCP traffic, and the sink's
+    /// memif RX can split frames over several mbufs (net_pcap's
+    /// infinite_rx cannot).
+    TestpmdPcap,
+    /// grorx itself as the sending peer (pending: grorx has no transmit mode).
+    Grorx,
+}
+
+/// A capture the bench writes from `grorx::traffic`: `flows` TCP flows of
+/// `segments` MSS-sized segments each, interleaved `interleave` segments at
+/// a time, PSH only on each flow's last segment.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Synth {
+    #[serde(default = "default_gen_flows")]
+    pub flows: u32,
+    #[serde(default = "default_segments")]
+    pub segments: u32,
+    #[serde(default = "default_mss")]
+    pub mss: u16,
+    #[serde(default)]
+    pub ipv6: bool,
+    #[serde(default = "default_interleave")]
+    pub interleave: u32,
+}
+
+fn default_segments() -> u32 {
+    4096
+}
+fn default_interleave() -> u32 {
+    8
+}
+
+/// What runs in a cell.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Command {
+    /// `grorx sink ... --json -q` (this binary).
+    #[default]
+    Sink,
+    /// `dpdk-testpmd --forward-mode=rxonly` on the same port and cores: the
+    /// DPDK floor.
+    TestpmdRxonly,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CellSpec {
+    pub name: String,
+    /// Extra `grorx sink` arguments (for testpmd: testpmd application args).
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub command: Command,
+    /// Skip this cell, with the reason (what it waits on).
+    pub pending: Option<String>,
+    /// A remark shown with the cell.
+    pub note: Option<String>,
+}
+
+/// One flag over a list of values -> one cell per value, named
+/// `<flag without dashes>=<value>` unless `name` (with `{}` for the value).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sweep {
+    pub flag: String,
+    pub values: Vec<toml::Value>,
+    pub name: Option<String>,
+    /// Axis label for the chart (default: the flag).
+    pub label: Option<String>,
+    /// Arguments added to every swept cell.
+    #[serde(default)]
+    pub args: Vec<String>,
+}
+
+/// A cell after expansion.
+#[derive(Debug, Clone, Serialize)]
+pub struct Cell {
+    pub name: String,
+    pub command: Command,
+    pub args: Vec<String>,
+    /// The swept value, for sweep cells.
+    pub sweep_value: Option<String>,
+    pub pending: Option<String>,
+    pub note: Option<String>,
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Config> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        Self::parse(&text).with_context(|| format!("in {}", path.display()))
+    }
+
+    pub fn parse(text: &str) -> Result<Config> {
+        let c: Config = toml::from_str(text)?;
+        c.validate()?;
+        Ok(c)
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.name.is_empty()
+            || !self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            bail!(
+                "name {:?}: letters, digits, - and _ only (it names the output files)",
+                self.name
+            );
+        }
+        if !(self.duration > 0.0 && self.quick_duration > 0.0 && self.warmup >= 0.0) {
+            bail!("duration and quick_duration must be > 0, warmup >= 0");
+        }
+        if self.repetitions == 0 {
+            bail!("repetitions must be at least 1");
+        }
+        if self.metrics.is_empty() {
+            bail!("metrics: name at least one (e.g. \"rx_pps\")");
+        }
+        let cells = self.cells();
+        if cells.is_empty() {
+            bail!("no cells: give [[cells]] or a [sweep]");
+        }
+        for (i, c) in cells.iter().enumerate() {
+            if cells[..i].iter().any(|d| d.name == c.name) {
+                bail!("two cells named {:?}", c.name);
+            }
+            if c.name.is_empty() {
+                bail!("a cell without a name");
+            }
+        }
+        if let Some(b) = &self.baseline {
+            if !cells.iter().any(|c| &c.name == b) {
+                bail!(
+                    "baseline {b:?} is not a cell (cells: {})",
+                    cells
+                        .iter()
+                        .map(|c| c.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+        }
+        if let Some(s) = &self.sweep {
+            if !s.flag.starts_with("--") {
+                bail!(
+                    "sweep.flag {:?} must be a long option (--max-frags)",
+                    s.flag
+                );
+            }
+            if s.values.is_empty() {
+                bail!("sweep.values is empty");
+            }
+        }
+        let needs_port = cells.iter().any(|c| c.command == Command::TestpmdRxonly);
+        if needs_port && matches!(self.source, Source::Generator { .. }) {
+            bail!("testpmd-rxonly cells need a port source (pcap, net_null, memif), not the embedded generator");
+        }
+        match &self.source {
+            Source::Pcap {
+                path: None,
+                synth: None,
+            }
+            | Source::Memif {
+                peer: Peer::TestpmdPcap,
+                path: None,
+                synth: None,
+                ..
+            } => bail!(
+                "a capture source needs `path` or `synth` (or both: synth when path is missing)"
+            ),
+            _ => {}
+        }
+        crate::bench::args::check_reserved(&self.args)?;
+        for c in &cells {
+            if c.command == Command::Sink {
+                crate::bench::args::check_reserved(&c.args)
+                    .with_context(|| format!("cell {:?}", c.name))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The explicit cells, then the swept ones.
+    pub fn cells(&self) -> Vec<Cell> {
+        let mut out: Vec<Cell> = self
+            .cells
+            .iter()
+            .map(|c| Cell {
+                name: c.name.clone(),
+                command: c.command,
+                args: c.args.clone(),
+                sweep_value: None,
+                pending: c.pending.clone(),
+                note: c.note.clone(),
+            })
+            .collect();
+        if let Some(s) = &self.sweep {
+            let bare = s.flag.trim_start_matches('-');
+            for v in &s.values {
+                let v = value_text(v);
+                let name = match &s.name {
+                    Some(pat) => pat.replace("{}", &v),
+                    None => format!("{bare}={v}"),
+                };
+                let mut args = s.args.clone();
+                args.push(s.flag.clone());
+                args.push(v.clone());
+                out.push(Cell {
+                    name,
+                    command: Command::Sink,
+                    args,
+                    sweep_value: Some(v),
+                    pending: None,
+                    note: None,
+                });
+            }
+        }
+        out
+    }
+}
+
+fn value_text(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SWEEP: &str = r#"
+name = "mf"
+title = "t"
+metrics = ["rx_pps", "gro.avg_segments_per_packet"]
+baseline = "max-frags=17"
+source = { kind = "pcap", synth = { flows = 1, segments = 64 } }
+[[cells]]
+name = "floor"
+command = "testpmd-rxonly"
+[sweep]
+flag = "--max-frags"
+values = [3, 17, "45"]
+"#;
+
+    #[test]
+    fn sweep_expands_to_cells() {
+        let c = Config::parse(SWEEP).unwrap();
+        let cells = c.cells();
+        let names: Vec<_> = cells.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["floor", "max-frags=3", "max-frags=17", "max-frags=45"]
+        );
+        assert_eq!(cells[2].args, ["--max-frags", "17"]);
+        assert_eq!(cells[3].sweep_value.as_deref(), Some("45"));
+        assert_eq!(cells[0].command, Command::TestpmdRxonly);
+        assert_eq!(c.repetitions, 3);
+        match &c.source {
+            Source::Pcap {
+                synth: Some(s),
+                path: None,
+            } => assert_eq!((s.flows, s.segments, s.mss), (1, 64, 1448)),
+            s => panic!("{s:?}"),
+        }
+    }
+
+    #[test]
+    fn rejects_what_cannot_run() {
+        let bad_baseline = SWEEP.replace("max-frags=17\"", "nope\"");
+        assert!(Config::parse(&bad_baseline)
+            .unwrap_err()
+            .to_string()
+            .contains("not a cell"));
+        let gen_testpmd = SWEEP.replace(
+            "source = { kind = \"pcap\", synth = { flows = 1, segments = 64 } }",
+            "source = { kind = \"generator\" }",
+        );
+        assert!(Config::parse(&gen_testpmd).is_err());
+        let reserved = SWEEP.replace(
+            "values = [3, 17, \"45\"]",
+            "values = [3]\nargs = [\"--json\"]",
+        );
+        assert!(Config::parse(&reserved).is_err());
+        let unknown = format!("{SWEEP}\n[extra]\nx = 1\n");
+        assert!(Config::parse(&unknown).is_err());
+    }
+}

@@ -1,0 +1,205 @@
+//! The report of a finished run, from what the workers published.
+
+use super::launch::Running;
+use super::options::RunOptions;
+use super::ports::Ports;
+use crate::capture::CaptureReport;
+use crate::eal::Eal;
+use crate::gro::GroStats;
+use crate::hist::{HistReport, QueueHist};
+use crate::port;
+use crate::report::{
+    Delivered, ForwardReport, PoolReport, PortReport, QueueReport, Report, SkbReport, SourceReport,
+};
+use crate::skb::SkbMode;
+use crate::stats::rates;
+use std::sync::atomic::Ordering::Relaxed;
+
+/// What the run loop knows when the workers have stopped.
+pub(super) struct Finished {
+    pub stop_reason: String,
+    pub duration_s: f64,
+    pub hists: Vec<QueueHist>,
+    pub capture: Option<CaptureReport>,
+    pub hugepages: String,
+}
+
+/// The report, before teardown fills in `mbufs_leaked` and `freed_at_teardown`.
+pub(super) fn report(
+    eal: &Eal,
+    opts: &RunOptions,
+    ports: &Ports,
+    r: &Running,
+    f: Finished,
+) -> Report {
+    let gro_on = opts.gro.is_some() || opts.rte_gro;
+    let dur = f.duration_s;
+    let mut queues = Vec::new();
+    let mut gro_total = GroStats::default();
+    let mut all_hist = QueueHist::default();
+    let (mut rx_packets, mut rx_bytes, mut out_packets, mut out_bytes, mut truesize) =
+        (0, 0, 0, 0, 0);
+    let (mut headroom_miss, mut head_alloc_fail, mut capture_waits) = (0, 0, 0);
+    for a in &r.plan {
+        for q in &a.queues {
+            let l = r.counters[q.slot].read();
+            let g = r.counters[q.slot].read_gro();
+            gro_total.add(&g);
+            all_hist.add(&f.hists[q.slot]);
+            rx_packets += l.rx_packets;
+            rx_bytes += l.rx_bytes;
+            out_packets += l.out_packets;
+            out_bytes += l.out_bytes;
+            truesize += l.truesize;
+            headroom_miss += l.headroom_miss;
+            head_alloc_fail += l.head_alloc_fail;
+            capture_waits += l.capture_waits;
+            let (pps, gbps) = rates(l.rx_packets, l.rx_bytes, dur);
+            queues.push(QueueReport {
+                port: q.port,
+                queue: q.queue,
+                lcore: a.lcore,
+                cpu: eal.lcore_cpu(a.lcore),
+                rx_packets: l.rx_packets,
+                rx_bytes: l.rx_bytes,
+                rx_pps: pps,
+                rx_gbps: gbps,
+                rx_bursts: l.rx_bursts,
+                rx_polls: l.rx_polls,
+                avg_burst: if l.rx_bursts > 0 {
+                    l.rx_packets as f64 / l.rx_bursts as f64
+                } else {
+                    0.0
+                },
+                out_packets: l.out_packets,
+                gro: gro_on.then(|| g.report()),
+                histograms: HistReport::of(&f.hists[q.slot]),
+            });
+        }
+    }
+    queues.sort_by_key(|q| (q.port, q.queue));
+    let mut notes = Vec::new();
+    let hugepages_on = !crate::eal_args::has_flag(eal.args(), "--no-huge");
+    let port_reports = ports
+        .slots
+        .iter()
+        .map(|s| {
+            let id = s.port.id;
+            let mine = || queues.iter().filter(move |q| q.port == id);
+            let (rxp, rxb) = (
+                mine().map(|q| q.rx_packets).sum::<u64>(),
+                mine().map(|q| q.rx_bytes).sum::<u64>(),
+            );
+            if let Some(frames) = s.pcap_frames.filter(|&f| rxp < f) {
+                notes.push(format!(
+                    "port {id}: pcap replay delivered {rxp} of {frames} frames"
+                ));
+            }
+            let pool = &ports.pools[s.pools[0]];
+            PortReport {
+                id,
+                name: s.port.name.clone(),
+                driver: s.port.driver.clone(),
+                link: s.port.link(),
+                mtu: s.port.mtu,
+                rx_queues: s.port.rx_queues,
+                rx_desc: s.port.rx_desc,
+                rx_offloads: port::rx_offload_names(s.port.rx_offloads),
+                pool: PoolReport {
+                    name: pool.name().to_string(),
+                    mbufs: pool.size(),
+                    cache: pool.cache(),
+                    data_room: pool.data_room(),
+                    priv_size: pool.priv_size(),
+                    segments_per_frame: s.segments_per_frame,
+                    hugepages: hugepages_on,
+                },
+                rx_packets: rxp,
+                rx_bytes: rxb,
+                stats: s.port.stats(),
+                xstats: s
+                    .port
+                    .xstats()
+                    .into_iter()
+                    .filter(|(_, v)| *v != 0)
+                    .collect(),
+            }
+        })
+        .collect();
+    let source = ports.ring_port.as_ref().map(|_| {
+        let g = &r.gen_stats;
+        let sent = g.sent.load(Relaxed);
+        SourceReport {
+            kind: "generator".into(),
+            flows: opts.gen.flows,
+            mss: opts.gen.mss,
+            frame_len: opts.gen.frame_len(),
+            sent,
+            sent_bytes: g.bytes.load(Relaxed),
+            ring_full_waits: g.ring_full.load(Relaxed),
+            alloc_fail: g.alloc_fail.load(Relaxed),
+            cycles_per_packet: g.busy_cycles.load(Relaxed) as f64 / sent.max(1) as f64,
+        }
+    });
+    if capture_waits > 0 {
+        notes.push(format!(
+            "capture: workers waited {capture_waits} times for the writer (nothing was lost)"
+        ));
+    }
+    let (rx_pps, rx_gbps) = rates(rx_packets, rx_bytes, dur);
+    Report {
+        command: "sink".into(),
+        duration_s: dur,
+        rx_packets,
+        rx_bytes,
+        rx_pps,
+        rx_gbps,
+        mbufs_leaked: 0,
+        freed_at_teardown: 0,
+        stop_reason: f.stop_reason,
+        hugepages: f.hugepages,
+        eal_args: eal.args().to_vec(),
+        tsc_hz: eal.tsc_hz(),
+        ports: port_reports,
+        queues,
+        source,
+        notes,
+        gro: gro_on.then(|| gro_total.report()),
+        histograms: HistReport::of(&all_hist),
+        delivered: Delivered {
+            packets: out_packets,
+            bytes: out_bytes,
+            truesize_per_byte: if out_bytes > 0 && opts.gro.is_some() {
+                truesize as f64 / out_bytes as f64
+            } else {
+                0.0
+            },
+        },
+        skb: SkbReport {
+            mode: match opts.skb_mode {
+                SkbMode::Build => "build".into(),
+                SkbMode::Copy => "copy".into(),
+            },
+            headroom: opts.headroom,
+            // The forwarder does the prepends in forward mode.
+            headroom_miss: headroom_miss
+                + r.forward
+                    .iter()
+                    .map(|c| c.load().headroom_miss)
+                    .sum::<u64>(),
+            head_alloc_fail,
+        },
+        capture: f.capture,
+        forward: opts.forward.as_ref().map(|(spec, encap)| {
+            let mut s = crate::forward::ForwardStats::default();
+            for c in &r.forward {
+                s.add(&c.load());
+            }
+            ForwardReport {
+                port: spec.to_string(),
+                encap: encap.name().to_string(),
+                stats: s,
+            }
+        }),
+    }
+}

@@ -1,0 +1,270 @@
+//! What a run is asked to do, and the checks that refuse bad settings with a
+//! message that says what to do.
+
+use crate::gen::{self, GenConfig};
+use crate::gro::GroConfig;
+use crate::pool_sizing::{self, Demand};
+use crate::port_spec::PortSpec;
+use crate::skb::{self, SkbMode};
+use crate::worker;
+use anyhow::{bail, Result};
+use dpdk_sys as sys;
+
+/// How EAL is brought up.
+#[derive(Debug, Clone)]
+pub enum EalSetup {
+    /// Start it from grorx's options plus the user's arguments (after `--`).
+    Start {
+        user_args: Vec<String>,
+        no_huge: bool,
+    },
+    /// It is already running in this process (tests, embedding).
+    Existing,
+}
+
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Ports to receive on; none means the embedded generator.
+    pub ports: Vec<PortSpec>,
+    pub queues: u16,
+    /// Worker CPUs (`--cores`).
+    pub cores: Option<Vec<usize>>,
+    pub rx_desc: u16,
+    pub burst: u16,
+    pub mtu: Option<u16>,
+    /// Force a data room (to split frames over several mbufs).
+    pub data_room: Option<u16>,
+    pub pool_cache: u32,
+    pub duration: Option<f64>,
+    pub promisc: bool,
+    pub gen: GenConfig,
+    pub eal: EalSetup,
+    /// Print a stats line every second (to stderr).
+    pub live: bool,
+    /// None: GRO off.
+    pub gro: Option<GroConfig>,
+    /// Hold packets across polls up to this long (0: flush every poll).
+    pub gro_flush_us: u32,
+    /// Headroom a prepend may use (at most DPDK's RTE_PKTMBUF_HEADROOM).
+    pub headroom: u16,
+    pub skb_mode: SkbMode,
+    /// Write every packet the GRO stage outputs to this pcap file.
+    pub capture: Option<std::path::PathBuf>,
+    /// mbufs a port keeps for itself (net_pcap infinite_rx caches its file);
+    /// filled in by `run`.
+    pub cached_frames: u32,
+    /// A per-queue table under the live line.
+    pub verbose: bool,
+    /// Stream one JSON object per interval of this many seconds (stdout).
+    pub json_interval: Option<f64>,
+    /// Write the histograms in the HdrHistogram interval log format.
+    pub hdr_log: Option<std::path::PathBuf>,
+    /// How widely mbuf pools are shared.
+    pub pool_scope: PoolScope,
+    /// Merge with DPDK's rte_gro instead (a baseline; `gro` must be None).
+    pub rte_gro: bool,
+    /// Free each packet with its own call instead of in bulk (an experiment).
+    pub free_per_packet: bool,
+    /// Forward what GRO delivers to this port, encapsulated (instead of the sink).
+    pub forward: Option<(PortSpec, crate::forward::Encap)>,
+}
+
+/// How widely an mbuf pool is shared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PoolScope {
+    /// One pool per NUMA socket, shared by the ports there (the default).
+    #[default]
+    Socket,
+    /// One pool per port.
+    Port,
+    /// One pool per RX queue (no sharing at all between lcores).
+    Queue,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            ports: Vec::new(),
+            queues: 1,
+            cores: None,
+            rx_desc: 1024,
+            burst: 32,
+            mtu: None,
+            data_room: None,
+            pool_cache: 256,
+            duration: None,
+            promisc: true,
+            gen: GenConfig::default(),
+            eal: EalSetup::Start {
+                user_args: Vec::new(),
+                no_huge: false,
+            },
+            live: true,
+            gro: Some(GroConfig::default()),
+            gro_flush_us: 0,
+            headroom: sys::RTE_PKTMBUF_HEADROOM as u16,
+            skb_mode: SkbMode::Build,
+            capture: None,
+            cached_frames: 0,
+            verbose: false,
+            json_interval: None,
+            hdr_log: None,
+            pool_scope: PoolScope::Socket,
+            rte_gro: false,
+            free_per_packet: false,
+            forward: None,
+        }
+    }
+}
+
+/// Bytes of EAL memory a run needs beyond its pools (rings, memzones, heap).
+pub(super) const EAL_OVERHEAD: u64 = 64 << 20;
+/// Memory for `--no-huge -m` when falling back.
+pub(super) const NO_HUGE_MIN_MB: u64 = 256;
+/// Packets the capture ring holds between workers and the writer.
+pub(super) const CAPTURE_SLOTS: u32 = 8192;
+/// Bytes copy mode copies into its separate head (a driver's copy-break).
+pub(super) const COPY_BREAK: u16 = 128;
+
+impl RunOptions {
+    pub fn validate(&self) -> Result<()> {
+        if self.queues == 0 {
+            bail!("--queues 0: a port needs at least one RX queue (give --queues 1 or more)");
+        }
+        if self.burst == 0 || self.burst as usize > worker::MAX_BURST {
+            bail!(
+                "--burst {} is out of range: give 1..={}",
+                self.burst,
+                worker::MAX_BURST
+            );
+        }
+        if self.rx_desc < 32 {
+            bail!(
+                "--rx-desc {} is too small: give 32 or more (512-4096 is usual)",
+                self.rx_desc
+            );
+        }
+        if let Some(d) = self.duration {
+            if !(d > 0.0 && d.is_finite()) {
+                bail!("--duration must be a positive number of seconds");
+            }
+        }
+        if let Some(d) = self.json_interval {
+            if !(d >= 0.01 && d.is_finite()) {
+                bail!("--json-interval must be at least 0.01 seconds");
+            }
+        }
+        if let Some(r) = self.data_room {
+            if (r as u32) < sys::RTE_PKTMBUF_HEADROOM + 64 {
+                bail!(
+                    "--data-room {r} leaves no room for a frame after the {} B headroom",
+                    sys::RTE_PKTMBUF_HEADROOM
+                );
+            }
+        }
+        if self.ports.is_empty() {
+            self.gen.validate().map_err(anyhow::Error::msg)?;
+        }
+        if let Some(g) = &self.gro {
+            g.validate().map_err(anyhow::Error::msg)?;
+        }
+        if self.headroom as u32 > sys::RTE_PKTMBUF_HEADROOM {
+            bail!(
+                "--headroom {} is more than DPDK leaves in front of received data ({} B, RTE_PKTMBUF_HEADROOM, \
+                 fixed when DPDK is built): give 0..={}",
+                self.headroom,
+                sys::RTE_PKTMBUF_HEADROOM,
+                sys::RTE_PKTMBUF_HEADROOM
+            );
+        }
+        if self.rte_gro && self.gro.is_some() {
+            bail!("DPDK's rte_gro and grorx's GRO are alternatives: give --gro rte or --gro on, not both");
+        }
+        if self.forward.is_some()
+            && (self.capture.is_some() || self.rte_gro || self.free_per_packet)
+        {
+            bail!("--forward is a stage of its own: use it without --capture, --gro rte or --free per-packet");
+        }
+        if let Some((spec, _)) = &self.forward {
+            if self.ports.contains(spec) {
+                bail!("--forward {spec}: forward to a port other than the RX ports (e.g. --forward net_null1)");
+            }
+        }
+        if self.skb_mode == SkbMode::Copy && self.gro.is_none() {
+            bail!("--skb-mode copy builds skbs for GRO: use it with --gro on");
+        }
+        if let Some(p) = &self.capture {
+            let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
+            if let Some(d) = dir.filter(|d| !d.is_dir()) {
+                bail!(
+                    "--capture {}: directory {} does not exist",
+                    p.display(),
+                    d.display()
+                );
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn uses_generator(&self) -> bool {
+        self.ports.is_empty()
+    }
+
+    pub(super) fn data_room_for(&self, mtu: u16) -> Result<u16> {
+        match self.data_room {
+            Some(r) => Ok(r),
+            None => pool_sizing::auto_data_room(mtu as u32, sys::RTE_PKTMBUF_HEADROOM)
+                .map_err(anyhow::Error::msg),
+        }
+    }
+
+    pub(super) fn demand(&self, lcores: u32, queues: u32, extra: u32) -> Demand {
+        let gen = self.uses_generator();
+        Demand {
+            rx_queues: queues,
+            rx_desc: self.rx_desc as u32,
+            tx_queues: queues,
+            tx_desc: self.rx_desc as u32,
+            lcores,
+            cache: self.pool_cache,
+            burst: self.burst.max(gen::MAX_BURST as u16) as u32,
+            // GRO holds at most a burst when it flushes every poll, else up to
+            // every flow's packet at its frag budget.
+            held_per_queue: match &self.gro {
+                Some(g) if self.gro_flush_us > 0 => g.flows as u32 * g.max_frags as u32,
+                _ => 0,
+            },
+            // The generator's rings: RX rings hold up to rx_desc each, plus its pending bursts.
+            extra: if gen {
+                self.queues as u32 * (self.rx_desc as u32 + gen::MAX_BURST as u32)
+            } else {
+                0
+            } + if self.capture.is_some() {
+                CAPTURE_SLOTS
+            } else {
+                0
+            } + extra,
+        }
+    }
+
+    /// Hugepage memory the run needs (pools at the expected MTU + EAL).
+    pub(super) fn memory_needed(&self, lcores: u32) -> Result<u64> {
+        let mtu = self.mtu.unwrap_or(1500);
+        let room = self.data_room_for(mtu)?;
+        let capture = if self.capture.is_some() {
+            CAPTURE_SLOTS
+        } else {
+            0
+        };
+        let n = pool_sizing::element_count(&self.demand(
+            lcores,
+            self.queues as u32,
+            self.cached_frames + capture,
+        ));
+        let ports = self.ports.len().max(1) as u64;
+        Ok(ports * pool_sizing::pool_bytes(n, PRIV_SIZE as u32, room as u32) + EAL_OVERHEAD)
+    }
+}
+
+/// The mbuf private area reserved for the skb (built in place).
+pub const PRIV_SIZE: u16 = skb::PRIV_SIZE;

@@ -1,0 +1,119 @@
+//! Bringing EAL up: lcores from `--cores`, the hugepage decision (use,
+//! reserve when root, or fall back to 4 KiB pages and say so), a unique file
+//! prefix, device allow-lists, then the user's own EAL arguments.
+
+use super::options::{RunOptions, NO_HUGE_MIN_MB};
+use crate::eal::Eal;
+use crate::eal_args::{self, EalOpt};
+use crate::lcores::{self, LcorePlan};
+use crate::port_spec::PortSpec;
+use anyhow::{bail, Result};
+
+/// Starts EAL from the options; returns it and the hugepage summary.
+pub(super) fn start_eal(
+    opts: &RunOptions,
+    user_args: &[String],
+    no_huge: bool,
+) -> Result<(&'static Eal, String)> {
+    let mut ours: Vec<EalOpt> = Vec::new();
+    let gen = opts.uses_generator();
+    let user_lcores = eal_args::user_overrides(user_args, "--lcores");
+    let plan_lcores = if user_lcores {
+        None
+    } else {
+        let avail = lcores::available_cpus();
+        Some(LcorePlan::new(&avail, opts.cores.as_deref(), gen).map_err(anyhow::Error::msg)?)
+    };
+    if let Some(p) = &plan_lcores {
+        ours.push(EalOpt::with("--lcores", p.eal_lcores()));
+    }
+    let lcore_count = plan_lcores
+        .as_ref()
+        .map(|p| 1 + p.worker_cpus.len() + p.generator_cpu.is_some() as usize)
+        .unwrap_or(3) as u32;
+
+    // Hugepages: use what is there, reserve more when root, else fall back.
+    let user_mem = eal_args::user_overrides(user_args, "-m");
+    let need = opts.memory_needed(lcore_count)?;
+    let no_huge_mb = (need >> 20).max(NO_HUGE_MIN_MB);
+    let summary;
+    if user_mem {
+        summary = "hugepages: as the EAL arguments say".to_string();
+    } else if no_huge {
+        summary = format!(
+            "hugepages: off (--no-huge): 4 KiB pages, -m {no_huge_mb} (expect a lower packet rate from TLB misses)"
+        );
+        ours.push(EalOpt::flag("--no-huge"));
+        ours.push(EalOpt::with("-m", no_huge_mb.to_string()));
+    } else {
+        let status = hugepages::Status::read().unwrap_or_else(|_| hugepages::Status {
+            default_page_size: None,
+            pools: Vec::new(),
+            mounts: Vec::new(),
+            problems: Vec::new(),
+        });
+        let req = hugepages::Request {
+            bytes: need,
+            page_size: None,
+            allow_setup: hugepages::is_root(),
+            allow_fallback: true,
+            no_huge_mem_mb: no_huge_mb,
+        };
+        let mut d = hugepages::decide(&status, &req);
+        if matches!(d, hugepages::Decision::Setup { .. }) {
+            d = match d.apply() {
+                Ok(d) => d,
+                Err(e) => hugepages::Decision::NoHuge {
+                    reason: format!("reserving failed: {e}"),
+                    mem_mb: no_huge_mb,
+                },
+            };
+        }
+        summary = d.summary();
+        let args = d.eal_args();
+        let mut it = args.into_iter().peekable();
+        while let Some(flag) = it.next() {
+            let flag: &'static str = match flag.as_str() {
+                "--huge-dir" => "--huge-dir",
+                "--no-huge" => "--no-huge",
+                "-m" => "-m",
+                other => bail!("unexpected hugepage EAL argument {other}"),
+            };
+            let value = it.next_if(|v| !v.starts_with('-'));
+            ours.push(EalOpt { flag, value });
+        }
+        if matches!(d, hugepages::Decision::UseExisting { .. }) {
+            // Hugepage files are unlinked once mapped: nothing lingers after exit.
+            ours.push(EalOpt::flag("--huge-unlink"));
+        }
+    }
+    ours.push(EalOpt::with(
+        "--file-prefix",
+        format!("grorx-{}", std::process::id()),
+    ));
+    let pci: Vec<String> = opts
+        .ports
+        .iter()
+        .filter_map(|p| match p {
+            PortSpec::Pci { .. } => Some(p.to_string()),
+            _ => None,
+        })
+        .collect();
+    if pci.is_empty() {
+        ours.push(EalOpt::flag("--no-pci"));
+    }
+    // EAL and telemetry chatter at start-up is noise here; the user's own
+    // --log-level wins.
+    ours.push(EalOpt::with("--log-level", "lib.eal:warning"));
+    ours.push(EalOpt::with("--log-level", "lib.telemetry:error"));
+    // PCI allow-list entries are added whatever the user passes (they are
+    // what --port asked for), then the user's own arguments.
+    let mut user: Vec<String> = pci
+        .iter()
+        .flat_map(|a| ["-a".to_string(), a.clone()])
+        .collect();
+    user.extend(user_args.iter().cloned());
+    let argv = eal_args::build("grorx", &ours, &user);
+    let eal = Eal::init(&argv)?;
+    Ok((eal, summary))
+}

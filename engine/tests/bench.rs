@@ -1,0 +1,151 @@
+//! `grorx bench --quick` on every experiment in bench-configs/: a smoke
+//! check (not a timed assertion) that each one runs, every run passes its
+//! checks (exit status, mbufs_leaked == 0), and the CSV, JSON and PNG are
+//! written with the expected cells. Cells that wait on a flag an owner has
+//! not added yet must be listed as pending with their reason.
+
+use grorx::bench::config::Config;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+// Every run pins lcores to the same CPUs: one experiment at a time.
+static LOCK: Mutex<()> = Mutex::new(());
+
+fn configs() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench-configs")
+}
+
+fn has_testpmd() -> bool {
+    grorx::bench::process::on_path(grorx::bench::testpmd::PROGRAM)
+}
+
+/// Runs `grorx bench NAME.toml --quick` and checks its outputs; `must_run`
+/// are cells that must have run (the others may be pending, with a reason).
+fn quick(name: &str, must_run: &[&str]) {
+    let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let cfg_path = configs().join(format!("{name}.toml"));
+    let cfg = Config::load(&cfg_path).expect("the config parses");
+    assert_eq!(cfg.name, name, "outputs are named after `name`");
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_grorx"))
+        .args(["bench", cfg_path.to_str().unwrap(), "--quick", "--out"])
+        .arg(dir.path())
+        .output()
+        .expect("grorx bench runs");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success(),
+        "grorx bench {name} --quick failed\n{stdout}\n{stderr}"
+    );
+    let csv = dir.path().join(format!("{name}.csv"));
+    let json = dir.path().join(format!("{name}.json"));
+    let png = dir.path().join(format!("{name}.png"));
+    let png_bytes = std::fs::read(&png).expect("the PNG is written");
+    assert_eq!(&png_bytes[..8], b"\x89PNG\r\n\x1a\n", "a PNG file");
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).expect("the JSON is written")).unwrap();
+    assert_eq!(doc["name"], name);
+    assert_eq!(doc["failed_runs"], 0);
+    assert!(doc["source_cost"].as_str().is_some_and(|s| !s.is_empty()));
+    let text = std::fs::read_to_string(&csv).expect("the CSV is written");
+    let mut lines = text.lines();
+    let head: Vec<&str> = lines.next().expect("a header").split(',').collect();
+    assert_eq!(&head[..3], ["cell", "sweep_value", "repetition"]);
+    for m in &cfg.metrics {
+        assert!(head.contains(&m.as_str()), "CSV column {m}: {head:?}");
+    }
+    let ran: Vec<String> = lines
+        .map(|l| l.split(',').next().unwrap_or_default().to_string())
+        .collect();
+    let pending: Vec<(String, String)> = doc["pending"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["cell"].as_str().unwrap().to_string(),
+                p["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    for cell in cfg.cells() {
+        let runs = ran.iter().filter(|c| **c == cell.name).count();
+        let why = pending.iter().find(|(c, _)| *c == cell.name);
+        match why {
+            Some((_, reason)) => {
+                assert_eq!(runs, 0, "{}: pending but ran", cell.name);
+                assert!(
+                    !reason.is_empty(),
+                    "{}: pending without a reason",
+                    cell.name
+                );
+                assert!(
+                    !must_run.contains(&cell.name.as_str()),
+                    "{} must run, but: {reason}",
+                    cell.name
+                );
+                eprintln!("{name}: {} pending: {reason}", cell.name);
+            }
+            None => assert_eq!(runs, 1, "{}: one run in --quick\n{text}", cell.name),
+        }
+    }
+    // The table names every cell.
+    for cell in cfg.cells() {
+        assert!(
+            stdout.contains(&cell.name),
+            "{} not in the table",
+            cell.name
+        );
+    }
+}
+
+#[test]
+fn max_frags() {
+    quick(
+        "max-frags",
+        &[
+            "max-frags=3",
+            "max-frags=8",
+            "max-frags=16",
+            "max-frags=17",
+            "max-frags=32",
+            "max-frags=45",
+        ],
+    );
+}
+
+#[test]
+fn single_segment() {
+    let all = ["auto", "2-mbufs", "3-mbufs"];
+    quick("single-segment", if has_testpmd() { &all } else { &[] });
+}
+
+#[test]
+fn hugepages() {
+    quick(
+        "hugepages",
+        &["huge-cache256", "huge-cache0", "4k-cache256", "4k-cache0"],
+    );
+}
+
+#[test]
+fn build_skb() {
+    quick("build-skb", &["build", "copy"]);
+}
+
+#[test]
+fn headroom() {
+    // Pending on the forward stage (--forward, --encap); runs once it lands.
+    quick("headroom", &[]);
+}
+
+#[test]
+fn anchors() {
+    let mut must = vec!["gro-off", "gro-on-trust", "gro-on"];
+    if has_testpmd() {
+        must.push("testpmd-rxonly");
+    }
+    quick("anchors", &must);
+}
