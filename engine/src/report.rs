@@ -25,6 +25,20 @@ pub struct QueueReport {
     pub out_packets: u64,
     pub gro: Option<GroReport>,
     pub histograms: HistReport,
+    /// TSC cycles per received packet by phase (`--cycles`).
+    pub cycles: Option<Cycles>,
+}
+
+/// Where a packet's time goes, in TSC cycles per received packet.
+#[derive(Debug, Clone, Copy, Serialize, Default, PartialEq)]
+pub struct Cycles {
+    /// rte_eth_rx_burst: the PMD's work (for net_pcap, its copy of the frame).
+    pub rx: f64,
+    /// skb build, GRO (or rte_gro) and its flushes; with `--gro off` the
+    /// plain sink's count-and-free pass, which runs right after RX.
+    pub process: f64,
+    /// The stage: sink (count, free), capture hand-off, forward.
+    pub stage: f64,
 }
 
 /// What the stage delivered (after GRO).
@@ -111,6 +125,8 @@ pub struct Report {
     pub gro: Option<GroReport>,
     /// Percentiles merged over queues (hold times in ns).
     pub histograms: HistReport,
+    /// TSC cycles per received packet by phase, all queues (`--cycles`).
+    pub cycles: Option<Cycles>,
     pub delivered: Delivered,
     pub skb: SkbReport,
     pub capture: Option<CaptureReport>,
@@ -228,6 +244,15 @@ impl Report {
             ),
         );
         push(&mut s, format!("  histograms: {}", self.histograms.text()));
+        if let Some(c) = &self.cycles {
+            push(
+                &mut s,
+                format!(
+                    "  cycles per packet: rx {:.1}, process {:.1}, stage {:.1} (TSC)",
+                    c.rx, c.process, c.stage
+                ),
+            );
+        }
         if let Some(f) = &self.forward {
             let st = &f.stats;
             push(

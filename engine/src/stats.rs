@@ -25,6 +25,11 @@ pub struct QueueCounters {
     pub capture_waits: AtomicU64,
     pub headroom_miss: AtomicU64,
     pub head_alloc_fail: AtomicU64,
+    /// TSC cycles in RX, GRO (skb build, merge, flush) and the stage, over
+    /// polls that received packets (`--cycles`).
+    pub cycles_rx: AtomicU64,
+    pub cycles_gro: AtomicU64,
+    pub cycles_stage: AtomicU64,
     /// The queue's GRO counters, published every few polls.
     pub gro: GroCounters,
 }
@@ -53,6 +58,9 @@ pub struct Local {
     pub capture_waits: u64,
     pub headroom_miss: u64,
     pub head_alloc_fail: u64,
+    pub cycles_rx: u64,
+    pub cycles_gro: u64,
+    pub cycles_stage: u64,
 }
 
 impl QueueCounters {
@@ -68,6 +76,9 @@ impl QueueCounters {
         self.capture_waits.store(l.capture_waits, Relaxed);
         self.headroom_miss.store(l.headroom_miss, Relaxed);
         self.head_alloc_fail.store(l.head_alloc_fail, Relaxed);
+        self.cycles_rx.store(l.cycles_rx, Relaxed);
+        self.cycles_gro.store(l.cycles_gro, Relaxed);
+        self.cycles_stage.store(l.cycles_stage, Relaxed);
     }
 
     pub fn publish_gro(&self, g: &GroStats) {
@@ -114,6 +125,9 @@ impl QueueCounters {
             capture_waits: self.capture_waits.load(Relaxed),
             headroom_miss: self.headroom_miss.load(Relaxed),
             head_alloc_fail: self.head_alloc_fail.load(Relaxed),
+            cycles_rx: self.cycles_rx.load(Relaxed),
+            cycles_gro: self.cycles_gro.load(Relaxed),
+            cycles_stage: self.cycles_stage.load(Relaxed),
         }
     }
 }

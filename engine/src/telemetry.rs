@@ -241,6 +241,9 @@ fn sum_local(a: Local, b: &Local) -> Local {
         capture_waits: a.capture_waits.saturating_add(b.capture_waits),
         headroom_miss: a.headroom_miss.saturating_add(b.headroom_miss),
         head_alloc_fail: a.head_alloc_fail.saturating_add(b.head_alloc_fail),
+        cycles_rx: a.cycles_rx.saturating_add(b.cycles_rx),
+        cycles_gro: a.cycles_gro.saturating_add(b.cycles_gro),
+        cycles_stage: a.cycles_stage.saturating_add(b.cycles_stage),
     }
 }
 

@@ -93,6 +93,8 @@ pub struct WorkerConf {
     /// The sink frees each packet with its own rte_pktmbuf_free call instead
     /// of in bulk (only for the myri10ge experiment: what bulk saves).
     pub free_per_packet: bool,
+    /// Count TSC cycles per phase (RX, GRO, stage): four clock reads per poll.
+    pub cycles: bool,
 }
 
 /// A queue's skb settings (its pool's buffer size, the copy-mode head pool).
@@ -328,7 +330,9 @@ pub fn run(
         }
         let mut got = 0;
         for st in states.iter_mut() {
+            let t_rx = if wc.cycles { tsc() } else { 0 };
             let n = b.rx(st.q.port, st.q.queue, wc.burst);
+            let t_gro = if wc.cycles { tsc() } else { 0 };
             st.local.rx_polls += 1;
             got += n;
             if n > 0 {
@@ -402,7 +406,15 @@ pub fn run(
                     }
                 }
             }
+            let t_stage = if wc.cycles { tsc() } else { 0 };
             outbox.deliver();
+            if wc.cycles && n > 0 {
+                // Polls that received nothing are idle time, not cost.
+                let t_end = tsc();
+                st.local.cycles_rx += t_gro - t_rx;
+                st.local.cycles_gro += t_stage - t_gro;
+                st.local.cycles_stage += t_end - t_stage;
+            }
             if n > 0 {
                 st.local.rx_packets += n as u64;
                 st.local.rx_bursts += 1;

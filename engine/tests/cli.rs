@@ -207,6 +207,24 @@ fn forward_with_vxlan_counts_headroom_misses() {
 }
 
 #[test]
+fn cycles_are_counted_per_phase() {
+    let o = grorx(&["sink", "--gen-count", "50000", "--cycles", "--json", "-q"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for k in ["rx", "process", "stage"] {
+        assert!(
+            v["cycles"][k].as_f64().unwrap() > 0.0,
+            "{k}: {}",
+            v["cycles"]
+        );
+        assert!(v["queues"][0]["cycles"][k].as_f64().unwrap() > 0.0);
+    }
+    let o = grorx(&["sink", "--gen-count", "1000", "--json", "-q"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["cycles"].is_null(), "off unless asked");
+}
+
+#[test]
 fn bad_port_spec_is_one_line() {
     let o = grorx(&["sink", "--port", "eth0"]);
     assert!(!o.status.success());

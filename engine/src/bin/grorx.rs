@@ -102,6 +102,10 @@ struct SinkArgs {
     /// Stream one JSON object per interval (seconds) on stdout, newline-delimited.
     #[arg(long, value_name = "SECS")]
     json_interval: Option<f64>,
+    /// Count TSC cycles per packet in RX, GRO and the stage (four clock reads
+    /// per poll): where the time goes.
+    #[arg(long)]
+    cycles: bool,
     /// Write burst, segments-per-packet and hold-time histograms to FILE in the
     /// HdrHistogram interval log format (HistogramLogAnalyzer reads it).
     #[arg(long, value_name = "FILE")]
@@ -290,6 +294,7 @@ fn sink(a: SinkArgs) -> Result<()> {
         verbose: a.verbose,
         json_interval: a.json_interval,
         hdr_log: a.hdr_log,
+        cycles: a.cycles,
         rte_gro: a.gro.gro == OnOff::Rte,
         free_per_packet: a.free == FreeArg::PerPacket,
         forward: match a.gro.forward {

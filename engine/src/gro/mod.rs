@@ -132,8 +132,10 @@ struct Held<B> {
     /// IP packet length so far.
     ip_len: u32,
     payload_len: u32,
-    /// One's-complement sum of the payload so far (for the merged checksum).
-    payload_sum: u16,
+    /// The payload's one's-complement sum so far, as two unfolded
+    /// accumulators: the sum is `pos - neg` modulo 0xffff (see `Contrib`).
+    psum_pos: u64,
+    psum_neg: u64,
     /// Pseudo-header sum without the length (addresses, protocol).
     pbase: u16,
     /// TCP header sum without seq, checksum, urgent pointer, PSH/FIN/CWR:
@@ -340,7 +342,8 @@ impl<B: GroBuf> Gro<B> {
             frags: held_frags,
             ip_len: t.l3_len() as u32 + tcp_len,
             payload_len: seg.payload,
-            payload_sum: psum,
+            psum_pos: psum.pos,
+            psum_neg: psum.neg,
             pbase,
             hconst,
             flags_or: 0,
@@ -354,16 +357,13 @@ impl<B: GroBuf> Gro<B> {
     /// Appends a checked segment to its held packet; flushes on PSH, FIN or
     /// a short segment.
     #[inline(always)]
-    fn merge(&mut self, s: u16, pkt: B, seg: &Seg, psum: u16, out: &mut impl FnMut(B)) {
+    fn merge(&mut self, s: u16, pkt: B, seg: &Seg, psum: Contrib, out: &mut impl FnMut(B)) {
         self.last = Some(s);
         let h = self.table.get_mut(s);
         h.pkt.append(pkt, h.t.payload as usize);
-        let add = if h.payload_len & 1 == 1 {
-            psum.swap_bytes()
-        } else {
-            psum
-        };
-        h.payload_sum = csum::add(h.payload_sum, add);
+        let c = psum.shifted(h.payload_len & 1 == 1);
+        h.psum_pos += c.pos;
+        h.psum_neg += c.neg;
         h.payload_len += seg.payload;
         h.ip_len += seg.payload;
         h.next_seq = h.next_seq.wrapping_add(seg.payload);
@@ -548,16 +548,15 @@ impl Seg {
         }
     }
 
-    /// This segment's TCP header sum (checksum field excluded), from the
-    /// constant part it shares with its flow.
+    /// This segment's TCP header sum (checksum field excluded), unfolded,
+    /// from the constant part it shares with its flow.
     #[inline(always)]
-    fn var_sum(&self, hconst: u16) -> u16 {
-        let s = hconst as u64
+    fn var_sum(&self, hconst: u16) -> u64 {
+        hconst as u64
             + (self.seq >> 16) as u64
             + (self.seq & 0xffff) as u64
             + self.urg as u64
-            + (self.flags & VAR_FLAGS) as u64;
-        csum::fold(s)
+            + (self.flags & VAR_FLAGS) as u64
     }
 }
 
@@ -565,7 +564,7 @@ impl Seg {
 #[inline]
 fn header_const(f: &Fields, seg: &Seg) -> u16 {
     let full = csum::sum(f.tcp_header());
-    let var = seg.var_sum(0) as u64 + seg.csum as u64;
+    let var = seg.var_sum(0) + seg.csum as u64;
     csum::sub(full, csum::fold(var))
 }
 
@@ -596,23 +595,56 @@ struct CsumCheck {
     len: usize,
 }
 
-impl CsumCheck {
-    /// The payload's one's-complement sum, or None if the checksum is bad.
-    /// Verify sums the bytes and checks; trust (or a NIC that vouches)
-    /// derives the sum from the checksum field without reading the payload.
+/// A segment's payload sum, unfolded: either the bytes' sum (`pos`) or, when
+/// the checksum is trusted, the negated sum of what the checksum covers
+/// besides the payload (`neg`: a valid segment's pseudo-header, header,
+/// checksum field and payload sum to 0 modulo 0xffff). Sums add modulo 0xffff
+/// and a byte swap is a multiplication by 256, so segments add up with plain
+/// integer arithmetic and the merged checksum folds once, at flush.
+#[derive(Clone, Copy, Default)]
+struct Contrib {
+    pos: u64,
+    neg: u64,
+}
+
+impl Contrib {
+    /// The same bytes one position later (an odd offset): swapped.
     #[inline(always)]
-    fn payload_sum<B: GroBuf>(&self, pkt: &B, pbase: u16, hdr: u16, field: u16) -> Option<u16> {
-        let pseudo =
-            csum::fold(pbase as u64 + (self.tcp_len >> 16) as u64 + (self.tcp_len & 0xffff) as u64);
-        let base = csum::fold(pseudo as u64 + hdr as u64 + field as u64);
+    fn shifted(self, odd: bool) -> Contrib {
+        let k = if odd { 8 } else { 0 };
+        Contrib {
+            pos: self.pos << k,
+            neg: self.neg << k,
+        }
+    }
+}
+
+impl CsumCheck {
+    /// The payload's contribution to the merged checksum, or None if the
+    /// checksum is bad. Verify sums the bytes and checks; trust (or a NIC
+    /// that vouches) derives it from the checksum field without reading the
+    /// payload.
+    #[inline(always)]
+    fn payload_sum<B: GroBuf>(&self, pkt: &B, pbase: u16, hdr: u64, field: u16) -> Option<Contrib> {
+        let base = pbase as u64
+            + (self.tcp_len >> 16) as u64
+            + (self.tcp_len & 0xffff) as u64
+            + hdr
+            + field as u64;
         match self.hint {
             CsumHint::Bad if self.verify => None,
-            CsumHint::DataGood => Some(sum_range(pkt, self.payload, self.len)),
+            CsumHint::DataGood => Some(Contrib {
+                pos: sum_range(pkt, self.payload, self.len) as u64,
+                neg: 0,
+            }),
             CsumHint::Unknown if self.verify => {
                 let p = sum_range(pkt, self.payload, self.len);
-                (csum::add(base, p) == 0xffff).then_some(p)
+                (csum::add(csum::fold(base), p) == 0xffff).then_some(Contrib {
+                    pos: p as u64,
+                    neg: 0,
+                })
             }
-            _ => Some(!base),
+            _ => Some(Contrib { pos: 0, neg: base }),
         }
     }
 }
@@ -652,9 +684,10 @@ fn fix_headers<B: GroBuf>(h: &mut Held<B>, tso: bool) {
         // DPDK's TSO contract: the pseudo-header sum without the length.
         f.pseudo_sum(0)
     } else {
+        let payload = csum::add(csum::fold(h.psum_pos), !csum::fold(h.psum_neg));
         let s = csum::add(
             csum::add(f.pseudo_sum(tcp_len), csum::sum(&b[l4..pay])),
-            h.payload_sum,
+            payload,
         );
         csum::finish(s)
     };

@@ -9,7 +9,8 @@ use crate::gro::GroStats;
 use crate::hist::{HistReport, QueueHist};
 use crate::port;
 use crate::report::{
-    Delivered, ForwardReport, PoolReport, PortReport, QueueReport, Report, SkbReport, SourceReport,
+    Cycles, Delivered, ForwardReport, PoolReport, PortReport, QueueReport, Report, SkbReport,
+    SourceReport,
 };
 use crate::skb::SkbMode;
 use crate::stats::rates;
@@ -40,6 +41,7 @@ pub(super) fn report(
     let (mut rx_packets, mut rx_bytes, mut out_packets, mut out_bytes, mut truesize) =
         (0, 0, 0, 0, 0);
     let (mut headroom_miss, mut head_alloc_fail, mut capture_waits) = (0, 0, 0);
+    let mut cyc = (0u64, 0u64, 0u64);
     for a in &r.plan {
         for q in &a.queues {
             let l = r.counters[q.slot].read();
@@ -74,7 +76,15 @@ pub(super) fn report(
                 out_packets: l.out_packets,
                 gro: gro_on.then(|| g.report()),
                 histograms: HistReport::of(&f.hists[q.slot]),
+                cycles: opts
+                    .cycles
+                    .then(|| per_packet(l.cycles_rx, l.cycles_gro, l.cycles_stage, l.rx_packets)),
             });
+            cyc = (
+                cyc.0 + l.cycles_rx,
+                cyc.1 + l.cycles_gro,
+                cyc.2 + l.cycles_stage,
+            );
         }
     }
     queues.sort_by_key(|q| (q.port, q.queue));
@@ -166,6 +176,9 @@ pub(super) fn report(
         notes,
         gro: gro_on.then(|| gro_total.report()),
         histograms: HistReport::of(&all_hist),
+        cycles: opts
+            .cycles
+            .then(|| per_packet(cyc.0, cyc.1, cyc.2, rx_packets)),
         delivered: Delivered {
             packets: out_packets,
             bytes: out_bytes,
@@ -201,5 +214,14 @@ pub(super) fn report(
                 stats: s,
             }
         }),
+    }
+}
+
+fn per_packet(rx: u64, gro: u64, stage: u64, packets: u64) -> Cycles {
+    let n = packets.max(1) as f64;
+    Cycles {
+        rx: rx as f64 / n,
+        process: gro as f64 / n,
+        stage: stage as f64 / n,
     }
 }

@@ -104,6 +104,7 @@ impl Running {
             tsc_hz: eal.tsc_hz(),
             rte_gro: opts.rte_gro,
             free_per_packet: opts.free_per_packet,
+            cycles: opts.cycles,
         };
         let mut r = Running {
             queue_list,

@@ -67,6 +67,8 @@ pub struct RunOptions {
     pub free_per_packet: bool,
     /// Forward what GRO delivers to this port, encapsulated (instead of the sink).
     pub forward: Option<(PortSpec, crate::forward::Encap)>,
+    /// Count TSC cycles per phase (RX, GRO, stage) per packet.
+    pub cycles: bool,
 }
 
 /// How widely an mbuf pool is shared.
@@ -113,6 +115,7 @@ impl Default for RunOptions {
             rte_gro: false,
             free_per_packet: false,
             forward: None,
+            cycles: false,
         }
     }
 }
