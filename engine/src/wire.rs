@@ -86,7 +86,7 @@ impl Tcp {
     /// Parses a frame whose first `head.len()` bytes are contiguous and whose
     /// total length (all segments) is `frame_len`. `check_ip`: verify the
     /// IPv4 header checksum in software.
-    #[inline]
+    #[inline(always)]
     pub fn parse(head: &[u8], frame_len: usize, check_ip: bool) -> Result<Tcp, NotTcp> {
         let mut t = Tcp::default();
         let mut off = 12usize;
@@ -304,6 +304,11 @@ impl<'a> Fields<'a> {
         debug_assert!(from <= to && to <= self.t.payload as usize);
         // SAFETY: from <= to <= payload <= b.len().
         unsafe { self.b.get_unchecked(from..to) }
+    }
+    /// Every header byte, Ethernet to the end of TCP's options.
+    #[inline(always)]
+    pub fn header(&self) -> &'a [u8] {
+        self.slice(0, self.t.payload as usize)
     }
     /// The 12 bytes of MAC addresses.
     #[inline(always)]

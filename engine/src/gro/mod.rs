@@ -144,7 +144,133 @@ struct Held<B> {
     flags_or: u8,
     t: Tcp,
     since: u64,
+    tmpl: Template,
     pkt: B,
+}
+
+/// The header the next in-order, full-size segment of a held flow must
+/// carry, byte for byte but for its TCP checksum (and its IPv4 checksum when
+/// trusting): same flow, ACK, flags, window, options, TOS/TTL/DF, the next
+/// sequence number, the next IP ID and the IPv4 checksum that goes with it.
+/// A segment that matches it under the mask, with the head's frame length,
+/// is mergeable by Linux's rules by construction: one masked compare
+/// replaces the rules for the common case; everything else takes the full
+/// path (`receive`'s slow path), which decides the same way.
+#[repr(C, align(8))]
+struct Template {
+    bytes: [u8; TMPL_LEN],
+    mask: [u8; TMPL_LEN],
+    /// 8-byte words the header spans.
+    words: u8,
+    /// The head's frame length: only full-size segments take the fast path.
+    frame_len: u32,
+    seq_at: u16,
+    /// IPv4 ID and header checksum offsets (0: IPv6).
+    id_at: u16,
+    ip_csum_at: u16,
+    /// IPv4 header sum without ID and checksum (to update the expected checksum).
+    ip_sum: u16,
+    /// Checksum contribution of a full-size segment's header and
+    /// pseudo-header, without its seq and checksum field (see `Contrib`).
+    k: u64,
+    /// Off when the layout does not fit or the flow never merges this way.
+    on: bool,
+}
+
+/// Bytes of header a template covers (QinQ + IPv6 + TCP with options fit).
+const TMPL_LEN: usize = 128;
+
+/// What a template is built from besides the head's header.
+struct TmplArgs {
+    pbase: u16,
+    hconst: u16,
+    tcp_len: u32,
+    verify: bool,
+    frame_len: usize,
+}
+
+impl Template {
+    fn off() -> Template {
+        Template {
+            bytes: [0; TMPL_LEN],
+            mask: [0; TMPL_LEN],
+            words: 0,
+            frame_len: 0,
+            seq_at: 0,
+            id_at: 0,
+            ip_csum_at: 0,
+            ip_sum: 0,
+            k: 0,
+            on: false,
+        }
+    }
+
+    /// The template of a flow whose head is `f`'s segment.
+    fn build(f: &Fields, seg: &Seg, a: TmplArgs) -> Template {
+        let t = f.layout();
+        let hl = t.payload as usize;
+        let mut tm = Template::off();
+        if hl > TMPL_LEN {
+            return tm;
+        }
+        let (l3, l4) = (t.l3 as usize, t.l4 as usize);
+        let b = f.header();
+        tm.bytes[..hl].copy_from_slice(b);
+        tm.mask[..hl].fill(0xff);
+        tm.mask[l4 + 16..l4 + 18].fill(0); // the TCP checksum varies
+        tm.words = hl.div_ceil(8) as u8;
+        tm.frame_len = a.frame_len as u32;
+        tm.seq_at = (l4 + 4) as u16;
+        if !t.ipv6 {
+            tm.id_at = (l3 + 4) as u16;
+            tm.ip_csum_at = (l3 + 10) as u16;
+            if !a.verify {
+                tm.mask[l3 + 10..l3 + 12].fill(0);
+            }
+            let field = u16::from_be_bytes([b[l3 + 10], b[l3 + 11]]);
+            tm.ip_sum = csum::sub(csum::sub(csum::sum(&b[l3..l4]), seg.id), field);
+        }
+        tm.k = a.pbase as u64
+            + (a.tcp_len >> 16) as u64
+            + (a.tcp_len & 0xffff) as u64
+            + a.hconst as u64
+            + seg.urg as u64
+            + (seg.flags & VAR_FLAGS) as u64;
+        tm.on = true;
+        tm.advance(
+            seg.seq.wrapping_add(seg.payload),
+            Some(seg.id.wrapping_add(1)),
+        );
+        tm
+    }
+
+    /// Does `b` match (masked, word by word)? `b` holds at least `words * 8` bytes.
+    #[inline(always)]
+    fn matches(&self, b: &[u8]) -> bool {
+        let n = self.words as usize;
+        if b.len() < n * 8 {
+            return false;
+        }
+        let mut d = 0u64;
+        for i in 0..n {
+            let w = |a: &[u8]| u64::from_ne_bytes(a[i * 8..i * 8 + 8].try_into().unwrap());
+            d |= (w(b) ^ w(&self.bytes)) & w(&self.mask);
+        }
+        d == 0
+    }
+
+    /// After a merge: the next segment's sequence number, IP ID and checksum.
+    #[inline(always)]
+    fn advance(&mut self, next_seq: u32, next_id: Option<u16>) {
+        let s = self.seq_at as usize;
+        self.bytes[s..s + 4].copy_from_slice(&next_seq.to_be_bytes());
+        if let (Some(id), true) = (next_id, self.id_at != 0) {
+            let (i, c) = (self.id_at as usize, self.ip_csum_at as usize);
+            self.bytes[i..i + 2].copy_from_slice(&id.to_be_bytes());
+            let sum = csum::finish(csum::add(self.ip_sum, id));
+            self.bytes[c..c + 2].copy_from_slice(&sum.to_be_bytes());
+        }
+    }
 }
 
 /// One queue's GRO.
@@ -256,6 +382,91 @@ impl<B: GroBuf> Gro<B> {
         self.now = now;
         let verify = self.cfg.csum == CsumMode::Verify;
         let hints = pkt.rx_hints();
+        if hints == RxHints::default() {
+            if let Some(s) = self.last {
+                match self.fast_merge(s, pkt, verify, out) {
+                    None => return,
+                    Some(p) => return self.receive_slow(p, now, verify, hints, out),
+                }
+            }
+        }
+        self.receive_slow(pkt, now, verify, hints, out)
+    }
+
+    /// The common case: the next full-size segment of the flow the previous
+    /// segment went to, matching its template. Gives the packet back when it
+    /// does not (or its checksum must be judged by the full path).
+    #[inline(always)]
+    fn fast_merge(&mut self, s: u16, pkt: B, verify: bool, out: &mut impl FnMut(B)) -> Option<B> {
+        let max_frags = self.cfg.max_frags as u32;
+        let Some(h) = self.table.try_get(s) else {
+            return Some(pkt);
+        };
+        let tm = &h.tmpl;
+        let max = if h.t.ipv6 {
+            self.cfg.max_size + 40
+        } else {
+            self.cfg.max_size.min(65535)
+        };
+        if !tm.on
+            || pkt.len() != tm.frame_len as usize
+            || pkt.segs() != 1
+            || h.frags as u32 + 1 > max_frags
+            || h.ip_len + h.mss > max
+            || !tm.matches(pkt.head())
+        {
+            return Some(pkt);
+        }
+        let l4 = h.t.l4 as usize;
+        let b = pkt.head();
+        let field = u16::from_be_bytes([b[l4 + 16], b[l4 + 17]]);
+        let seq = h.next_seq;
+        let x = tm.k + (seq >> 16) as u64 + (seq & 0xffff) as u64 + field as u64;
+        let c = if verify {
+            let p = sum_range(&pkt, h.t.payload as usize, h.mss as usize);
+            if csum::add(csum::fold(x), p) != 0xffff {
+                return Some(pkt); // the full path counts and passes it
+            }
+            Contrib {
+                pos: p as u64,
+                neg: 0,
+            }
+        } else {
+            Contrib { pos: 0, neg: x }
+        };
+        let id = if h.t.ipv6 {
+            0
+        } else {
+            u16::from_be_bytes([b[h.t.l3 as usize + 4], b[h.t.l3 as usize + 5]])
+        };
+        let seg = Seg {
+            seq,
+            ack: h.ack,
+            word: h.word,
+            ip_word: h.ip_word,
+            id,
+            df: h.df,
+            flags: b[l4 + 13],
+            payload: h.mss,
+            frags: 1,
+            csum: field,
+            urg: 0,
+        };
+        self.merge(s, pkt, &seg, c, out);
+        None
+    }
+
+    /// Everything that is not the fast path: parse, find the flow, Linux's
+    /// rules one by one, hold or pass.
+    #[inline(always)]
+    fn receive_slow(
+        &mut self,
+        pkt: B,
+        now: u64,
+        verify: bool,
+        hints: RxHints,
+        out: &mut impl FnMut(B),
+    ) {
         if verify && hints.ip == CsumHint::Bad {
             return self.pass_in_order(Pass::Frame(NotTcp::BadIpChecksum), pkt, out);
         }
@@ -279,10 +490,9 @@ impl<B: GroBuf> Gro<B> {
             len: t.payload_len as usize,
         };
 
-        let hit = match self.last {
-            Some(s) if self.table.occupied(s) && self.table.get(s).key == key => Some(s),
-            _ => None,
-        };
+        let hit = self
+            .last
+            .filter(|&s| self.table.try_get(s).is_some_and(|h| h.key == key));
         let hash = if hit.is_some() { 0 } else { key.hash() };
         if let Some(s) = hit.or_else(|| self.table.find(hash, |h| h.key == key)) {
             let h = self.table.get(s);
@@ -349,6 +559,17 @@ impl<B: GroBuf> Gro<B> {
             flags_or: 0,
             t,
             since: now,
+            tmpl: Template::build(
+                &f,
+                &seg,
+                TmplArgs {
+                    pbase,
+                    hconst,
+                    tcp_len,
+                    verify,
+                    frame_len: pkt.len(),
+                },
+            ),
             pkt,
         };
         self.last = Some(self.table.insert(hash, held));
@@ -378,6 +599,11 @@ impl<B: GroBuf> Gro<B> {
         }
         h.last_id = seg.id;
         h.flags_or |= seg.flags & (PSH | FIN);
+        let next_id = match h.id_mode {
+            IdMode::Fixed => Some(h.last_id),
+            _ => Some(h.last_id.wrapping_add(1)),
+        };
+        h.tmpl.advance(h.next_seq, next_id);
         let short = seg.payload < h.mss;
         self.stats.merged_segments += 1;
         if seg.flags & PSH != 0 {

@@ -78,10 +78,10 @@ impl<E> Table<E> {
         }
     }
 
-    /// Is this slot in use?
+    /// The entry in this slot, if the slot is in use.
     #[inline(always)]
-    pub fn occupied(&self, slot: u16) -> bool {
-        self.entries.get(slot as usize).is_some_and(|e| e.is_some())
+    pub fn try_get(&self, slot: u16) -> Option<&E> {
+        self.entries.get(slot as usize).and_then(|e| e.as_ref())
     }
 
     #[inline(always)]
