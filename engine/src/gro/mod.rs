@@ -114,7 +114,7 @@ enum IdMode {
 
 /// One flow's held packet and what the next segment must match. The
 /// compared fields live here, not in the packet, so a lookup touches one
-/// table entry.
+/// table entry. Entries live in the table and are filled in place.
 struct Held<B> {
     key: FlowKey,
     next_seq: u32,
@@ -145,7 +145,39 @@ struct Held<B> {
     t: Tcp,
     since: u64,
     tmpl: Template,
-    pkt: B,
+    /// The packet; None only while the slot is free.
+    pkt: Option<B>,
+}
+
+impl<B> Default for Held<B> {
+    fn default() -> Self {
+        Held {
+            key: FlowKey::default(),
+            next_seq: 0,
+            ack: 0,
+            word: 0,
+            ip_word: 0,
+            last_id: 0,
+            id_mode: IdMode::Open,
+            df: false,
+            opt_words: 0,
+            opts: [0; 10],
+            mss: 0,
+            segs: 0,
+            frags: 0,
+            ip_len: 0,
+            payload_len: 0,
+            psum_pos: 0,
+            psum_neg: 0,
+            pbase: 0,
+            hconst: 0,
+            flags_or: 0,
+            t: Tcp::default(),
+            since: 0,
+            tmpl: Template::off(),
+            pkt: None,
+        }
+    }
 }
 
 /// The header the next in-order, full-size segment of a held flow must
@@ -205,20 +237,24 @@ impl Template {
         }
     }
 
-    /// The template of a flow whose head is `f`'s segment.
-    fn build(f: &Fields, seg: &Seg, a: TmplArgs) -> Template {
+    /// Makes this the template of a flow whose head is `f`'s segment, in
+    /// place: only the words the header spans are written.
+    fn build(&mut self, f: &Fields, seg: &Seg, a: TmplArgs) {
+        let tm = self;
         let t = f.layout();
         let hl = t.payload as usize;
-        let mut tm = Template::off();
+        tm.on = false;
         if hl > TMPL_LEN {
-            return tm;
+            return;
         }
         let (l3, l4) = (t.l3 as usize, t.l4 as usize);
         let b = f.header();
+        let end = hl.div_ceil(8) * 8;
         tm.bytes[..hl].copy_from_slice(b);
         tm.mask[..hl].fill(0xff);
+        tm.mask[hl..end].fill(0);
         tm.mask[l4 + 16..l4 + 18].fill(0); // the TCP checksum varies
-        tm.words = hl.div_ceil(8) as u8;
+        tm.words = (end / 8) as u8;
         tm.frame_len = a.frame_len as u32;
         tm.seq_at = (l4 + 4) as u16;
         if !t.ipv6 {
@@ -229,6 +265,9 @@ impl Template {
             }
             let field = u16::from_be_bytes([b[l3 + 10], b[l3 + 11]]);
             tm.ip_sum = csum::sub(csum::sub(csum::sum(&b[l3..l4]), seg.id), field);
+        } else {
+            tm.id_at = 0;
+            tm.ip_csum_at = 0;
         }
         tm.k = a.pbase as u64
             + (a.tcp_len >> 16) as u64
@@ -241,7 +280,6 @@ impl Template {
             seg.seq.wrapping_add(seg.payload),
             Some(seg.id.wrapping_add(1)),
         );
-        tm
     }
 
     /// Does `b` match (masked, word by word)? `b` holds at least `words * 8` bytes.
@@ -534,45 +572,44 @@ impl<B: GroBuf> Gro<B> {
         let held_frags = pkt.segs();
         // A hit on `last` skipped hashing; an insert needs the hash.
         let hash = if hash == 0 { key.hash() } else { hash };
-        let held = Held {
-            key,
-            next_seq: seg.seq.wrapping_add(seg.payload),
-            ack: seg.ack,
-            word: seg.word,
-            ip_word: seg.ip_word,
-            last_id: seg.id,
-            id_mode: IdMode::Open,
-            df: seg.df,
-            opt_words: (o.len() / 4) as u8,
-            opts,
-            mss: seg.payload,
-            segs: 1,
-            // Every buffer of the held chain counts, its header-only first
-            // buffer included (what a TX NIC's segment limit counts).
-            frags: held_frags,
-            ip_len: t.l3_len() as u32 + tcp_len,
-            payload_len: seg.payload,
-            psum_pos: psum.pos,
-            psum_neg: psum.neg,
-            pbase,
-            hconst,
-            flags_or: 0,
-            t,
-            since: now,
-            tmpl: Template::build(
-                &f,
-                &seg,
-                TmplArgs {
-                    pbase,
-                    hconst,
-                    tcp_len,
-                    verify,
-                    frame_len: pkt.len(),
-                },
-            ),
-            pkt,
-        };
-        self.last = Some(self.table.insert(hash, held));
+        let (slot, h) = self.table.insert(hash);
+        h.key = key;
+        h.next_seq = seg.seq.wrapping_add(seg.payload);
+        h.ack = seg.ack;
+        h.word = seg.word;
+        h.ip_word = seg.ip_word;
+        h.last_id = seg.id;
+        h.id_mode = IdMode::Open;
+        h.df = seg.df;
+        h.opt_words = (o.len() / 4) as u8;
+        h.opts = opts;
+        h.mss = seg.payload;
+        h.segs = 1;
+        // Every buffer of the held chain counts, its header-only first
+        // buffer included (what a TX NIC's segment limit counts).
+        h.frags = held_frags;
+        h.ip_len = t.l3_len() as u32 + tcp_len;
+        h.payload_len = seg.payload;
+        h.psum_pos = psum.pos;
+        h.psum_neg = psum.neg;
+        h.pbase = pbase;
+        h.hconst = hconst;
+        h.flags_or = 0;
+        h.t = t;
+        h.since = now;
+        h.tmpl.build(
+            &f,
+            &seg,
+            TmplArgs {
+                pbase,
+                hconst,
+                tcp_len,
+                verify,
+                frame_len: pkt.len(),
+            },
+        );
+        h.pkt = Some(pkt);
+        self.last = Some(slot);
     }
 
     /// Appends a checked segment to its held packet; flushes on PSH, FIN or
@@ -581,7 +618,9 @@ impl<B: GroBuf> Gro<B> {
     fn merge(&mut self, s: u16, pkt: B, seg: &Seg, psum: Contrib, out: &mut impl FnMut(B)) {
         self.last = Some(s);
         let h = self.table.get_mut(s);
-        h.pkt.append(pkt, h.t.payload as usize);
+        if let Some(held) = h.pkt.as_mut() {
+            held.append(pkt, h.t.payload as usize);
+        }
         let c = psum.shifted(h.payload_len & 1 == 1);
         h.psum_pos += c.pos;
         h.psum_neg += c.neg;
@@ -686,14 +725,9 @@ impl<B: GroBuf> Gro<B> {
     /// Sends a held packet out, headers fixed if it was merged.
     #[inline]
     fn flush_slot(&mut self, s: u16, why: Flush, out: &mut impl FnMut(B)) {
-        let h = self.table.remove(s);
         self.stats.flush[why as usize] += 1;
-        self.emit(h, out);
-    }
-
-    #[inline]
-    fn emit(&mut self, mut h: Held<B>, out: &mut impl FnMut(B)) {
         self.stats.packets_out += 1;
+        let h = self.table.remove(s);
         self.stats.max_segments = self.stats.max_segments.max(h.segs as u64);
         if let Some(g) = self.hist.as_deref_mut() {
             g.segs.saturating_record(h.segs as u64);
@@ -703,7 +737,7 @@ impl<B: GroBuf> Gro<B> {
         }
         let tso = self.cfg.out_csum == OutCsum::Pseudo && h.segs > 1;
         if h.segs > 1 {
-            fix_headers(&mut h, tso);
+            fix_headers(h, tso);
         }
         let info = GsoInfo {
             l2_len: h.t.l3,
@@ -714,8 +748,10 @@ impl<B: GroBuf> Gro<B> {
             ipv6: h.t.ipv6,
             tso,
         };
-        h.pkt.set_gso(&info);
-        out(h.pkt);
+        if let Some(mut pkt) = h.pkt.take() {
+            pkt.set_gso(&info);
+            out(pkt);
+        }
     }
 
     /// Flushes everything held (end of a poll), oldest first.
@@ -894,7 +930,8 @@ fn fix_headers<B: GroBuf>(h: &mut Held<B>, tso: bool) {
     let t = h.t;
     let (l3, l4, pay) = (t.l3 as usize, t.l4 as usize, t.payload as usize);
     let tcp_len = h.ip_len - t.l3_len() as u32;
-    let b = h.pkt.head_mut();
+    let Some(pkt) = h.pkt.as_mut() else { return };
+    let b = pkt.head_mut();
     if t.ipv6 {
         b[l3 + 4..l3 + 6].copy_from_slice(&(tcp_len as u16).to_be_bytes());
     } else {

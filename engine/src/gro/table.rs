@@ -2,12 +2,16 @@
 //! in O(1) (open addressing, linear probing over an index twice the size,
 //! backward-shift deletion, no tombstones), and kept in arrival order (an
 //! intrusive list) so the oldest is evicted when full and flushed first.
-//! Everything is allocated once, when the table is built.
+//! Everything is allocated once, when the table is built, and entries live
+//! in place: an insert hands out a slot to fill, a remove hands back the
+//! entry to take from, so a large entry is never moved.
 
 const NIL: u16 = u16::MAX;
 
 pub struct Table<E> {
-    entries: Vec<Option<E>>,
+    /// Every slot holds an entry; `used` says which are live.
+    entries: Vec<E>,
+    used: Vec<bool>,
     hashes: Vec<u32>,
     /// Slot numbers by hash position; NIL = empty.
     index: Vec<u16>,
@@ -20,12 +24,13 @@ pub struct Table<E> {
     len: usize,
 }
 
-impl<E> Table<E> {
+impl<E: Default> Table<E> {
     pub fn new(cap: usize) -> Table<E> {
         assert!((1..NIL as usize).contains(&cap), "table capacity 1..65534");
         let isize = (cap * 2).next_power_of_two();
         Table {
-            entries: (0..cap).map(|_| None).collect(),
+            entries: (0..cap).map(|_| E::default()).collect(),
+            used: vec![false; cap],
             hashes: vec![0; cap],
             index: vec![NIL; isize],
             mask: isize - 1,
@@ -66,13 +71,9 @@ impl<E> Table<E> {
             if s == NIL {
                 return None;
             }
-            if self.hashes[s as usize] == hash {
-                // The index only ever names occupied slots (insert and remove keep it so).
-                if let Some(e) = &self.entries[s as usize] {
-                    if eq(e) {
-                        return Some(s);
-                    }
-                }
+            // The index only ever names live slots (insert and remove keep it so).
+            if self.hashes[s as usize] == hash && eq(&self.entries[s as usize]) {
+                return Some(s);
             }
             i = (i + 1) & self.mask;
         }
@@ -81,24 +82,30 @@ impl<E> Table<E> {
     /// The entry in this slot, if the slot is in use.
     #[inline(always)]
     pub fn try_get(&self, slot: u16) -> Option<&E> {
-        self.entries.get(slot as usize).and_then(|e| e.as_ref())
+        let s = slot as usize;
+        (s < self.used.len() && self.used[s]).then(|| &self.entries[s])
     }
 
+    /// A live entry (the slot came from `insert` and was not removed since).
     #[inline(always)]
     pub fn get_mut(&mut self, slot: u16) -> &mut E {
-        self.entries[slot as usize].as_mut().unwrap()
+        debug_assert!(self.used[slot as usize]);
+        &mut self.entries[slot as usize]
     }
 
     #[inline(always)]
     pub fn get(&self, slot: u16) -> &E {
-        self.entries[slot as usize].as_ref().unwrap()
+        debug_assert!(self.used[slot as usize]);
+        &self.entries[slot as usize]
     }
 
-    /// Adds an entry as the newest. The caller makes room first (`is_full`).
+    /// Claims a slot as the newest, for the caller to fill in place: it
+    /// still holds whatever its previous entry left. The caller makes room
+    /// first (`is_full`).
     #[inline(always)]
-    pub fn insert(&mut self, hash: u32, e: E) -> u16 {
+    pub fn insert(&mut self, hash: u32) -> (u16, &mut E) {
         let s = self.free.pop().expect("insert into a full GRO table");
-        self.entries[s as usize] = Some(e);
+        self.used[s as usize] = true;
         self.hashes[s as usize] = hash;
         let mut i = hash as usize & self.mask;
         while self.index[i] != NIL {
@@ -114,14 +121,16 @@ impl<E> Table<E> {
         }
         self.newest = s;
         self.len += 1;
-        s
+        (s, &mut self.entries[s as usize])
     }
 
-    /// Takes an entry out.
+    /// Takes an entry out; hands it back, in place, for the caller to take
+    /// what it needs before the slot is reused.
     #[inline(always)]
-    pub fn remove(&mut self, slot: u16) -> E {
+    pub fn remove(&mut self, slot: u16) -> &mut E {
         let s = slot as usize;
-        let e = self.entries[s].take().expect("remove of an empty slot");
+        assert!(self.used[s], "remove of an empty slot");
+        self.used[s] = false;
         // Unlink from the arrival list.
         let (p, n) = (self.prev[s], self.next[s]);
         if p != NIL {
@@ -161,17 +170,15 @@ impl<E> Table<E> {
         self.index[i] = NIL;
         self.free.push(slot);
         self.len -= 1;
-        e
+        &mut self.entries[s]
     }
 
     /// The oldest entry for which `f` holds (a scan: for rare paths only).
     pub fn first_where(&self, mut f: impl FnMut(&E) -> bool) -> Option<u16> {
         let mut s = self.oldest;
         while s != NIL {
-            if let Some(e) = &self.entries[s as usize] {
-                if f(e) {
-                    return Some(s);
-                }
+            if f(&self.entries[s as usize]) {
+                return Some(s);
             }
             s = self.next[s as usize];
         }
@@ -190,15 +197,22 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    fn put(t: &mut Table<u32>, hash: u32, v: u32) -> u16 {
+        let (s, e) = t.insert(hash);
+        *e = v;
+        s
+    }
+
     #[test]
     fn insert_find_remove_in_order() {
         let mut t: Table<u32> = Table::new(4);
-        let a = t.insert(7, 70);
-        let b = t.insert(7, 71); // same hash: probing
-        let c = t.insert(3, 30);
+        let a = put(&mut t, 7, 70);
+        let b = put(&mut t, 7, 71); // same hash: probing
+        let c = put(&mut t, 3, 30);
         assert_eq!(t.find(7, |e| *e == 71), Some(b));
         assert_eq!(t.oldest(), Some(a));
-        assert_eq!(t.remove(a), 70);
+        assert_eq!(*t.remove(a), 70);
+        assert_eq!(t.try_get(a), None, "a removed slot is not live");
         assert_eq!(t.oldest(), Some(b));
         assert_eq!(
             t.find(7, |e| *e == 71),
@@ -206,10 +220,10 @@ mod tests {
             "found after a backward shift"
         );
         assert_eq!(t.find(7, |e| *e == 70), None);
-        t.insert(1, 10);
-        t.insert(2, 20);
+        put(&mut t, 1, 10);
+        put(&mut t, 2, 20);
         assert!(t.is_full());
-        assert_eq!(t.remove(c), 30);
+        assert_eq!(*t.remove(c), 30);
         assert_eq!(t.len(), 3);
     }
 
@@ -223,13 +237,13 @@ mod tests {
             for (op, hash, val) in ops {
                 match op {
                     0 if !t.is_full() && !model.iter().any(|m| m.1 == val) => {
-                        t.insert(hash, val);
+                        put(&mut t, hash, val);
                         model.push((hash, val));
                     }
                     1 if !model.is_empty() => {
                         let (h, v) = model[val as usize % model.len()];
                         let s = t.find(h, |e| *e == v).expect("present");
-                        prop_assert_eq!(t.remove(s), v);
+                        prop_assert_eq!(*t.remove(s), v);
                         model.retain(|m| m.1 != v);
                     }
                     _ => {
