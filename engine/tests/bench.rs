@@ -137,15 +137,27 @@ fn build_skb() {
 
 #[test]
 fn headroom() {
-    // Pending on the forward stage (--forward, --encap); runs once it lands.
-    quick("headroom", &[]);
+    quick(
+        "headroom",
+        &["virtio-h0", "virtio-h128", "vxlan-h0", "vxlan-h128"],
+    );
 }
 
 #[test]
 fn anchors() {
-    let mut must = vec!["gro-off", "gro-on-trust", "gro-on"];
-    if has_testpmd() {
-        must.push("testpmd-rxonly");
+    for name in ["anchors", "anchors-4flows"] {
+        let mut must = vec!["gro-off", "gro-rte", "gro-on-trust", "gro-on"];
+        if has_testpmd() {
+            must.push("testpmd-rxonly");
+        }
+        quick(name, &must);
     }
-    quick("anchors", &must);
+}
+
+/// The anchors on synthetic captures: more flows, IPv6.
+#[test]
+fn anchors_flows_and_ipv6() {
+    for name in ["anchors-32flows", "anchors-1024flows", "anchors-ipv6"] {
+        quick(name, &["gro-off", "gro-rte", "gro-on-trust", "gro-on"]);
+    }
 }

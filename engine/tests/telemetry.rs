@@ -409,9 +409,8 @@ fn wait_for(p: &Path, within: Duration) -> bool {
     false
 }
 
-/// CLI-level check, for once run.rs calls `telemetry::register()` and
-/// `telemetry::set_live(..)`: a real `grorx sink` (embedded generator)
-/// answers `/grorx/stats` while it runs. Remove the `#[ignore]` then.
+/// CLI-level check: a real `grorx sink` (embedded generator) answers
+/// `/grorx/stats` on its telemetry socket while it runs.
 #[test]
 fn sink_answers_grorx_stats_while_running() {
     let prefix = format!("grorx-tele-cli-{}", std::process::id());
