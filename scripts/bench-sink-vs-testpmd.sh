@@ -3,14 +3,16 @@
 # interleaved (testpmd, grorx, testpmd, grorx, ...) so drift on a noisy
 # machine hits both alike. Each run's rate is the median of its per-second
 # rates (the first second, ramp-up, is dropped). Prints both medians and the
-# ratio grorx / testpmd.
+# ratio grorx / testpmd. grorx runs with `--gro off` (the sink itself, what
+# rxonly does) unless GRO=on (net_null's frames are not IP: GRO passes them).
 #
-# usage: scripts/bench-sink-vs-testpmd.sh [ROUNDS] [SECS] [VDEV]
+# usage: [GRO=off|on] scripts/bench-sink-vs-testpmd.sh [ROUNDS] [SECS] [VDEV]
 #   defaults: 5 rounds, 6 s each, net_null0
 set -euo pipefail
 ROUNDS=${1:-5}
 SECS=${2:-6}
 VDEV=${3:-net_null0}
+GRO=${GRO:-off}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 GRORX=${GRORX:-$HERE/target/release/grorx}
 [ -x "$GRORX" ] || { echo "build first: cargo build --release" >&2; exit 1; }
@@ -27,7 +29,7 @@ run_testpmd() {
 }
 
 run_grorx() {
-    "$GRORX" sink --port "$VDEV" --duration "$SECS" -- -l 0,1 2>&1 >/dev/null |
+    "$GRORX" sink --port "$VDEV" --gro "$GRO" --duration "$SECS" -- -l 0,1 2>&1 >/dev/null |
         awk '/^\[ *[0-9.]+s\] rx/ { for (i = 1; i < NF; i++) if ($i == "rx") { v = $(i+1); u = $(i+2) }
               if (u == "Mpps") v *= 1e6; else if (u == "kpps") v *= 1e3; print v }' |
         tail -n +2 | median || true
@@ -45,4 +47,4 @@ done
 tm=$(printf "%s\n" "${T[@]}" | median); gm=$(printf "%s\n" "${G[@]}" | median)
 printf "%-6s %14.0f %14.0f %8.3f   (ratio of medians)\n" median "$tm" "$gm" "$(echo "$gm $tm" | awk '{print ($2>0)?$1/$2:0}')"
 printf "median of per-round ratios (adjacent runs): %.3f\n" "$(printf "%s\n" "${R[@]}" | median)"
-echo "source $VDEV, worker on lcore 1 (cpu 1) for both, burst 32, $SECS s runs, $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+echo "grorx sink --gro $GRO; source $VDEV, worker on lcore 1 (cpu 1) for both, burst 32, $SECS s runs, $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"

@@ -268,8 +268,7 @@ fn publish_hist(st: &mut QueueState, shared: &Mutex<QueueHist>, force: bool) {
     if let Some(mut sh) = guard {
         let sh = &mut *sh;
         if let Some(g) = st.gro.as_mut().and_then(|g| g.histograms_mut()) {
-            move_into(&mut sh.gro_segs, &mut g.segs);
-            move_into(&mut sh.gro_hold_ns, &mut g.hold_ns);
+            g.drain_into(&mut sh.gro_segs, &mut sh.gro_hold_ns);
         }
         move_into(&mut sh.burst, &mut st.hist.burst);
         move_into(&mut sh.gro_segs, &mut st.hist.gro_segs);

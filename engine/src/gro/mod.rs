@@ -326,12 +326,41 @@ pub struct Gro<B> {
 
 /// Distributions GRO records when asked (one record per output packet).
 pub struct GroHist {
-    /// Segments per packet out.
-    pub segs: hdrhistogram::Histogram<u64>,
+    /// Packets out by segment count (a packet spans at most 64 buffers, so
+    /// at most 64 segments): a plain increment per packet, folded into a
+    /// histogram by `drain_into`, since an hdrhistogram record per
+    /// pass-through packet cost more than the rest of its way through GRO.
+    segs: [u64; 65],
     /// Nanoseconds a held packet waited, first segment to flush.
-    pub hold_ns: hdrhistogram::Histogram<u64>,
+    hold_ns: hdrhistogram::Histogram<u64>,
     /// Nanoseconds per TSC tick, 32.32 fixed point.
     ns_per_tick: u64,
+}
+
+impl GroHist {
+    #[inline(always)]
+    fn record_segs(&mut self, n: u16) {
+        self.segs[(n as usize).min(64)] += 1;
+    }
+
+    /// Adds what was recorded since the last call into `segs` (segments per
+    /// packet) and `hold_ns`, and starts afresh.
+    pub fn drain_into(
+        &mut self,
+        segs: &mut hdrhistogram::Histogram<u64>,
+        hold_ns: &mut hdrhistogram::Histogram<u64>,
+    ) {
+        for (n, c) in self.segs.iter_mut().enumerate() {
+            if *c > 0 {
+                segs.saturating_record_n(n as u64, *c);
+                *c = 0;
+            }
+        }
+        if !self.hold_ns.is_empty() {
+            let _ = hold_ns.add(&self.hold_ns);
+            self.hold_ns.reset();
+        }
+    }
 }
 
 impl<B: GroBuf> Gro<B> {
@@ -354,7 +383,7 @@ impl<B: GroBuf> Gro<B> {
     /// converts the TSC times given to `receive` and `tick` into ns).
     pub fn enable_histograms(&mut self, tsc_hz: u64) {
         self.hist = Some(Box::new(GroHist {
-            segs: crate::hist::new_hist(256),
+            segs: [0; 65],
             hold_ns: crate::hist::new_hist(10_000_000_000),
             ns_per_tick: ((1_000_000_000u128 << 32) / tsc_hz.max(1) as u128) as u64,
         }));
@@ -386,18 +415,25 @@ impl<B: GroBuf> Gro<B> {
 
     /// Passes a frame GRO turned away, after whatever its flow holds (if the
     /// frame still tells its flow: a TCP segment with IP options, a fragment,
-    /// a bad checksum...). Frames that are not TCP pass at once.
-    #[cold]
+    /// a bad checksum...). Frames that are not TCP pass at once: they are
+    /// common (UDP, ARP...), so that way is kept short.
+    #[inline(always)]
     fn pass_in_order(&mut self, why: Pass, pkt: B, out: &mut impl FnMut(B)) {
         let related = !matches!(why, Pass::Frame(NotTcp::NotIp | NotTcp::NotTcp));
         if related && !self.table.is_empty() {
-            if let Some(h) = crate::wire::FlowHint::of(pkt.head()) {
-                while let Some(s) = self.table.first_where(|e| e.key.matches(&h)) {
-                    self.flush_slot(s, Flush::Unmergeable, out);
-                }
-            }
+            self.flush_flow_of(&pkt, out);
         }
         self.pass(why, pkt, out)
+    }
+
+    /// Flushes whatever the flow of `pkt` holds (a scan: rare frames only).
+    #[cold]
+    fn flush_flow_of(&mut self, pkt: &B, out: &mut impl FnMut(B)) {
+        if let Some(h) = crate::wire::FlowHint::of(pkt.head()) {
+            while let Some(s) = self.table.first_where(|e| e.key.matches(&h)) {
+                self.flush_slot(s, Flush::Unmergeable, out);
+            }
+        }
     }
 
     #[inline(always)]
@@ -406,7 +442,7 @@ impl<B: GroBuf> Gro<B> {
         self.stats.packets_out += 1;
         self.stats.max_segments = self.stats.max_segments.max(1);
         if let Some(g) = self.hist.as_deref_mut() {
-            g.segs.saturating_record(1);
+            g.record_segs(1);
         }
         out(pkt);
     }
@@ -418,6 +454,10 @@ impl<B: GroBuf> Gro<B> {
     pub fn receive(&mut self, pkt: B, now: u64, out: &mut impl FnMut(B)) {
         self.stats.segments_in += 1;
         self.now = now;
+        if !crate::wire::may_be_ip(pkt.head()) {
+            // ARP, LLDP, ...: out at once (what parsing would decide).
+            return self.pass(Pass::Frame(NotTcp::NotIp), pkt, out);
+        }
         let verify = self.cfg.csum == CsumMode::Verify;
         let hints = pkt.rx_hints();
         if hints == RxHints::default() {
@@ -495,8 +535,9 @@ impl<B: GroBuf> Gro<B> {
     }
 
     /// Everything that is not the fast path: parse, find the flow, Linux's
-    /// rules one by one, hold or pass.
-    #[inline(always)]
+    /// rules one by one, hold or pass. Out of line, so the fast path does
+    /// not carry its stack frame.
+    #[inline(never)]
     fn receive_slow(
         &mut self,
         pkt: B,
@@ -730,7 +771,7 @@ impl<B: GroBuf> Gro<B> {
         let h = self.table.remove(s);
         self.stats.max_segments = self.stats.max_segments.max(h.segs as u64);
         if let Some(g) = self.hist.as_deref_mut() {
-            g.segs.saturating_record(h.segs as u64);
+            g.record_segs(h.segs);
             let ticks = self.now.saturating_sub(h.since) as u128;
             g.hold_ns
                 .saturating_record(((ticks * g.ns_per_tick as u128) >> 32) as u64);

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Reproduces the figures of the README's Performance section (and the issues'
+# closing notes) into OUT (default perf-results/): nothing else may run on the
+# machine meanwhile, since rates are compared side by side.
+#
+#   scripts/measure.sh [OUT] [PART...]
+#
+# PART (default: all of them, in this order):
+#   quality   merge quality (grocheck --strict-order) and segments per packet on
+#             the shared captures: GRO off, DPDK's rte_gro, grorx per poll,
+#             grorx held across polls, grorx at rte_gro's frag budget
+#   queues    1 worker vs 2 workers on a 2-queue net_null port
+#   hist      histogram percentiles of a replay of each shared capture
+#   telemetry /grorx/stats asked with dpdk-telemetry.py from a running sink
+#   testpmd   grorx sink (GRO off, then on) vs dpdk-testpmd rxonly on net_null0
+#   bench     every bench-configs/*.toml (tables, CSV, JSON, PNG in OUT)
+#
+# GRORX=path picks the binary (default target/release/grorx); CAPTURES=dir
+# the shared captures (default ../shared/captures next to the repository).
+set -euo pipefail
+export PYTHONDONTWRITEBYTECODE=1
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+OUT=${1:-$ROOT/perf-results}
+shift || true
+PARTS=("$@")
+[ ${#PARTS[@]} -gt 0 ] || PARTS=(quality queues hist telemetry testpmd bench)
+GRORX=${GRORX:-$ROOT/target/release/grorx}
+CAPTURES=${CAPTURES:-$(cd "$ROOT/.." && pwd)/shared/captures}
+[ -x "$GRORX" ] || { echo "measure: $GRORX missing: cargo build --release" >&2; exit 1; }
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/measure.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+log() { echo "measure: $*" >&2; }
+host() { echo "$(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(uname -r), $(date -u +%FT%TZ)"; }
+
+# A field of grorx's JSON report (dotted path) from stdin.
+jget() { python3 -c "import json,sys
+v=json.load(sys.stdin)
+for k in sys.argv[1].split('.'): v=v.get(k) if isinstance(v,dict) else None
+print(v if v is not None else '-')" "$1"; }
+
+quality() {
+    local f=$OUT/quality.md
+    {
+        echo "# Merge quality on the shared captures ($(host))"
+        echo
+        echo "grocheck.py IN OUT (--strict-order for grorx; rte_gro reorders PSH, so it is checked without)."
+        echo "merge_quality = (tcp_in - tcp_out) / (tcp_in - ideal_out at --max-frags 17)."
+        echo
+        echo "| capture | engine | args | packets out | segments/packet | merge quality | reordered flows | problems |"
+        echo "|---|---|---|---|---|---|---|---|"
+    } >"$f"
+    for cap in tcp_1flow tcp_4flows; do
+        local in=$CAPTURES/$cap.pcap
+        [ -f "$in" ] || { log "$in missing: skipped"; continue; }
+        while IFS='|' read -r label args check; do
+            # shellcheck disable=SC2086
+            "$GRORX" sink --port "net_pcap0,rx_pcap=$in" --capture "$TMP/o.pcap" --json $args \
+                -- --no-huge -m 512 2>/dev/null >"$TMP/r.json"
+            # shellcheck disable=SC2086
+            local line
+            line=$(python3 "$ROOT/tests/tools/grocheck.py" $check "$in" "$TMP/o.pcap" | tail -1)
+            local v
+            v() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$line"; }
+            echo "| $cap | $label | \`${args:-}\` | $(v tcp_out) | $(jget gro.avg_segments_per_packet <"$TMP/r.json" | cut -c1-5) | $(v merge_quality) | $(v reordered_flows) | $(v problems) |" >>"$f"
+        done <<'EOF'
+GRO off|--gro off|--strict-order
+DPDK rte_gro (lightweight, burst)|--gro rte|
+grorx, flush per poll (default)||--strict-order
+grorx, held across polls|--gro-flush-us 200|--strict-order
+grorx, per poll, rte_gro's budget|--max-frags 64|--strict-order --max-frags 64
+EOF
+    done
+    cat "$f"
+}
+
+queues() {
+    local f=$OUT/queues.md reps=5 secs=5
+    {
+        echo "# 1 worker vs 2 workers, net_null0 with 2 RX queues ($(host))"
+        echo
+        echo "grorx sink --port net_null0 --queues 2 --cores C --duration $secs --json; $reps rounds interleaved."
+        echo
+        echo "| round | 1 worker (--cores 1) Mpps | 2 workers (--cores 0,1) Mpps | ratio |"
+        echo "|---|---|---|---|"
+    } >"$f"
+    for r in $(seq $reps); do
+        local a b
+        a=$("$GRORX" sink --port net_null0 --queues 2 --cores 1 --duration $secs --json 2>/dev/null | jget rx_pps)
+        b=$("$GRORX" sink --port net_null0 --queues 2 --cores 0,1 --duration $secs --json 2>/dev/null | jget rx_pps)
+        [ "$a" != - ] && [ "$b" != - ] || { log "a queues run failed"; return 1; }
+        python3 -c "import sys; a,b=float(sys.argv[2]),float(sys.argv[3]); print(f'| {sys.argv[1]} | {a/1e6:.2f} | {b/1e6:.2f} | {b/a:.2f} |')" "$r" "$a" "$b" >>"$f"
+    done
+    cat "$f"
+}
+
+hist() {
+    local f=$OUT/histograms.md
+    echo "# Histogram percentiles, shared captures replayed once ($(host))" >"$f"
+    for cap in tcp_1flow tcp_4flows; do
+        local in=$CAPTURES/$cap.pcap
+        [ -f "$in" ] || continue
+        for args in "" "--gro-flush-us 200"; do
+            # shellcheck disable=SC2086
+            "$GRORX" sink --port "net_pcap0,rx_pcap=$in" --json $args --hdr-log "$OUT/$cap${args:+-held}.hlog" \
+                -- --no-huge -m 512 2>/dev/null >"$TMP/h.json"
+            {
+                echo
+                echo "## $cap, grorx sink ${args:-(flush per poll)}"
+                echo
+                python3 - "$TMP/h.json" <<'EOF'
+import json, sys
+h = json.load(open(sys.argv[1]))["histograms"]
+cols = ["count", "mean", "p50", "p90", "p99", "p999", "max"]
+print("| histogram | count | mean | p50 | p90 | p99 | p99.9 | max |")
+print("|---|" + "---|" * len(cols))
+for name, v in h.items():
+    if isinstance(v, dict) and "p50" in v:
+        cells = [f"{v[c]:.1f}" if c == "mean" else str(v.get(c, "-")) for c in cols]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+EOF
+            } >>"$f"
+        done
+    done
+    cat "$f"
+}
+
+telemetry() {
+    local f=$OUT/telemetry.txt prefix=grorx-measure-$$
+    "$GRORX" sink --duration 8 -q -- --file-prefix "$prefix" >/dev/null 2>&1 &
+    local pid=$!
+    sleep 4
+    {
+        echo "\$ grorx sink --duration 8 -- --file-prefix $prefix &"
+        for cmd in /grorx/stats /grorx/gro /ethdev/stats,0; do
+            echo "\$ echo $cmd | dpdk-telemetry.py -f $prefix"
+            echo "$cmd" | dpdk-telemetry.py -f "$prefix" 2>&1 | grep -v '^Connecting\|^{"version"' || true
+        done
+    } >"$f"
+    wait "$pid" || true
+    cat "$f"
+}
+
+testpmd() {
+    GRORX=$GRORX "$ROOT/scripts/bench-sink-vs-testpmd.sh" 10 5 | tee "$OUT/sink-vs-testpmd.txt"
+    GRORX=$GRORX GRO=on "$ROOT/scripts/bench-sink-vs-testpmd.sh" 5 5 | tee "$OUT/sink-gro-on-vs-testpmd.txt"
+}
+
+bench() {
+    for c in anchors anchors-4flows anchors-32flows anchors-1024flows anchors-ipv6 \
+        max-frags single-segment hugepages build-skb headroom; do
+        log "bench $c"
+        "$GRORX" bench "$ROOT/bench-configs/$c.toml" --out "$OUT" | tee "$OUT/$c.txt"
+    done
+}
+
+for p in "${PARTS[@]}"; do
+    case $p in
+        quality | queues | hist | telemetry | testpmd | bench) log "$p"; $p ;;
+        *) echo "measure: unknown part $p (quality queues hist telemetry testpmd bench)" >&2; exit 2 ;;
+    esac
+done
+log "results in $OUT"
