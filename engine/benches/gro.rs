@@ -3,6 +3,13 @@
 //! reordering; trust and verify. The buffers are frames in memory whose
 //! `append` only counts (no mbuf chain), so this measures GRO's decisions,
 //! header fix-up and checksums, not buffer management.
+//!
+//! Flushing every burst (the default), only the flows of one burst are ever
+//! held: the `*_flows` cases send runs of 8 segments per flow in bursts of 32.
+//! The `held/*` cases hold every flow across bursts (as `--gro-flush-us`
+//! does) in a table as large as the flow count, flows round-robin (each
+//! segment finds its flow in a table of N held packets), small segments so
+//! the frames stay in cache: 1 vs 1024 flows.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use grorx::gro::{CsumMode, Gro, GroBuf, GroConfig, GsoInfo, RxHints};
@@ -46,7 +53,18 @@ impl GroBuf for Frame {
 
 /// `n` segments over `flows` flows, `run` consecutive segments per flow.
 fn traffic(flows: u32, n: usize, run: usize, psh_every: u32, reorder: bool) -> Vec<Vec<u8>> {
-    let payload: Vec<u8> = (0..1448u64).map(|i| pattern_byte(0, i)).collect();
+    traffic_mss(flows, n, run, psh_every, reorder, 1448)
+}
+
+fn traffic_mss(
+    flows: u32,
+    n: usize,
+    run: usize,
+    psh_every: u32,
+    reorder: bool,
+    mss: u32,
+) -> Vec<Vec<u8>> {
+    let payload: Vec<u8> = (0..mss as u64).map(|i| pattern_byte(0, i)).collect();
     let specs: Vec<FlowSpec> = (0..flows).map(|i| FlowSpec::numbered(i, false)).collect();
     let mut seq = vec![0u32; flows as usize];
     let mut id = vec![0u16; flows as usize];
@@ -67,10 +85,10 @@ fn traffic(flows: u32, n: usize, run: usize, psh_every: u32, reorder: bool) -> V
                 ip_id: id[f],
                 tsval: 7,
                 tsecr: 9,
-                payload_len: 1448,
+                payload_len: mss,
             };
             out.push(specs[f].frame(&s, &payload));
-            seq[f] = seq[f].wrapping_add(1448);
+            seq[f] = seq[f].wrapping_add(mss);
             id[f] = id[f].wrapping_add(1);
             cnt[f] += 1;
         }
@@ -87,6 +105,19 @@ fn traffic(flows: u32, n: usize, run: usize, psh_every: u32, reorder: bool) -> V
 }
 
 fn bench_case(c: &mut Criterion, name: &str, frames: Vec<Vec<u8>>, cfg: GroConfig, burst: usize) {
+    run_case(c, name, frames, cfg, burst, true)
+}
+
+/// `flush_each_burst`: flush at the end of every burst (the default), else
+/// only once, after the last (packets held across bursts).
+fn run_case(
+    c: &mut Criterion,
+    name: &str,
+    frames: Vec<Vec<u8>>,
+    cfg: GroConfig,
+    burst: usize,
+    flush_each_burst: bool,
+) {
     let n = frames.len();
     let mut g = c.benchmark_group("gro");
     g.throughput(Throughput::Elements(n as u64));
@@ -112,8 +143,11 @@ fn bench_case(c: &mut Criterion, name: &str, frames: Vec<Vec<u8>>, cfg: GroConfi
                     for p in it.by_ref().take(burst) {
                         gro.receive(p, 0, &mut |f| out.push(f));
                     }
-                    gro.flush_all(&mut |f| out.push(f));
+                    if flush_each_burst {
+                        gro.flush_all(&mut |f| out.push(f));
+                    }
                 }
+                gro.flush_all(&mut |f| out.push(f));
                 (gro, out)
             },
             // The setup writes the frames just before: they are in cache, as
@@ -167,6 +201,21 @@ fn benches(c: &mut Criterion) {
         trust,
         32,
     );
+    // Held across bursts: 16 segments of 64 B per flow, round-robin.
+    for flows in [1u32, 1024] {
+        let cfg = GroConfig {
+            flows: flows as usize,
+            ..trust
+        };
+        run_case(
+            c,
+            &format!("held/{flows}_flows"),
+            traffic_mss(flows, 16 * flows.max(64) as usize, 1, 0, false, 64),
+            cfg,
+            32,
+            false,
+        );
+    }
     bench_case(c, "verify/1_flow", traffic(1, n, 8, 0, false), verify, 32);
     bench_case(
         c,

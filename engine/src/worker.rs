@@ -201,6 +201,10 @@ struct QueueState {
     local: Local,
     polls_since_publish: u32,
     hist: QueueHist,
+    /// Bursts by size since the last publish: an increment per burst,
+    /// folded into `hist.burst` when published (cheaper than a histogram
+    /// record on every poll).
+    bursts: Box<[u64; MAX_BURST + 1]>,
     /// Segments in and packets out when DPDK's rte_gro does the merging.
     rte_stats: crate::gro::GroStats,
 }
@@ -270,6 +274,12 @@ fn publish_hist(st: &mut QueueState, shared: &Mutex<QueueHist>, force: bool) {
         if let Some(g) = st.gro.as_mut().and_then(|g| g.histograms_mut()) {
             g.drain_into(&mut sh.gro_segs, &mut sh.gro_hold_ns);
         }
+        for (n, c) in st.bursts.iter_mut().enumerate().skip(1) {
+            if *c > 0 {
+                st.hist.burst.saturating_record_n(n as u64, *c);
+                *c = 0;
+            }
+        }
         move_into(&mut sh.burst, &mut st.hist.burst);
         move_into(&mut sh.gro_segs, &mut st.hist.gro_segs);
     }
@@ -299,6 +309,7 @@ pub fn run(
             local: Local::default(),
             polls_since_publish: 0,
             hist: QueueHist::default(),
+            bursts: Box::new([0; MAX_BURST + 1]),
             rte_stats: crate::gro::GroStats::default(),
         })
         .collect();
@@ -334,9 +345,7 @@ pub fn run(
             let t_gro = if wc.cycles { tsc() } else { 0 };
             st.local.rx_polls += 1;
             got += n;
-            if n > 0 {
-                st.hist.burst.saturating_record(n as u64);
-            }
+            st.bursts[n.min(MAX_BURST)] += 1;
             let (p0, b0, t0, w0) = (
                 outbox.out_packets,
                 outbox.out_bytes,
