@@ -85,7 +85,7 @@ fn traffic_mss(
                 ip_id: id[f],
                 tsval: 7,
                 tsecr: 9,
-                payload_len: mss,
+                payload_len: mss as u16,
             };
             out.push(specs[f].frame(&s, &payload));
             seq[f] = seq[f].wrapping_add(mss);
