@@ -49,6 +49,15 @@ fn quick(name: &str, must_run: &[&str]) {
     assert_eq!(doc["name"], name);
     assert_eq!(doc["failed_runs"], 0);
     assert!(doc["source_cost"].as_str().is_some_and(|s| !s.is_empty()));
+    if let Some(base) = &cfg.cost_base {
+        // Every other cell that ran has its added cost over the base.
+        let added = doc["added_cost"]["cells"].as_array().expect("added_cost");
+        assert!(!added.is_empty(), "{name}: no added cost over {base}");
+        assert!(
+            stdout.contains(&format!("added cost per packet over {base}")),
+            "{stdout}"
+        );
+    }
     let text = std::fs::read_to_string(&csv).expect("the CSV is written");
     let mut lines = text.lines();
     let head: Vec<&str> = lines.next().expect("a header").split(',').collect();

@@ -44,6 +44,11 @@ pub struct Config {
     pub record: Vec<String>,
     /// The cell every median is compared with.
     pub baseline: Option<String>,
+    /// Also report each cell's added cost per packet over this cell
+    /// (1/rate - 1/rate(cost_base), per repetition; see `bench::cost`).
+    pub cost_base: Option<String>,
+    /// ... and each added cost's ratio to this cell's.
+    pub cost_reference: Option<String>,
     /// `grorx sink` arguments for every cell (a cell's own win, flag by flag).
     #[serde(default)]
     pub args: Vec<String>,
@@ -264,17 +269,26 @@ impl Config {
                 bail!("a cell without a name");
             }
         }
-        if let Some(b) = &self.baseline {
-            if !cells.iter().any(|c| &c.name == b) {
-                bail!(
-                    "baseline {b:?} is not a cell (cells: {})",
-                    cells
-                        .iter()
-                        .map(|c| c.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
+        for (key, v) in [
+            ("baseline", &self.baseline),
+            ("cost_base", &self.cost_base),
+            ("cost_reference", &self.cost_reference),
+        ] {
+            if let Some(b) = v {
+                if !cells.iter().any(|c| &c.name == b) {
+                    bail!(
+                        "{key} {b:?} is not a cell (cells: {})",
+                        cells
+                            .iter()
+                            .map(|c| c.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    );
+                }
             }
+        }
+        if self.cost_reference.is_some() && self.cost_base.is_none() {
+            bail!("cost_reference needs cost_base (the cell costs are added to)");
         }
         if let Some(s) = &self.sweep {
             if !s.flag.starts_with("--") {

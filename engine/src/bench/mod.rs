@@ -13,6 +13,7 @@
 pub mod args;
 pub mod chart;
 pub mod config;
+pub mod cost;
 pub mod metrics;
 pub mod output;
 pub mod process;
@@ -187,6 +188,24 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         cfg.baseline.as_deref(),
     );
     print!("{}", output::table(&header, &cfg.metrics, &summary, &runs));
+    let added = cfg.cost_base.as_deref().map(|base| {
+        // grorx's own cells: testpmd's rate says nothing about added work.
+        let names: Vec<String> = cells
+            .iter()
+            .filter(|c| c.command == Command::Sink)
+            .map(|c| c.name.clone())
+            .collect();
+        let reference = cfg.cost_reference.as_deref();
+        let mut all = Vec::new();
+        for how in [cost::Measure::WallNs, cost::Measure::WorkerCycles] {
+            let a = cost::added(&runs, &names, base, reference, how);
+            if !a.is_empty() {
+                print!("{}", cost::table(&a, base, reference, how));
+            }
+            all.extend(a);
+        }
+        all
+    });
 
     let csv = out.join(format!("{}.csv", cfg.name));
     let jsonf = out.join(format!("{}.json", cfg.name));
@@ -240,6 +259,12 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         "runs": runs,
         "failed_runs": failed,
         "summary": summary,
+        "added_cost": added.map(|a| json!({
+            "base": cfg.cost_base,
+            "reference": cfg.cost_reference,
+            "how": "per repetition: wall_ns = 1e9/rx_pps(cell) - 1e9/rx_pps(base); worker_cycles = (cycles.process + cycles.stage)(cell) - (base) with --cycles; to_reference: median of per-repetition ratios; the *_ns fields are in the measure's unit",
+            "cells": a,
+        })),
     });
     std::fs::write(&jsonf, serde_json::to_string_pretty(&doc)?)?;
 

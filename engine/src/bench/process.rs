@@ -63,9 +63,20 @@ impl Running {
 
     /// Waits until it exits; at `deadline` it is stopped (SIGINT, then
     /// SIGKILL after `grace`) and marked timed out.
-    pub fn wait_until(mut self, deadline: Instant, grace: Duration) -> Finished {
+    pub fn wait_until(self, deadline: Instant, grace: Duration) -> Finished {
+        self.wait_until_with(deadline, grace, || {})
+    }
+
+    /// `wait_until`, calling `tick` every 20 ms meanwhile.
+    pub fn wait_until_with(
+        mut self,
+        deadline: Instant,
+        grace: Duration,
+        mut tick: impl FnMut(),
+    ) -> Finished {
         let mut timed_out = false;
         let status = loop {
+            tick();
             match self.child.try_wait() {
                 Ok(Some(s)) => break Some(s),
                 Ok(None) => {}
