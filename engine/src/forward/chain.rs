@@ -1,0 +1,133 @@
+//! Walking, reading and writing mbuf chains the forwarder owns.
+
+use super::*;
+
+/// A read position in an mbuf chain the forwarder owns from `m` on.
+pub(super) struct Cursor {
+    pub(super) m: *mut sys::rte_mbuf,
+    pub(super) off: usize,
+}
+
+#[inline(always)]
+pub(super) unsafe fn clear_tx_flags(m: *mut sys::rte_mbuf) {
+    (*m).ol_flags &= !sys::RTE_MBUF_F_TX_OFFLOAD_MASK;
+}
+
+/// Walks from `m` until `len` bytes are covered: the mbuf reached, the
+/// mbufs walked, the bytes they hold (null and less than `len` if short).
+#[inline(always)]
+pub(super) unsafe fn walk(m: *mut sys::rte_mbuf, len: usize) -> (*mut sys::rte_mbuf, u16, usize) {
+    let (mut x, mut cnt, mut acc) = (m, 0u16, 0usize);
+    while !x.is_null() {
+        acc += mb::data_len(x) as usize;
+        cnt += 1;
+        if acc >= len {
+            return (x, cnt, acc);
+        }
+        x = mb::next(x);
+    }
+    (x, cnt, acc)
+}
+
+/// Calls `f` on the bytes `[off, off + len)` of a chain, chunk by chunk.
+#[inline(always)]
+pub(super) unsafe fn for_chunks(
+    mut m: *mut sys::rte_mbuf,
+    mut off: usize,
+    mut len: usize,
+    mut f: impl FnMut(*mut u8, usize),
+) -> bool {
+    while !m.is_null() && len > 0 {
+        let dl = mb::data_len(m) as usize;
+        if off >= dl {
+            off -= dl;
+        } else {
+            let n = (dl - off).min(len);
+            f(mb::mtod(m).add(off), n);
+            len -= n;
+            off = 0;
+        }
+        m = mb::next(m);
+    }
+    len == 0
+}
+
+/// Copies `out.len()` bytes from chain offset `off`.
+pub(super) unsafe fn gather(m: *mut sys::rte_mbuf, off: usize, out: &mut [u8]) -> bool {
+    let mut at = 0;
+    for_chunks(m, off, out.len(), |p, n| {
+        std::ptr::copy_nonoverlapping(p, out.as_mut_ptr().add(at), n);
+        at += n;
+    })
+}
+
+/// Writes `src` at chain offset `off`.
+pub(super) unsafe fn scatter(m: *mut sys::rte_mbuf, off: usize, src: &[u8]) -> bool {
+    let mut at = 0;
+    for_chunks(m, off, src.len(), |p, n| {
+        std::ptr::copy_nonoverlapping(src.as_ptr().add(at), p, n);
+        at += n;
+    })
+}
+
+/// One's-complement sum of `[off, off + len)` of a chain.
+pub(super) unsafe fn chain_sum(m: *mut sys::rte_mbuf, off: usize, len: usize) -> u16 {
+    let mut s = Sum::default();
+    for_chunks(m, off, len, |p, n| s.add(std::slice::from_raw_parts(p, n)));
+    s.s
+}
+
+/// Moves the cursor past exhausted mbufs (freeing them).
+#[inline(always)]
+pub(super) unsafe fn normalize(cur: &mut Cursor) {
+    while !cur.m.is_null() && cur.off >= mb::data_len(cur.m) as usize {
+        cur.off -= mb::data_len(cur.m) as usize;
+        let next = mb::next(cur.m);
+        (*cur.m).next = std::ptr::null_mut();
+        sys::rte_pktmbuf_free_seg(cur.m);
+        cur.m = next;
+    }
+}
+
+/// Reads `len` bytes at the cursor, freeing the mbufs it finishes; returns
+/// the bytes read (less if the chain ends).
+pub(super) unsafe fn take(cur: &mut Cursor, len: usize, mut f: impl FnMut(&[u8])) -> usize {
+    let mut got = 0;
+    while got < len {
+        normalize(cur);
+        if cur.m.is_null() {
+            break;
+        }
+        let dl = mb::data_len(cur.m) as usize;
+        let n = (dl - cur.off).min(len - got);
+        f(std::slice::from_raw_parts(mb::mtod(cur.m).add(cur.off), n));
+        cur.off += n;
+        got += n;
+    }
+    normalize(cur);
+    got
+}
+
+/// Frees what is left of the chain.
+pub(super) unsafe fn free_cursor(cur: &mut Cursor) {
+    if !cur.m.is_null() {
+        sys::rte_pktmbuf_free(cur.m);
+        cur.m = std::ptr::null_mut();
+    }
+}
+
+/// A running one's-complement sum over pieces of any length.
+#[derive(Default)]
+pub(super) struct Sum {
+    pub(super) s: u16,
+    pub(super) odd: bool,
+}
+
+impl Sum {
+    #[inline(always)]
+    pub(super) fn add(&mut self, piece: &[u8]) {
+        let cs = csum::sum(piece);
+        self.s = csum::add(self.s, if self.odd { cs.swap_bytes() } else { cs });
+        self.odd ^= piece.len() & 1 == 1;
+    }
+}

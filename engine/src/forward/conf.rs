@@ -1,0 +1,184 @@
+//! What the forward stage is asked to do: the encapsulation, the TX port's
+//! offloads and what they allow, the stage's settings.
+
+use anyhow::Result;
+use dpdk_sys as sys;
+
+/// TX offload bits dpdk-sys does not name (`RTE_BIT64` in rte_ethdev.h, 22.11).
+pub const TX_OFFLOAD_OUTER_IPV4_CKSUM: u64 = 1 << 7;
+pub const TX_OFFLOAD_VXLAN_TNL_TSO: u64 = 1 << 9;
+
+/// `struct virtio_net_hdr_mrg_rxbuf`.
+pub const VIRTIO_NET_HDR_LEN: u16 = 12;
+pub const VIRTIO_NET_HDR_F_NEEDS_CSUM: u8 = 1;
+pub const VIRTIO_NET_HDR_GSO_NONE: u8 = 0;
+pub const VIRTIO_NET_HDR_GSO_TCPV4: u8 = 1;
+pub const VIRTIO_NET_HDR_GSO_TCPV6: u8 = 4;
+pub const VIRTIO_NET_HDR_GSO_ECN: u8 = 0x80;
+
+/// Outer Ethernet + IPv4 + UDP + VXLAN.
+pub const VXLAN_ENCAP_LEN: u16 = 50;
+pub const VXLAN_UDP_PORT: u16 = 4789;
+
+/// The outer headers of `Encap::Vxlan`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VxlanConf {
+    /// 24-bit VXLAN network identifier.
+    pub vni: u32,
+    pub src_mac: [u8; 6],
+    pub dst_mac: [u8; 6],
+    pub src_ip: [u8; 4],
+    pub dst_ip: [u8; 4],
+    /// Outer UDP source port; 0: derived from the inner flow (RFC 7348
+    /// entropy, 49152..=65535), so one flow keeps one underlay path.
+    pub src_port: u16,
+    pub dst_port: u16,
+    pub ttl: u8,
+}
+
+impl Default for VxlanConf {
+    fn default() -> Self {
+        VxlanConf {
+            vni: 1,
+            src_mac: [0x02, 0, 0, 0, 0, 0x0a],
+            dst_mac: [0x02, 0, 0, 0, 0, 0x0b],
+            src_ip: [192, 0, 2, 1],
+            dst_ip: [192, 0, 2, 2],
+            src_port: 0,
+            dst_port: VXLAN_UDP_PORT,
+            ttl: 64,
+        }
+    }
+}
+
+/// What is prepended to every packet forwarded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Encap {
+    #[default]
+    None,
+    /// A 12 B virtio_net_hdr_mrg_rxbuf (little endian, as virtio 1.0 and
+    /// legacy x86 peers read it). A merged packet is not segmented: the header
+    /// carries its GSO layout (gso_type, gso_size, hdr_len) and a partial
+    /// checksum (NEEDS_CSUM, csum_start, csum_offset; the TCP checksum field
+    /// holds the pseudo-header sum with the length, as Linux's
+    /// CHECKSUM_PARTIAL); the peer segments. `num_buffers` is left 0 (the
+    /// receiving device fills it).
+    VirtioNet,
+    Vxlan(VxlanConf),
+}
+
+impl Encap {
+    /// Bytes prepended.
+    pub fn header_len(&self) -> u16 {
+        match self {
+            Encap::None => 0,
+            Encap::VirtioNet => VIRTIO_NET_HDR_LEN,
+            Encap::Vxlan(_) => VXLAN_ENCAP_LEN,
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Encap::None => "none",
+            Encap::VirtioNet => "virtio",
+            Encap::Vxlan(_) => "vxlan",
+        }
+    }
+
+    /// The CLI form: `none`, `virtio` or `vxlan` (with `vni`, the other
+    /// outer fields at their defaults).
+    pub fn parse(kind: &str, vni: u32) -> Result<Encap, String> {
+        match kind {
+            "none" => Ok(Encap::None),
+            "virtio" | "virtio-net" => Ok(Encap::VirtioNet),
+            "vxlan" => {
+                if vni > 0x00ff_ffff {
+                    return Err(format!("--vni {vni} is out of range: give 0..=16777215"));
+                }
+                Ok(Encap::Vxlan(VxlanConf {
+                    vni,
+                    ..VxlanConf::default()
+                }))
+            }
+            _ => Err(format!(
+                "--encap {kind}: unknown encapsulation; give none, virtio or vxlan"
+            )),
+        }
+    }
+}
+
+/// Which TX offloads the forwarder may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TxOffloads {
+    /// What the port was configured with (`rte_eth_dev_conf_get`).
+    #[default]
+    Port,
+    /// None: software segmentation always.
+    Software,
+    /// These `RTE_ETH_TX_OFFLOAD_*` bits (tests; a port configured elsewhere).
+    Given(u64),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ForwardConf {
+    pub port: u16,
+    pub queue: u16,
+    pub encap: Encap,
+    pub offloads: TxOffloads,
+    /// `rte_eth_tx_burst` calls that take nothing before the rest of a batch
+    /// is dropped.
+    pub tx_retries: u32,
+}
+
+impl Default for ForwardConf {
+    fn default() -> Self {
+        ForwardConf {
+            port: 0,
+            queue: 0,
+            encap: Encap::None,
+            offloads: TxOffloads::Port,
+            tx_retries: 8,
+        }
+    }
+}
+
+/// The TX offloads a forward port should be configured with (mask them with
+/// `dev_info.tx_offload_capa`, as for every offload).
+pub fn tx_offloads_wanted(encap: &Encap) -> u64 {
+    let mut w = sys::RTE_ETH_TX_OFFLOAD_MULTI_SEGS
+        | sys::RTE_ETH_TX_OFFLOAD_TCP_TSO
+        | sys::RTE_ETH_TX_OFFLOAD_IPV4_CKSUM
+        | sys::RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
+    if let Encap::Vxlan(_) = encap {
+        w |= TX_OFFLOAD_VXLAN_TNL_TSO | TX_OFFLOAD_OUTER_IPV4_CKSUM;
+    }
+    w
+}
+
+/// What segmentation the TX port does, from its offload bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TxCaps {
+    pub tso_v4: bool,
+    pub tso_v6: bool,
+    /// VXLAN tunnel TSO (with the outer IPv4 checksum the NIC must redo).
+    pub vxlan_tso_v4: bool,
+    pub vxlan_tso_v6: bool,
+    /// Buffers one TSO packet may span (0: no limit known).
+    pub max_segs: u16,
+}
+
+impl TxCaps {
+    pub fn from_offloads(bits: u64, max_segs: u16) -> TxCaps {
+        let has = |b: u64| bits & b == b;
+        let v4csum = has(sys::RTE_ETH_TX_OFFLOAD_IPV4_CKSUM);
+        let tso = has(sys::RTE_ETH_TX_OFFLOAD_TCP_TSO);
+        let tnl = has(TX_OFFLOAD_VXLAN_TNL_TSO | TX_OFFLOAD_OUTER_IPV4_CKSUM);
+        TxCaps {
+            tso_v4: tso && v4csum,
+            tso_v6: tso,
+            vxlan_tso_v4: tnl && v4csum,
+            vxlan_tso_v6: tnl,
+            max_segs,
+        }
+    }
+}

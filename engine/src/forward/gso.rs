@@ -1,0 +1,345 @@
+//! Segmentation of a merged packet for the TX port: whole to a virtio peer,
+//! TSO, or software GSO (zero-copy where the chain allows, copied otherwise).
+
+use super::*;
+
+impl Forwarder {
+    /// Hands a merged packet whole to a virtio peer: the header says how to
+    /// segment it, the TCP checksum is partial (pseudo-header with length).
+    pub(super) unsafe fn virtio_gso(
+        &mut self,
+        m: *mut sys::rte_mbuf,
+        h: &mut [u8; MAX_HDR],
+        lay: &Layout,
+    ) {
+        let hl = lay.hdr_len();
+        let tcp = lay.tcp();
+        let tcp_len = mb::pkt_len(m) as usize - tcp;
+        let inner_hdr = (lay.l2 + lay.l3 + lay.l4) as u16;
+        let mut gso_type = if lay.ipv6 {
+            VIRTIO_NET_HDR_GSO_TCPV6
+        } else {
+            VIRTIO_NET_HDR_GSO_TCPV4
+        };
+        if h[tcp + 13] & TCP_CWR != 0 {
+            gso_type |= VIRTIO_NET_HDR_GSO_ECN;
+        }
+        let v = &mut h[..VIRTIO_NET_HDR_LEN as usize];
+        v[0] = VIRTIO_NET_HDR_F_NEEDS_CSUM;
+        v[1] = gso_type;
+        v[2..4].copy_from_slice(&inner_hdr.to_le_bytes());
+        v[4..6].copy_from_slice(&(lay.mss as u16).to_le_bytes());
+        v[6..8].copy_from_slice(&((lay.l2 + lay.l3) as u16).to_le_bytes());
+        v[8..10].copy_from_slice(&16u16.to_le_bytes());
+        v[10..12].copy_from_slice(&0u16.to_le_bytes());
+        let p = pseudo(h, lay, tcp_len);
+        h[tcp + 16..tcp + 18].copy_from_slice(&p.to_be_bytes());
+        scatter(m, 0, &h[..hl]);
+        clear_tx_flags(m);
+        self.stats.virtio_gso_packets += 1;
+        self.queue(m);
+    }
+
+    /// Hands a merged packet to the port's TSO (DPDK's contract: TCP
+    /// checksum = pseudo-header sum without the length, IPv4 checksum 0).
+    pub(super) unsafe fn tso(
+        &mut self,
+        m: *mut sys::rte_mbuf,
+        h: &mut [u8; MAX_HDR],
+        lay: &Layout,
+        sport: u16,
+    ) {
+        let hl = lay.hdr_len();
+        let (ip, tcp) = (lay.ip(), lay.tcp());
+        let mut flags = sys::RTE_MBUF_F_TX_TCP_SEG;
+        if lay.ipv6 {
+            flags |= sys::RTE_MBUF_F_TX_IPV6;
+        } else {
+            flags |= sys::RTE_MBUF_F_TX_IPV4 | sys::RTE_MBUF_F_TX_IP_CKSUM;
+            h[ip + 10..ip + 12].copy_from_slice(&[0, 0]);
+        }
+        let p = pseudo(h, lay, 0);
+        h[tcp + 16..tcp + 18].copy_from_slice(&p.to_be_bytes());
+        let mut word =
+            mb::tx_offload_word(lay.l2 as u64, lay.l3 as u64, lay.l4 as u64, lay.mss as u64);
+        if lay.elen > 0 {
+            let id = self.next_outer_id();
+            let total = mb::pkt_len(m) as usize;
+            write_outer(&mut h[..lay.elen], &self.outer, total, id, sport, false);
+            flags |= sys::RTE_MBUF_F_TX_OUTER_IPV4
+                | sys::RTE_MBUF_F_TX_OUTER_IP_CKSUM
+                | sys::RTE_MBUF_F_TX_TUNNEL_VXLAN;
+            // Tunnel layout: l2_len = outer UDP + VXLAN + inner L2.
+            word = mb::tx_offload_word(
+                16 + lay.l2 as u64,
+                lay.l3 as u64,
+                lay.l4 as u64,
+                lay.mss as u64,
+            ) | outer_lens_word(20, 14);
+        }
+        scatter(m, 0, &h[..hl]);
+        (*m).ol_flags = ((*m).ol_flags & !sys::RTE_MBUF_F_TX_OFFLOAD_MASK) | flags;
+        (*m).__bindgen_anon_3.tx_offload = word;
+        self.stats.tso_packets += 1;
+        self.needs_prepare = true;
+        self.queue(m);
+    }
+
+    /// Software GSO: the merged chain `m` (headers `tmpl`) back into
+    /// MSS-sized segments, in place where the chain allows.
+    pub(super) unsafe fn gso(
+        &mut self,
+        m: *mut sys::rte_mbuf,
+        tmpl: &[u8; MAX_HDR],
+        lay: &Layout,
+        sport: u16,
+        reserve: usize,
+    ) {
+        let hl = lay.hdr_len();
+        let payload = mb::pkt_len(m) as usize - hl;
+        let mss = lay.mss;
+        let nseg = payload.div_ceil(mss);
+        self.stats.gso_packets += 1;
+        let mut hdr = [0u8; MAX_HDR];
+        // Segment 0 keeps the head (and whatever prepend chained in front).
+        let len0 = mss.min(payload);
+        let (x, cnt, acc) = walk(m, hl + len0);
+        let mut cur;
+        if acc == hl + len0 && !x.is_null() {
+            cur = Cursor {
+                m: (*x).next,
+                off: 0,
+            };
+            (*x).next = std::ptr::null_mut();
+            (*m).nb_segs = cnt;
+            (*m).pkt_len = (hl + len0) as u32;
+            let ps = chain_sum(m, hl, len0);
+            self.seg_header(&mut hdr, tmpl, lay, 0, len0, nseg == 1, ps, sport);
+            scatter(m, 0, &hdr[..hl]);
+            clear_tx_flags(m);
+            self.stats.gso_segments += 1;
+            self.queue(m);
+        } else {
+            cur = Cursor { m, off: hl };
+            if !self.copy_segment(&mut cur, tmpl, lay, 0, len0, nseg == 1, sport) {
+                return free_cursor(&mut cur);
+            }
+        }
+        for k in 1..nseg {
+            let seglen = mss.min(payload - k * mss);
+            let last = k + 1 == nseg;
+            normalize(&mut cur);
+            if cur.m.is_null() {
+                self.stats.malformed += 1;
+                return;
+            }
+            if cur.off == 0 {
+                let (x, cnt, acc) = walk(cur.m, seglen);
+                if acc == seglen && !x.is_null() {
+                    let first = cur.m;
+                    cur.m = (*x).next;
+                    (*x).next = std::ptr::null_mut();
+                    let ps = chain_sum(first, 0, seglen);
+                    self.seg_header(&mut hdr, tmpl, lay, k, seglen, last, ps, sport);
+                    self.emit_aligned(first, cnt, &hdr[..hl], seglen, reserve);
+                    continue;
+                }
+            }
+            if !self.copy_segment(&mut cur, tmpl, lay, k, seglen, last, sport) {
+                return free_cursor(&mut cur);
+            }
+        }
+        free_cursor(&mut cur);
+    }
+
+    /// A segment whose payload is exactly the chain `first` (`cnt` buffers):
+    /// headers written in front of it (a pointer move) or, when the room is
+    /// short, in a header mbuf chained in front (a headroom miss).
+    pub(super) unsafe fn emit_aligned(
+        &mut self,
+        first: *mut sys::rte_mbuf,
+        cnt: u16,
+        hdr: &[u8],
+        seglen: usize,
+        reserve: usize,
+    ) {
+        let hl = hdr.len();
+        const NOT_DIRECT: u64 = sys::RTE_MBUF_F_INDIRECT | sys::RTE_MBUF_F_EXTERNAL;
+        let writable = mb::refcnt(first) == 1 && mb::ol_flags(first) & NOT_DIRECT == 0;
+        let room = if writable {
+            (mb::headroom(first) as usize).saturating_sub(reserve)
+        } else {
+            0
+        };
+        let seg = if room >= hl {
+            (*first).data_off -= hl as u16;
+            (*first).data_len += hl as u16;
+            std::ptr::copy_nonoverlapping(hdr.as_ptr(), mb::mtod(first), hl);
+            (*first).nb_segs = cnt;
+            (*first).pkt_len = (hl + seglen) as u32;
+            clear_tx_flags(first);
+            first
+        } else {
+            self.stats.headroom_miss += 1;
+            let h = sys::rte_pktmbuf_alloc(self.pool.as_ptr());
+            if h.is_null() {
+                self.stats.no_mbuf += 1;
+                return sys::rte_pktmbuf_free(first);
+            }
+            std::ptr::copy_nonoverlapping(hdr.as_ptr(), mb::mtod(h), hl);
+            (*h).data_len = hl as u16;
+            (*h).pkt_len = (hl + seglen) as u32;
+            (*h).nb_segs = cnt + 1;
+            (*h).next = first;
+            (*h).port = (*first).port;
+            h
+        };
+        self.stats.gso_segments += 1;
+        self.queue(seg);
+    }
+
+    /// A segment copied from the cursor into fresh mbufs (a chain whose
+    /// payload does not fall on buffer boundaries). False if the chain ran
+    /// short (the rest is dropped, counted malformed).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn copy_segment(
+        &mut self,
+        cur: &mut Cursor,
+        tmpl: &[u8; MAX_HDR],
+        lay: &Layout,
+        k: usize,
+        seglen: usize,
+        last: bool,
+        sport: u16,
+    ) -> bool {
+        let hl = lay.hdr_len();
+        let cap = (self.pool.data_room() as usize) - sys::RTE_PKTMBUF_HEADROOM as usize;
+        let need = (hl + seglen).div_ceil(cap);
+        let mut d = [std::ptr::null_mut::<sys::rte_mbuf>(); MAX_COPY_SEGS];
+        let ok = need <= MAX_COPY_SEGS
+            && sys::rte_pktmbuf_alloc_bulk(self.pool.as_ptr(), d.as_mut_ptr(), need as u32) == 0;
+        if !ok {
+            self.stats.no_mbuf += 1;
+            // Skip the segment's payload.
+            return take(cur, seglen, |_| {}) == seglen;
+        }
+        let d = &mut d[..need];
+        (*d[0]).data_len = hl as u16;
+        let (mut i, mut sum) = (0usize, Sum::default());
+        let got = take(cur, seglen, |mut piece: &[u8]| {
+            sum.add(piece);
+            while !piece.is_empty() {
+                let dm = d[i];
+                let room = mb::tailroom(dm) as usize;
+                if room == 0 {
+                    i += 1;
+                    continue;
+                }
+                let n = room.min(piece.len());
+                std::ptr::copy_nonoverlapping(
+                    piece.as_ptr(),
+                    mb::mtod(dm).add(mb::data_len(dm) as usize),
+                    n,
+                );
+                (*dm).data_len += n as u16;
+                piece = &piece[n..];
+            }
+        });
+        if got < seglen {
+            sys::rte_pktmbuf_free_bulk(d.as_mut_ptr(), need as u32);
+            self.stats.malformed += 1;
+            return false;
+        }
+        for j in 1..need {
+            (*d[j - 1]).next = d[j];
+        }
+        let h = d[0];
+        (*h).nb_segs = need as u16;
+        (*h).pkt_len = (hl + seglen) as u32;
+        let mut hdr = [0u8; MAX_HDR];
+        self.seg_header(&mut hdr, tmpl, lay, k, seglen, last, sum.s, sport);
+        std::ptr::copy_nonoverlapping(hdr.as_ptr(), mb::mtod(h), hl);
+        self.stats.gso_segments += 1;
+        self.stats.copied_segments += 1;
+        self.queue(h);
+        true
+    }
+
+    /// Segment `k`'s headers from the merged packet's (`tmpl`), for a payload
+    /// of `seglen` bytes whose one's-complement sum is `psum`.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub(super) fn seg_header(
+        &mut self,
+        out: &mut [u8; MAX_HDR],
+        tmpl: &[u8; MAX_HDR],
+        lay: &Layout,
+        k: usize,
+        seglen: usize,
+        last: bool,
+        psum: u16,
+        sport: u16,
+    ) {
+        let hl = lay.hdr_len();
+        out[..hl].copy_from_slice(&tmpl[..hl]);
+        if lay.elen == VXLAN_ENCAP_LEN as usize {
+            let id = self.next_outer_id();
+            write_outer(
+                &mut out[..lay.elen],
+                &self.outer,
+                hl + seglen,
+                id,
+                sport,
+                true,
+            );
+        }
+        let (ip, tcp, l3) = (lay.ip(), lay.tcp(), lay.l3);
+        let tcp_len = lay.l4 + seglen;
+        if lay.ipv6 {
+            let plen = (l3 - 40 + tcp_len) as u16;
+            out[ip + 4..ip + 6].copy_from_slice(&plen.to_be_bytes());
+        } else {
+            let id0 = u16::from_be_bytes([tmpl[ip + 4], tmpl[ip + 5]]);
+            out[ip + 2..ip + 4].copy_from_slice(&((l3 + tcp_len) as u16).to_be_bytes());
+            out[ip + 4..ip + 6].copy_from_slice(&id0.wrapping_add(k as u16).to_be_bytes());
+            out[ip + 10..ip + 12].copy_from_slice(&[0, 0]);
+            let c = csum::ipv4_header(&out[ip..ip + l3]);
+            out[ip + 10..ip + 12].copy_from_slice(&c.to_be_bytes());
+        }
+        let seq0 = u32::from_be_bytes([tmpl[tcp + 4], tmpl[tcp + 5], tmpl[tcp + 6], tmpl[tcp + 7]]);
+        let seq = seq0.wrapping_add((k * lay.mss) as u32);
+        out[tcp + 4..tcp + 8].copy_from_slice(&seq.to_be_bytes());
+        let mut f = tmpl[tcp + 13];
+        if k > 0 {
+            f &= !TCP_CWR;
+        }
+        if !last {
+            f &= !(TCP_PSH | TCP_FIN);
+        }
+        out[tcp + 13] = f;
+        out[tcp + 16..tcp + 18].copy_from_slice(&[0, 0]);
+        let s = csum::add(
+            csum::add(
+                pseudo(out, lay, tcp_len),
+                csum::sum(&out[tcp..tcp + lay.l4]),
+            ),
+            psum,
+        );
+        out[tcp + 16..tcp + 18].copy_from_slice(&csum::finish(s).to_be_bytes());
+    }
+}
+
+/// The TCP pseudo-header sum for a TCP length (addresses from `h`).
+#[inline]
+pub(super) fn pseudo(h: &[u8], lay: &Layout, tcp_len: usize) -> u16 {
+    let ip = lay.ip();
+    if lay.ipv6 {
+        let a: &[u8; 16] = h[ip + 8..ip + 24].try_into().unwrap();
+        let b: &[u8; 16] = h[ip + 24..ip + 40].try_into().unwrap();
+        csum::pseudo_v6(a, b, 6, tcp_len as u32)
+    } else {
+        let a: [u8; 4] = h[ip + 12..ip + 16].try_into().unwrap();
+        let b: [u8; 4] = h[ip + 16..ip + 20].try_into().unwrap();
+        csum::pseudo_v4(a, b, 6, tcp_len as u16)
+    }
+}
