@@ -159,19 +159,7 @@ mod tests {
     use super::*;
 
     fn run(cell: &str, rep: u32, pps: f64) -> RunRecord {
-        RunRecord {
-            cell: cell.into(),
-            repetition: rep,
-            position: 1,
-            ok: true,
-            error: None,
-            exit_code: Some(0),
-            metrics: vec![("rx_pps".into(), Some(pps))],
-            mbufs_leaked: Some(0),
-            wall_s: 1.0,
-            argv: vec![],
-            report: None,
-        }
+        RunRecord::measured(cell, rep, pps)
     }
 
     #[test]

@@ -49,6 +49,27 @@ pub struct RunRecord {
     pub report: Option<Value>,
 }
 
+impl RunRecord {
+    /// A successful run of `cell` in repetition `rep` that measured `pps`
+    /// (for tests of what is made of runs).
+    #[cfg(test)]
+    pub(crate) fn measured(cell: &str, rep: u32, pps: f64) -> RunRecord {
+        RunRecord {
+            cell: cell.into(),
+            repetition: rep,
+            position: 1,
+            ok: true,
+            error: None,
+            exit_code: Some(0),
+            metrics: vec![("rx_pps".into(), Some(pps))],
+            mbufs_leaked: Some(0),
+            wall_s: 1.0,
+            argv: vec![],
+            report: None,
+        }
+    }
+}
+
 /// Run order: repetition r starts at cell r mod n (A B C, B C A, C A B ...).
 pub fn schedule(n: usize, repetitions: u32) -> Vec<(u32, usize, usize)> {
     let mut out = Vec::new();

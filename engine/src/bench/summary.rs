@@ -136,17 +136,8 @@ mod tests {
 
     fn run(cell: &str, ok: bool, pps: f64) -> RunRecord {
         RunRecord {
-            cell: cell.into(),
-            repetition: 1,
-            position: 1,
             ok,
-            error: None,
-            exit_code: Some(0),
-            metrics: vec![("rx_pps".into(), Some(pps))],
-            mbufs_leaked: Some(0),
-            wall_s: 1.0,
-            argv: vec![],
-            report: None,
+            ..RunRecord::measured(cell, 1, pps)
         }
     }
 
