@@ -313,6 +313,34 @@ impl<const N: usize> Drop for Burst<N> {
     }
 }
 
+/// Calls `f` on the bytes `[off, off + len)` of the chain from `m`, buffer by
+/// buffer; true when the chain held them all.
+///
+/// # Safety
+/// `m` is null or a valid chain the caller may read (and, through the
+/// pointers `f` gets, write within each buffer's `data_len`).
+#[inline(always)]
+pub unsafe fn for_chunks(
+    mut m: *mut sys::rte_mbuf,
+    mut off: usize,
+    mut len: usize,
+    mut f: impl FnMut(*mut u8, usize),
+) -> bool {
+    while !m.is_null() && len > 0 {
+        let dl = mb::data_len(m) as usize;
+        if off >= dl {
+            off -= dl;
+        } else {
+            let n = (dl - off).min(len);
+            f(mb::mtod(m).add(off), n);
+            len -= n;
+            off = 0;
+        }
+        m = mb::next(m);
+    }
+    len == 0
+}
+
 /// Frees mbuf chains in bulk, written out in Rust so a stage can read a
 /// packet's length in the same pass (rte_pktmbuf_free_bulk makes a second
 /// pass over the mbufs; on a sink that pass is a measurable share).

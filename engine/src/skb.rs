@@ -337,22 +337,12 @@ impl GroBuf for Skb {
     }
 
     #[inline(always)]
-    fn for_each_chunk<F: FnMut(&[u8])>(&self, mut off: usize, mut len: usize, mut f: F) {
-        let mut m = self.as_ptr();
+    fn for_each_chunk<F: FnMut(&[u8])>(&self, off: usize, len: usize, mut f: F) {
         // SAFETY: walking our own chain; each slice stays within data_len.
         unsafe {
-            while !m.is_null() && len > 0 {
-                let dl = mb::data_len(m) as usize;
-                if off >= dl {
-                    off -= dl;
-                } else {
-                    let n = (dl - off).min(len);
-                    f(std::slice::from_raw_parts(mb::mtod(m).add(off), n));
-                    len -= n;
-                    off = 0;
-                }
-                m = mb::next(m);
-            }
+            crate::mbuf::for_chunks(self.as_ptr(), off, len, |p, n| {
+                f(std::slice::from_raw_parts(p, n))
+            });
         }
     }
 

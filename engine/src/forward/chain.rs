@@ -1,6 +1,7 @@
 //! Walking, reading and writing mbuf chains the forwarder owns.
 
 use super::*;
+use crate::mbuf::for_chunks;
 
 /// A read position in an mbuf chain the forwarder owns from `m` on.
 pub(super) struct Cursor {
@@ -27,29 +28,6 @@ pub(super) unsafe fn walk(m: *mut sys::rte_mbuf, len: usize) -> (*mut sys::rte_m
         x = mb::next(x);
     }
     (x, cnt, acc)
-}
-
-/// Calls `f` on the bytes `[off, off + len)` of a chain, chunk by chunk.
-#[inline(always)]
-pub(super) unsafe fn for_chunks(
-    mut m: *mut sys::rte_mbuf,
-    mut off: usize,
-    mut len: usize,
-    mut f: impl FnMut(*mut u8, usize),
-) -> bool {
-    while !m.is_null() && len > 0 {
-        let dl = mb::data_len(m) as usize;
-        if off >= dl {
-            off -= dl;
-        } else {
-            let n = (dl - off).min(len);
-            f(mb::mtod(m).add(off), n);
-            len -= n;
-            off = 0;
-        }
-        m = mb::next(m);
-    }
-    len == 0
 }
 
 /// Copies `out.len()` bytes from chain offset `off`.
