@@ -12,19 +12,10 @@ pub const TCP_LEN: usize = 20;
 /// NOP, NOP, timestamps (kind 8, length 10): what Linux sends on every segment.
 pub const TCP_TS_OPT_LEN: usize = 12;
 
-pub const ETHERTYPE_IPV4: u16 = 0x0800;
-pub const ETHERTYPE_IPV6: u16 = 0x86dd;
-pub const ETHERTYPE_VLAN: u16 = 0x8100;
-pub const ETHERTYPE_QINQ: u16 = 0x88a8;
-
-pub const TCP_FIN: u8 = 0x01;
-pub const TCP_SYN: u8 = 0x02;
-pub const TCP_RST: u8 = 0x04;
-pub const TCP_PSH: u8 = 0x08;
-pub const TCP_ACK: u8 = 0x10;
-pub const TCP_URG: u8 = 0x20;
-pub const TCP_ECE: u8 = 0x40;
-pub const TCP_CWR: u8 = 0x80;
+pub use crate::wire::{
+    ETH_P_8021AD, ETH_P_8021Q, ETH_P_IPV4, ETH_P_IPV6, TCP_ACK, TCP_CWR, TCP_ECE, TCP_FIN, TCP_PSH,
+    TCP_RST, TCP_SYN, TCP_URG,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Addrs {
@@ -130,9 +121,9 @@ impl FlowSpec {
         let mut o = 12;
         for (i, v) in self.vlans.iter().enumerate() {
             let tpid = if i == 0 && self.vlans.len() == 2 {
-                ETHERTYPE_QINQ
+                ETH_P_8021AD
             } else {
-                ETHERTYPE_VLAN
+                ETH_P_8021Q
             };
             buf[o..o + 2].copy_from_slice(&tpid.to_be_bytes());
             buf[o + 2..o + 4].copy_from_slice(&(v & 0x0fff).to_be_bytes());
@@ -143,7 +134,7 @@ impl FlowSpec {
         let pseudo;
         match self.addrs {
             Addrs::V4 { src, dst } => {
-                buf[o..o + 2].copy_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
+                buf[o..o + 2].copy_from_slice(&ETH_P_IPV4.to_be_bytes());
                 o += 2;
                 let ip = &mut buf[o..o + IPV4_LEN];
                 ip[0] = 0x45;
@@ -162,7 +153,7 @@ impl FlowSpec {
                 o += IPV4_LEN;
             }
             Addrs::V6 { src, dst } => {
-                buf[o..o + 2].copy_from_slice(&ETHERTYPE_IPV6.to_be_bytes());
+                buf[o..o + 2].copy_from_slice(&ETH_P_IPV6.to_be_bytes());
                 o += 2;
                 let ip = &mut buf[o..o + IPV6_LEN];
                 let vtcfl = (6u32 << 28) | ((self.tos as u32) << 20) | (self.flow_label & 0xfffff);
@@ -290,9 +281,9 @@ mod tests {
                 let f = &segment_stream(&spec, 7, 1, 100, 1448)[0];
                 let et = u16::from_be_bytes([f[12], f[13]]);
                 match vlans.len() {
-                    0 => assert_eq!(et, if ipv6 { ETHERTYPE_IPV6 } else { ETHERTYPE_IPV4 }),
-                    1 => assert_eq!(et, ETHERTYPE_VLAN),
-                    _ => assert_eq!(et, ETHERTYPE_QINQ),
+                    0 => assert_eq!(et, if ipv6 { ETH_P_IPV6 } else { ETH_P_IPV4 }),
+                    1 => assert_eq!(et, ETH_P_8021Q),
+                    _ => assert_eq!(et, ETH_P_8021AD),
                 }
             }
         }

@@ -60,6 +60,16 @@ pub const ETH_P_8021Q: u16 = 0x8100;
 pub const ETH_P_8021AD: u16 = 0x88a8;
 pub const IPPROTO_TCP: u8 = 6;
 
+/// TCP flags (byte 13 of the header).
+pub const TCP_FIN: u8 = 0x01;
+pub const TCP_SYN: u8 = 0x02;
+pub const TCP_RST: u8 = 0x04;
+pub const TCP_PSH: u8 = 0x08;
+pub const TCP_ACK: u8 = 0x10;
+pub const TCP_URG: u8 = 0x20;
+pub const TCP_ECE: u8 = 0x40;
+pub const TCP_CWR: u8 = 0x80;
+
 /// Where the headers of a TCP segment are, and the fields GRO needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Tcp {

@@ -39,6 +39,7 @@ use crate::csum;
 use crate::gro::GroBuf;
 use crate::mempool::Mempool;
 use crate::skb::{self, Skb, SkbMeta, SkbStats};
+use crate::wire::{TCP_CWR, TCP_FIN, TCP_PSH};
 use anyhow::{bail, Context, Result};
 use dpdk_sys::{self as sys, inline as mb};
 use std::sync::Arc;
@@ -53,10 +54,6 @@ use chain::*;
 pub use conf::*;
 pub use stats::*;
 use vxlan::*;
-
-const TCP_FIN: u8 = 0x01;
-const TCP_PSH: u8 = 0x08;
-const TCP_CWR: u8 = 0x80;
 
 /// Longest header stack a segment carries (encap + L2 + L3 + L4).
 const MAX_HDR: usize = 256;

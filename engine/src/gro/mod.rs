@@ -26,12 +26,9 @@ use crate::wire::{Fields, NotTcp, Tcp};
 use key::FlowKey;
 use table::Table;
 
-const FIN: u8 = 0x01;
-const SYN: u8 = 0x02;
-const RST: u8 = 0x04;
-const PSH: u8 = 0x08;
-const URG: u8 = 0x20;
-const CWR: u8 = 0x80;
+use crate::wire::{
+    TCP_CWR as CWR, TCP_FIN as FIN, TCP_PSH as PSH, TCP_RST as RST, TCP_SYN as SYN, TCP_URG as URG,
+};
 /// PSH, FIN and CWR in the offset/flags/window word: allowed to differ.
 const WORD_FREE: u32 = ((PSH | FIN | CWR) as u32) << 16;
 
