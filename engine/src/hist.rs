@@ -17,6 +17,45 @@ pub fn new_hist(max: u64) -> Histogram<u64> {
     Histogram::new_with_bounds(1, max.max(2), 2).expect("valid histogram bounds")
 }
 
+/// Adds `from` into `to` (same bounds) and empties it; an empty `from` is
+/// skipped (adding walks the whole counts array).
+pub fn move_into(to: &mut Histogram<u64>, from: &mut Histogram<u64>) {
+    if !from.is_empty() {
+        let _ = to.add(&*from);
+        from.reset();
+    }
+}
+
+/// Small values (`1..N`, larger ones counted as `N - 1`) counted with a plain
+/// increment on the hot path and folded into a histogram when published: an
+/// hdrhistogram record per packet costs more than the work it measures.
+/// Zeros are counted but never folded (a poll that got nothing is no burst).
+#[derive(Clone)]
+pub struct Counts<const N: usize>([u64; N]);
+
+impl<const N: usize> Default for Counts<N> {
+    fn default() -> Self {
+        Counts([0; N])
+    }
+}
+
+impl<const N: usize> Counts<N> {
+    #[inline(always)]
+    pub fn record(&mut self, v: usize) {
+        self.0[v.min(N - 1)] += 1;
+    }
+
+    /// Adds the counts into `h` and starts afresh.
+    pub fn drain_into(&mut self, h: &mut Histogram<u64>) {
+        for (v, c) in self.0.iter_mut().enumerate().skip(1) {
+            if *c > 0 {
+                h.saturating_record_n(v as u64, *c);
+                *c = 0;
+            }
+        }
+    }
+}
+
 /// What one queue records.
 #[derive(Clone)]
 pub struct QueueHist {
@@ -185,6 +224,20 @@ mod tests {
     use super::*;
     use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
     use hdrhistogram::serialization::Deserializer;
+
+    #[test]
+    fn counts_fold_into_a_histogram_once() {
+        let mut c: Counts<5> = Counts::default();
+        for v in [0, 1, 3, 3, 4, 9] {
+            c.record(v);
+        }
+        let mut h = new_hist(100);
+        c.drain_into(&mut h);
+        assert_eq!(h.len(), 5, "zeros are not folded");
+        assert_eq!((h.count_at(3), h.max()), (2, 4), "9 is counted as 4");
+        c.drain_into(&mut h);
+        assert_eq!(h.len(), 5, "drained: nothing twice");
+    }
 
     #[test]
     fn percentiles_and_merge() {

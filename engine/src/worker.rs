@@ -7,7 +7,7 @@
 use crate::eal::tsc;
 use crate::forward::{ForwardCounters, Forwarder};
 use crate::gro::{Gro, GroConfig};
-use crate::hist::QueueHist;
+use crate::hist::{move_into, Counts, QueueHist};
 use crate::mbuf::{BulkFree, Burst};
 use crate::ring_port::RingPtr;
 use crate::skb::{Skb, SkbConf, SkbStats};
@@ -200,11 +200,11 @@ struct QueueState {
     gro: Option<Gro<Skb>>,
     local: Local,
     polls_since_publish: u32,
-    hist: QueueHist,
-    /// Bursts by size since the last publish: an increment per burst,
-    /// folded into `hist.burst` when published (cheaper than a histogram
-    /// record on every poll).
-    bursts: Box<[u64; MAX_BURST + 1]>,
+    /// Segments per packet DPDK's rte_gro delivered (the baseline; grorx's
+    /// GRO keeps its own).
+    rte_segs: hdrhistogram::Histogram<u64>,
+    /// Bursts by size since the last publish.
+    bursts: Counts<{ MAX_BURST + 1 }>,
     /// Segments in and packets out when DPDK's rte_gro does the merging.
     rte_stats: crate::gro::GroStats,
 }
@@ -235,7 +235,7 @@ fn rte_gro_burst<const N: usize>(
         for &m in &chunk[..k] {
             // SAFETY: an owned chain head.
             let segs = unsafe { mb::nb_segs(m) } as u64;
-            st.hist.gro_segs.saturating_record(segs);
+            st.rte_segs.saturating_record(segs);
             st.rte_stats.max_segments = st.rte_stats.max_segments.max(segs);
             if let StageKind::Capture(_) = stage {
                 // rte_gro leaves merged headers stale: fix them before writing.
@@ -252,15 +252,6 @@ fn rte_gro_burst<const N: usize>(
     bytes
 }
 
-/// Adds `from` into `to` and empties it (adding walks the whole counts
-/// array: empty ones are skipped).
-fn move_into(to: &mut hdrhistogram::Histogram<u64>, from: &mut hdrhistogram::Histogram<u64>) {
-    if !from.is_empty() {
-        let _ = to.add(&*from);
-        from.reset();
-    }
-}
-
 /// Merges a queue's recent distributions into its shared copy, if the stats
 /// thread is not reading it right now (`force`: wait for it, at the end).
 fn publish_hist(st: &mut QueueState, shared: &Mutex<QueueHist>, force: bool) {
@@ -274,14 +265,8 @@ fn publish_hist(st: &mut QueueState, shared: &Mutex<QueueHist>, force: bool) {
         if let Some(g) = st.gro.as_mut().and_then(|g| g.histograms_mut()) {
             g.drain_into(&mut sh.gro_segs, &mut sh.gro_hold_ns);
         }
-        for (n, c) in st.bursts.iter_mut().enumerate().skip(1) {
-            if *c > 0 {
-                st.hist.burst.saturating_record_n(n as u64, *c);
-                *c = 0;
-            }
-        }
-        move_into(&mut sh.burst, &mut st.hist.burst);
-        move_into(&mut sh.gro_segs, &mut st.hist.gro_segs);
+        st.bursts.drain_into(&mut sh.burst);
+        move_into(&mut sh.gro_segs, &mut st.rte_segs);
     }
 }
 
@@ -308,8 +293,8 @@ pub fn run(
             }),
             local: Local::default(),
             polls_since_publish: 0,
-            hist: QueueHist::default(),
-            bursts: Box::new([0; MAX_BURST + 1]),
+            rte_segs: crate::hist::new_hist(256),
+            bursts: Counts::default(),
             rte_stats: crate::gro::GroStats::default(),
         })
         .collect();
@@ -345,7 +330,7 @@ pub fn run(
             let t_gro = if wc.cycles { tsc() } else { 0 };
             st.local.rx_polls += 1;
             got += n;
-            st.bursts[n.min(MAX_BURST)] += 1;
+            st.bursts.record(n);
             let (p0, b0, t0, w0) = (
                 outbox.out_packets,
                 outbox.out_bytes,

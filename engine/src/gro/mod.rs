@@ -324,10 +324,8 @@ pub struct Gro<B> {
 /// Distributions GRO records when asked (one record per output packet).
 pub struct GroHist {
     /// Packets out by segment count (a packet spans at most 64 buffers, so
-    /// at most 64 segments): a plain increment per packet, folded into a
-    /// histogram by `drain_into`, since an hdrhistogram record per
-    /// pass-through packet cost more than the rest of its way through GRO.
-    segs: [u64; 65],
+    /// at most 64 segments), folded into a histogram by `drain_into`.
+    segs: crate::hist::Counts<65>,
     /// Nanoseconds a held packet waited, first segment to flush.
     hold_ns: hdrhistogram::Histogram<u64>,
     /// Nanoseconds per TSC tick, 32.32 fixed point.
@@ -335,11 +333,6 @@ pub struct GroHist {
 }
 
 impl GroHist {
-    #[inline(always)]
-    fn record_segs(&mut self, n: u16) {
-        self.segs[(n as usize).min(64)] += 1;
-    }
-
     /// Adds what was recorded since the last call into `segs` (segments per
     /// packet) and `hold_ns`, and starts afresh.
     pub fn drain_into(
@@ -347,16 +340,8 @@ impl GroHist {
         segs: &mut hdrhistogram::Histogram<u64>,
         hold_ns: &mut hdrhistogram::Histogram<u64>,
     ) {
-        for (n, c) in self.segs.iter_mut().enumerate() {
-            if *c > 0 {
-                segs.saturating_record_n(n as u64, *c);
-                *c = 0;
-            }
-        }
-        if !self.hold_ns.is_empty() {
-            let _ = hold_ns.add(&self.hold_ns);
-            self.hold_ns.reset();
-        }
+        self.segs.drain_into(segs);
+        crate::hist::move_into(hold_ns, &mut self.hold_ns);
     }
 }
 
@@ -380,7 +365,7 @@ impl<B: GroBuf> Gro<B> {
     /// converts the TSC times given to `receive` and `tick` into ns).
     pub fn enable_histograms(&mut self, tsc_hz: u64) {
         self.hist = Some(Box::new(GroHist {
-            segs: [0; 65],
+            segs: Default::default(),
             hold_ns: crate::hist::new_hist(10_000_000_000),
             ns_per_tick: ((1_000_000_000u128 << 32) / tsc_hz.max(1) as u128) as u64,
         }));
@@ -439,7 +424,7 @@ impl<B: GroBuf> Gro<B> {
         self.stats.packets_out += 1;
         self.stats.max_segments = self.stats.max_segments.max(1);
         if let Some(g) = self.hist.as_deref_mut() {
-            g.record_segs(1);
+            g.segs.record(1);
         }
         out(pkt);
     }
@@ -768,7 +753,7 @@ impl<B: GroBuf> Gro<B> {
         let h = self.table.remove(s);
         self.stats.max_segments = self.stats.max_segments.max(h.segs as u64);
         if let Some(g) = self.hist.as_deref_mut() {
-            g.record_segs(h.segs);
+            g.segs.record(h.segs as usize);
             let ticks = self.now.saturating_sub(h.since) as u128;
             g.hold_ns
                 .saturating_record(((ticks * g.ns_per_tick as u128) >> 32) as u64);
