@@ -120,24 +120,7 @@ fn skb_conf(p: &Mempool, headroom: u16) -> SkbConf {
 
 /// A frame as a chain of mbufs holding `room` bytes each.
 fn mbuf_of(p: &Mempool, frame: &[u8], room: usize) -> *mut sys::rte_mbuf {
-    let mut parts = frame.chunks(room);
-    let mut head = Mbuf::alloc(p).unwrap();
-    assert!(head.append(parts.next().unwrap()));
-    let h = head.into_raw();
-    let mut tail = h;
-    for c in parts {
-        let mut m = Mbuf::alloc(p).unwrap();
-        assert!(m.append(c));
-        let m = m.into_raw();
-        // SAFETY: linking mbufs we own into one chain.
-        unsafe {
-            (*tail).next = m;
-            (*h).nb_segs += 1;
-            (*h).pkt_len += (*m).data_len as u32;
-        }
-        tail = m;
-    }
-    h
+    common::chain(p, frame.chunks(room))
 }
 
 /// Frames -> mbufs -> skbs -> GRO: what GRO delivers, in order.

@@ -7,7 +7,6 @@ mod common;
 
 use dpdk_sys::{self as sys, inline as mb};
 use grorx::gro::{Gro, GroBuf, GroConfig};
-use grorx::mbuf::Mbuf;
 use grorx::mempool::{Mempool, PoolParams};
 use grorx::run::{self, EalSetup, RunOptions};
 use grorx::skb::{self, Skb, SkbConf, SkbMode, SkbStats};
@@ -46,29 +45,7 @@ fn conf(p: &Mempool, head: Option<&Mempool>, headroom: u16) -> SkbConf {
 
 /// A frame in one mbuf, or split over mbufs of `room` bytes each.
 fn mbuf_of(p: &Mempool, frame: &[u8], room: usize) -> *mut sys::rte_mbuf {
-    mbuf_parts(p, frame.chunks(room).collect())
-}
-
-/// A frame as a chain of the given parts.
-fn mbuf_parts(p: &Mempool, parts: Vec<&[u8]>) -> *mut sys::rte_mbuf {
-    let mut parts = parts.into_iter();
-    let mut head = Mbuf::alloc(p).unwrap();
-    assert!(head.append(parts.next().unwrap()));
-    let h = head.into_raw();
-    let mut tail = h;
-    for c in parts {
-        let mut m = Mbuf::alloc(p).unwrap();
-        assert!(m.append(c));
-        let m = m.into_raw();
-        // SAFETY: linking mbufs we own into one chain.
-        unsafe {
-            (*tail).next = m;
-            (*h).nb_segs += 1;
-            (*h).pkt_len += (*m).data_len as u32;
-        }
-        tail = m;
-    }
-    h
+    common::chain(p, frame.chunks(room))
 }
 
 /// Checks an mbuf chain's bookkeeping and returns its bytes.
@@ -199,7 +176,7 @@ fn header_only_first_buffers_are_dropped_when_merged() {
     let mut st = SkbStats::default();
     let mut out = Vec::new();
     for f in &frames {
-        let m = mbuf_parts(&p, vec![&f[..66], &f[66..]]);
+        let m = common::chain(&p, [&f[..66], &f[66..]]);
         let s = unsafe { Skb::build(m, &sc, &mut st) };
         gro.receive(s, 0, &mut |o| out.push(o));
     }

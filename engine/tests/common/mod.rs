@@ -57,3 +57,28 @@ pub fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>]) {
     }
     std::fs::write(path, out).unwrap();
 }
+
+/// A frame as a chain of mbufs from `p`, one per part (each part fits one).
+pub fn chain<'a>(
+    p: &grorx::mempool::Mempool,
+    parts: impl IntoIterator<Item = &'a [u8]>,
+) -> *mut dpdk_sys::rte_mbuf {
+    let mut parts = parts.into_iter();
+    let mut head = grorx::mbuf::Mbuf::alloc(p).unwrap();
+    assert!(head.append(parts.next().unwrap()));
+    let h = head.into_raw();
+    let mut tail = h;
+    for c in parts {
+        let mut m = grorx::mbuf::Mbuf::alloc(p).unwrap();
+        assert!(m.append(c));
+        let m = m.into_raw();
+        // SAFETY: linking mbufs we own into one chain.
+        unsafe {
+            (*tail).next = m;
+            (*h).nb_segs += 1;
+            (*h).pkt_len += (*m).data_len as u32;
+        }
+        tail = m;
+    }
+    h
+}
