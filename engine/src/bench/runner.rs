@@ -345,19 +345,17 @@ pub fn run_one(plan: &Plan, cell: &Cell, run_id: usize) -> RunRecord {
         // The sink stops receiving `total` seconds after it started at the
         // earliest (plus its EAL start): a death after that is the peer's
         // end-of-run crash, noted but not held against the run.
-        let after_run = peer_died_at.is_none_or(|t| t >= total);
-        if !alive && after_run && error.is_none() {
-            eprint!(
-                "(note: the memif peer died after the run, {}; the run stands) ",
-                status_text(p).unwrap_or_else(|| "status 0".into())
-            );
-        } else if !alive && error.is_none() {
-            error = Some(format!(
-                "memif peer died early ({}): {} | stdout: {}",
-                status_text(p).unwrap_or_else(|| "status 0".into()),
-                process::tail(&p.stderr, 8),
-                process::tail(&p.stdout, 4)
-            ));
+        if !alive && error.is_none() {
+            let status = status_text(p).unwrap_or_else(|| "status 0".into());
+            if peer_died_at.is_none_or(|t| t >= total) {
+                eprint!("(note: the memif peer died after the run, {status}; the run stands) ");
+            } else {
+                error = Some(format!(
+                    "memif peer died early ({status}): {} | stdout: {}",
+                    process::tail(&p.stderr, 8),
+                    process::tail(&p.stdout, 4)
+                ));
+            }
         }
     }
     let leaked = report
