@@ -56,6 +56,69 @@ impl<const N: usize> Counts<N> {
     }
 }
 
+/// Wide-ranging values (TSC ticks of a hold time) counted with a plain
+/// increment in log-linear buckets (64 per power of two: 1.6% resolution,
+/// finer than the 2-digit histograms they fold into) and folded, scaled, into
+/// a histogram when published: one record per packet out of GRO must cost a
+/// few instructions, not an hdrhistogram record.
+#[derive(Clone)]
+pub struct LogCounts(Box<[u32; LOG_BUCKETS]>);
+
+/// Sub-buckets per power of two (2^LOG_SUB).
+const LOG_SUB: u32 = 6;
+/// Values below 2^40 (7 minutes of a 2.5 GHz TSC) get their own bucket;
+/// larger ones count in the last.
+const LOG_BUCKETS: usize = ((40 - LOG_SUB as usize) + 1) << LOG_SUB;
+
+impl Default for LogCounts {
+    fn default() -> Self {
+        LogCounts(Box::new([0; LOG_BUCKETS]))
+    }
+}
+
+impl LogCounts {
+    #[inline(always)]
+    fn index(v: u64) -> usize {
+        let top = 63 - (v | 1).leading_zeros(); // position of the highest bit
+        let i = if top < LOG_SUB {
+            v as usize
+        } else {
+            let shift = top - LOG_SUB;
+            (((shift + 1) << LOG_SUB) as u64 + ((v >> shift) & ((1 << LOG_SUB) - 1))) as usize
+        };
+        i.min(LOG_BUCKETS - 1)
+    }
+
+    /// The smallest value that lands in bucket `i`, and the bucket's width.
+    fn bounds(i: usize) -> (u64, u64) {
+        let sub = 1usize << LOG_SUB;
+        if i < sub {
+            return (i as u64, 1);
+        }
+        let shift = (i / sub - 1) as u32;
+        (((sub + i % sub) as u64) << shift, 1 << shift)
+    }
+
+    #[inline(always)]
+    pub fn record(&mut self, v: u64) {
+        let c = &mut self.0[Self::index(v)];
+        *c = c.saturating_add(1);
+    }
+
+    /// Adds the counts into `h`, each bucket at its midpoint times
+    /// `scale` (32.32 fixed point), and starts afresh.
+    pub fn drain_into(&mut self, h: &mut Histogram<u64>, scale: u64) {
+        for (i, c) in self.0.iter_mut().enumerate() {
+            if *c > 0 {
+                let (lo, w) = Self::bounds(i);
+                let mid = lo as u128 + (w / 2) as u128;
+                h.saturating_record_n(((mid * scale as u128) >> 32) as u64, *c as u64);
+                *c = 0;
+            }
+        }
+    }
+}
+
 /// What one queue records.
 #[derive(Clone)]
 pub struct QueueHist {
@@ -222,6 +285,39 @@ impl HdrLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_counts_bucket_every_value_within_its_resolution() {
+        let big = (12..40).flat_map(|p| [(1u64 << p) - 1, 1 << p, (1 << p) + 12345]);
+        for v in (0..70_000u64).chain(big) {
+            let i = LogCounts::index(v);
+            let (lo, w) = LogCounts::bounds(i);
+            assert!(
+                lo <= v && v < lo + w,
+                "{v} in bucket {i} = [{lo}, {})",
+                lo + w
+            );
+            assert!(w == 1 || w * 64 <= lo, "{v}: width {w} at {lo}");
+            assert!(LogCounts::index(v + 1) >= i, "buckets rise with values");
+        }
+        assert_eq!(LogCounts::index(u64::MAX), LOG_BUCKETS - 1);
+    }
+
+    #[test]
+    fn log_counts_fold_scaled_into_a_histogram() {
+        let mut c = LogCounts::default();
+        let mut h = new_hist(10_000_000_000);
+        for v in 1..=1000u64 {
+            c.record(v * 1000); // ticks
+        }
+        c.drain_into(&mut h, 1 << 31); // half a ns per tick
+        assert_eq!(h.len(), 1000);
+        let p50 = h.value_at_quantile(0.5) as f64;
+        assert!((p50 - 250_000.0).abs() / 250_000.0 < 0.03, "p50 {p50}");
+        let mut again = new_hist(10_000_000_000);
+        c.drain_into(&mut again, 1 << 32);
+        assert!(again.is_empty(), "drained counts start afresh");
+    }
     use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
     use hdrhistogram::serialization::Deserializer;
 

@@ -138,6 +138,15 @@ struct Held<B> {
     /// TCP header sum without seq, checksum, urgent pointer, PSH/FIN/CWR:
     /// what every mergeable segment's header shares with the head's.
     hconst: u16,
+    /// The head's seq, urgent pointer and flags: with `hconst`, the merged
+    /// header's sum without reading it again.
+    head_seq: u32,
+    head_urg: u16,
+    head_flags: u8,
+    /// IPv4 header sum without total length and checksum (0 for IPv6).
+    ip_base: u16,
+    /// Largest IP packet this one may grow to (`max_size`, IPv6 payload rule).
+    max_ip: u32,
     flags_or: u8,
     t: Tcp,
     since: u64,
@@ -168,6 +177,11 @@ impl<B> Default for Held<B> {
             psum_neg: 0,
             pbase: 0,
             hconst: 0,
+            head_seq: 0,
+            head_urg: 0,
+            head_flags: 0,
+            ip_base: 0,
+            max_ip: 0,
             flags_or: 0,
             t: Tcp::default(),
             since: 0,
@@ -208,9 +222,14 @@ struct Template {
 
 /// Bytes of header a template covers (QinQ + IPv6 + TCP with options fit).
 const TMPL_LEN: usize = 128;
+/// Bytes the common-case compare covers: Ethernet + IPv6 + TCP with
+/// timestamps is 86, with two VLAN tags 94.
+const FIXED_CMP: usize = 96;
 
 /// What a template is built from besides the head's header.
 struct TmplArgs {
+    /// The IPv4 header's sum (0 for IPv6).
+    ip_hdr: u16,
     pbase: u16,
     hconst: u16,
     tcp_len: u32,
@@ -249,19 +268,23 @@ impl Template {
         let end = hl.div_ceil(8) * 8;
         tm.bytes[..hl].copy_from_slice(b);
         tm.mask[..hl].fill(0xff);
-        tm.mask[hl..end].fill(0);
+        // Zero to the end of the fixed-size compare too (see `matches`).
+        tm.mask[hl..end.max(FIXED_CMP)].fill(0);
         tm.mask[l4 + 16..l4 + 18].fill(0); // the TCP checksum varies
+                                           // A head may carry CWR (held, as Linux does); what follows must not.
+        tm.bytes[l4 + 13] &= !CWR;
         tm.words = (end / 8) as u8;
         tm.frame_len = a.frame_len as u32;
         tm.seq_at = (l4 + 4) as u16;
         if !t.ipv6 {
             tm.id_at = (l3 + 4) as u16;
-            tm.ip_csum_at = (l3 + 10) as u16;
+            // Trusting, the IPv4 checksum is not compared: nothing to update.
+            tm.ip_csum_at = if a.verify { (l3 + 10) as u16 } else { 0 };
             if !a.verify {
                 tm.mask[l3 + 10..l3 + 12].fill(0);
             }
             let field = u16::from_be_bytes([b[l3 + 10], b[l3 + 11]]);
-            tm.ip_sum = csum::sub(csum::sub(csum::sum(&b[l3..l4]), seg.id), field);
+            tm.ip_sum = csum::sub(csum::sub(a.ip_hdr, seg.id), field);
         } else {
             tm.id_at = 0;
             tm.ip_csum_at = 0;
@@ -271,7 +294,7 @@ impl Template {
             + (a.tcp_len & 0xffff) as u64
             + a.hconst as u64
             + seg.urg as u64
-            + (seg.flags & VAR_FLAGS) as u64;
+            + (seg.flags & VAR_FLAGS & !CWR) as u64;
         tm.on = true;
         tm.advance(
             seg.seq.wrapping_add(seg.payload),
@@ -283,6 +306,23 @@ impl Template {
     #[inline(always)]
     fn matches(&self, b: &[u8]) -> bool {
         let n = self.words as usize;
+        // Nearly every header fits FIXED_CMP bytes: one compare of a fixed
+        // size, which the compiler turns into a few vector instructions
+        // (the mask is zero past the header).
+        if n * 8 <= FIXED_CMP && b.len() >= FIXED_CMP {
+            let w =
+                |a: &[u8], i: usize| u64::from_ne_bytes(a[i * 8..i * 8 + 8].try_into().unwrap());
+            let (b, t, m) = (
+                &b[..FIXED_CMP],
+                &self.bytes[..FIXED_CMP],
+                &self.mask[..FIXED_CMP],
+            );
+            let mut d = 0u64;
+            for i in 0..FIXED_CMP / 8 {
+                d |= (w(b, i) ^ w(t, i)) & w(m, i);
+            }
+            return d == 0;
+        }
         if b.len() < n * 8 {
             return false;
         }
@@ -300,10 +340,13 @@ impl Template {
         let s = self.seq_at as usize;
         self.bytes[s..s + 4].copy_from_slice(&next_seq.to_be_bytes());
         if let (Some(id), true) = (next_id, self.id_at != 0) {
-            let (i, c) = (self.id_at as usize, self.ip_csum_at as usize);
+            let i = self.id_at as usize;
             self.bytes[i..i + 2].copy_from_slice(&id.to_be_bytes());
-            let sum = csum::finish(csum::add(self.ip_sum, id));
-            self.bytes[c..c + 2].copy_from_slice(&sum.to_be_bytes());
+            if self.ip_csum_at != 0 {
+                let c = self.ip_csum_at as usize;
+                let sum = csum::finish(csum::add(self.ip_sum, id));
+                self.bytes[c..c + 2].copy_from_slice(&sum.to_be_bytes());
+            }
         }
     }
 }
@@ -326,8 +369,9 @@ pub struct GroHist {
     /// Packets out by segment count (a packet spans at most 64 buffers, so
     /// at most 64 segments), folded into a histogram by `drain_into`.
     segs: crate::hist::Counts<65>,
-    /// Nanoseconds a held packet waited, first segment to flush.
-    hold_ns: hdrhistogram::Histogram<u64>,
+    /// TSC ticks a held packet waited, first segment to flush (folded
+    /// into nanoseconds by `drain_into`).
+    hold: crate::hist::LogCounts,
     /// Nanoseconds per TSC tick, 32.32 fixed point.
     ns_per_tick: u64,
 }
@@ -341,7 +385,7 @@ impl GroHist {
         hold_ns: &mut hdrhistogram::Histogram<u64>,
     ) {
         self.segs.drain_into(segs);
-        crate::hist::move_into(hold_ns, &mut self.hold_ns);
+        self.hold.drain_into(hold_ns, self.ns_per_tick);
     }
 }
 
@@ -366,7 +410,7 @@ impl<B: GroBuf> Gro<B> {
     pub fn enable_histograms(&mut self, tsc_hz: u64) {
         self.hist = Some(Box::new(GroHist {
             segs: Default::default(),
-            hold_ns: crate::hist::new_hist(10_000_000_000),
+            hold: Default::default(),
             ns_per_tick: ((1_000_000_000u128 << 32) / tsc_hz.max(1) as u128) as u64,
         }));
     }
@@ -444,7 +488,7 @@ impl<B: GroBuf> Gro<B> {
         let hints = pkt.rx_hints();
         if hints == RxHints::default() {
             if let Some(s) = self.last {
-                match self.fast_merge(s, pkt, verify, out) {
+                match self.fast_merge(s, pkt, verify) {
                     None => return,
                     Some(p) => return self.receive_slow(p, now, verify, hints, out),
                 }
@@ -455,24 +499,21 @@ impl<B: GroBuf> Gro<B> {
 
     /// The common case: the next full-size segment of the flow the previous
     /// segment went to, matching its template. Gives the packet back when it
-    /// does not (or its checksum must be judged by the full path).
+    /// does not (or its checksum must be judged by the full path). A match
+    /// says everything `merge` would otherwise check: same flags as the head
+    /// (so no PSH, FIN or CWR), a full-size payload, the expected seq and ID.
     #[inline(always)]
-    fn fast_merge(&mut self, s: u16, pkt: B, verify: bool, out: &mut impl FnMut(B)) -> Option<B> {
-        let max_frags = self.cfg.max_frags as u32;
-        let Some(h) = self.table.try_get(s) else {
-            return Some(pkt);
+    fn fast_merge(&mut self, s: u16, pkt: B, verify: bool) -> Option<B> {
+        let max_frags = self.cfg.max_frags;
+        let Some(h) = self.table.try_get_mut(s) else {
+            return self.restart(s, pkt, verify);
         };
         let tm = &h.tmpl;
-        let max = if h.t.ipv6 {
-            self.cfg.max_size + 40
-        } else {
-            self.cfg.max_size.min(65535)
-        };
         if !tm.on
             || pkt.len() != tm.frame_len as usize
             || pkt.segs() != 1
-            || h.frags as u32 + 1 > max_frags
-            || h.ip_len + h.mss > max
+            || h.frags >= max_frags
+            || h.ip_len + h.mss > h.max_ip
             || !tm.matches(pkt.head())
         {
             return Some(pkt);
@@ -480,6 +521,8 @@ impl<B: GroBuf> Gro<B> {
         let l4 = h.t.l4 as usize;
         let b = pkt.head();
         let field = u16::from_be_bytes([b[l4 + 16], b[l4 + 17]]);
+        let l3 = h.t.l3 as usize;
+        let id = u16::from_be_bytes([b[l3 + 4], b[l3 + 5]]); // IPv4 (IPv6: unused)
         let seq = h.next_seq;
         let x = tm.k + (seq >> 16) as u64 + (seq & 0xffff) as u64 + field as u64;
         let c = if verify {
@@ -493,26 +536,102 @@ impl<B: GroBuf> Gro<B> {
             }
         } else {
             Contrib { pos: 0, neg: x }
+        }
+        .shifted(h.payload_len & 1 == 1);
+        if let Some(held) = h.pkt.as_mut() {
+            held.append(pkt, h.t.payload as usize);
+        }
+        h.psum_pos += c.pos;
+        h.psum_neg += c.neg;
+        h.payload_len += h.mss;
+        h.ip_len += h.mss;
+        h.next_seq = seq.wrapping_add(h.mss);
+        h.segs += 1;
+        h.frags += 1;
+        // The ID is the one the template expected (the next, or the same
+        // once fixed). Read from the packet, not from `last_id`: a load of
+        // `last_id` here may be widened over the counters just stored, and
+        // wait for them (a store-forwarding stall that cost ~20% of GRO).
+        let next_id = if h.t.ipv6 {
+            0
+        } else {
+            h.last_id = id;
+            if h.id_mode == IdMode::Fixed {
+                id
+            } else {
+                h.id_mode = IdMode::Incrementing;
+                id.wrapping_add(1)
+            }
+        };
+        h.tmpl.advance(h.next_seq, Some(next_id));
+        self.stats.merged_segments += 1;
+        None
+    }
+
+    /// The flow the previous segment went to was just flushed (frag limit,
+    /// end of poll, PSH...), and its slot is still the last one freed: its
+    /// entry still holds the flow's state and template. A segment matching
+    /// that template starts the flow's next packet there, without parsing,
+    /// hashing or building a template: what the full path would do, since
+    /// every field it would read equals the old head's but seq, ID and the
+    /// checksums, which are set here.
+    #[inline]
+    fn restart(&mut self, s: u16, pkt: B, verify: bool) -> Option<B> {
+        let Some(h) = self.table.peek_freed(s) else {
+            return Some(pkt);
+        };
+        let tm = &h.tmpl;
+        if !tm.on
+            || pkt.len() != tm.frame_len as usize
+            || pkt.segs() != 1
+            || !tm.matches(pkt.head())
+        {
+            return Some(pkt);
+        }
+        let (l3, l4) = (h.t.l3 as usize, h.t.l4 as usize);
+        let b = pkt.head();
+        let field = u16::from_be_bytes([b[l4 + 16], b[l4 + 17]]);
+        let seq = h.next_seq;
+        let x = tm.k + (seq >> 16) as u64 + (seq & 0xffff) as u64 + field as u64;
+        let c = if verify {
+            let p = sum_range(&pkt, h.t.payload as usize, h.mss as usize);
+            if csum::add(csum::fold(x), p) != 0xffff {
+                return Some(pkt);
+            }
+            Contrib {
+                pos: p as u64,
+                neg: 0,
+            }
+        } else {
+            Contrib { pos: 0, neg: x }
         };
         let id = if h.t.ipv6 {
             0
         } else {
-            u16::from_be_bytes([b[h.t.l3 as usize + 4], b[h.t.l3 as usize + 5]])
+            u16::from_be_bytes([b[l3 + 4], b[l3 + 5]])
         };
-        let seg = Seg {
-            seq,
-            ack: h.ack,
-            word: h.word,
-            ip_word: h.ip_word,
-            id,
-            df: h.df,
-            flags: b[l4 + 13],
-            payload: h.mss,
-            frags: 1,
-            csum: field,
-            urg: 0,
-        };
-        self.merge(s, pkt, &seg, c, out);
+        let now = self.now;
+        let h = self.table.reclaim(s).expect("peeked: the slot freed last");
+        let ip_len = h.tmpl.frame_len - l3 as u32;
+        h.segs = 1;
+        h.frags = 1;
+        h.ip_len = ip_len;
+        h.payload_len = h.mss;
+        h.psum_pos = c.pos;
+        h.psum_neg = c.neg;
+        h.head_seq = seq;
+        h.next_seq = seq.wrapping_add(h.mss);
+        h.last_id = id;
+        h.id_mode = IdMode::Open;
+        if !h.t.ipv6 {
+            h.ip_base = csum::sub(csum::add(h.tmpl.ip_sum, id), ip_len as u16);
+        }
+        h.head_flags = h.tmpl.bytes[l4 + 13];
+        h.flags_or = 0;
+        h.since = now;
+        h.pkt = Some(pkt);
+        let next_seq = h.next_seq;
+        h.tmpl.advance(next_seq, Some(id.wrapping_add(1)));
         None
     }
 
@@ -593,6 +712,11 @@ impl<B: GroBuf> Gro<B> {
             self.flush_slot(oldest, Flush::TableFull, out);
         }
         let held_frags = pkt.segs();
+        let ip_hdr = if t.ipv6 {
+            0
+        } else {
+            csum::sum(&f.header()[t.l3 as usize..t.l4 as usize])
+        };
         // A hit on `last` skipped hashing; an insert needs the hash.
         let hash = if hash == 0 { key.hash() } else { hash };
         let (slot, h) = self.table.insert(hash);
@@ -617,6 +741,23 @@ impl<B: GroBuf> Gro<B> {
         h.psum_neg = psum.neg;
         h.pbase = pbase;
         h.hconst = hconst;
+        h.head_seq = seg.seq;
+        h.head_urg = seg.urg;
+        h.head_flags = seg.flags;
+        h.ip_base = if t.ipv6 {
+            0
+        } else {
+            let l3 = t.l3 as usize;
+            let b = f.header();
+            let total = u16::from_be_bytes([b[l3 + 2], b[l3 + 3]]);
+            let field = u16::from_be_bytes([b[l3 + 10], b[l3 + 11]]);
+            csum::sub(csum::sub(ip_hdr, total), field)
+        };
+        h.max_ip = if t.ipv6 {
+            self.cfg.max_size + 40
+        } else {
+            self.cfg.max_size.min(65535)
+        };
         h.flags_or = 0;
         h.t = t;
         h.since = now;
@@ -624,6 +765,7 @@ impl<B: GroBuf> Gro<B> {
             &f,
             &seg,
             TmplArgs {
+                ip_hdr,
                 pbase,
                 hconst,
                 tcp_len,
@@ -696,14 +838,9 @@ impl<B: GroBuf> Gro<B> {
                 IdMode::Incrementing => seg.id == next,
                 IdMode::Fixed => seg.id == h.last_id,
             };
-        let max = if h.t.ipv6 {
-            self.cfg.max_size + 40
-        } else {
-            self.cfg.max_size.min(65535)
-        };
         id_ok
             && h.frags as u32 + seg.frags as u32 <= self.cfg.max_frags as u32
-            && h.ip_len + seg.payload <= max
+            && h.ip_len + seg.payload <= h.max_ip
             && opts_equal(&h.opts[..h.opt_words as usize], opts)
     }
 
@@ -734,12 +871,7 @@ impl<B: GroBuf> Gro<B> {
         if h.frags as u32 + seg.frags as u32 > self.cfg.max_frags as u32 {
             return Flush::FragLimit;
         }
-        let max = if h.t.ipv6 {
-            self.cfg.max_size + 40
-        } else {
-            self.cfg.max_size.min(65535)
-        };
-        if h.ip_len + seg.payload > max {
+        if h.ip_len + seg.payload > h.max_ip {
             return Flush::SizeLimit;
         }
         Flush::IpId
@@ -754,9 +886,7 @@ impl<B: GroBuf> Gro<B> {
         self.stats.max_segments = self.stats.max_segments.max(h.segs as u64);
         if let Some(g) = self.hist.as_deref_mut() {
             g.segs.record(h.segs as usize);
-            let ticks = self.now.saturating_sub(h.since) as u128;
-            g.hold_ns
-                .saturating_record(((ticks * g.ns_per_tick as u128) >> 32) as u64);
+            g.hold.record(self.now.saturating_sub(h.since));
         }
         let tso = self.cfg.out_csum == OutCsum::Pseudo && h.segs > 1;
         if h.segs > 1 {
@@ -948,34 +1078,35 @@ fn sum_range<B: GroBuf>(pkt: &B, off: usize, len: usize) -> u16 {
     s
 }
 
-/// A merged packet's headers: IP length and checksum, TCP flags and checksum.
+/// A merged packet's headers: IP length and checksum, TCP flags and checksum,
+/// from sums kept since the head arrived (nothing is summed again).
 fn fix_headers<B: GroBuf>(h: &mut Held<B>, tso: bool) {
     let t = h.t;
-    let (l3, l4, pay) = (t.l3 as usize, t.l4 as usize, t.payload as usize);
+    let (l3, l4) = (t.l3 as usize, t.l4 as usize);
     let tcp_len = h.ip_len - t.l3_len() as u32;
+    let flags = h.head_flags | h.flags_or;
     let Some(pkt) = h.pkt.as_mut() else { return };
     let b = pkt.head_mut();
     if t.ipv6 {
         b[l3 + 4..l3 + 6].copy_from_slice(&(tcp_len as u16).to_be_bytes());
     } else {
         b[l3 + 2..l3 + 4].copy_from_slice(&(h.ip_len as u16).to_be_bytes());
-        b[l3 + 10..l3 + 12].copy_from_slice(&[0, 0]);
-        let c = csum::finish(csum::sum(&b[l3..l4]));
+        let c = csum::finish(csum::add(h.ip_base, h.ip_len as u16));
         b[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
     }
-    b[l4 + 13] |= h.flags_or;
-    b[l4 + 16..l4 + 18].copy_from_slice(&[0, 0]);
-    let f = Fields::new(b, t);
+    b[l4 + 13] = flags;
     let c = if tso {
         // DPDK's TSO contract: the pseudo-header sum without the length.
-        f.pseudo_sum(0)
+        h.pbase
     } else {
+        let hdr = h.hconst as u64
+            + (h.head_seq >> 16) as u64
+            + (h.head_seq & 0xffff) as u64
+            + h.head_urg as u64
+            + (flags & VAR_FLAGS) as u64;
+        let pseudo = h.pbase as u64 + (tcp_len >> 16) as u64 + (tcp_len & 0xffff) as u64;
         let payload = csum::add(csum::fold(h.psum_pos), !csum::fold(h.psum_neg));
-        let s = csum::add(
-            csum::add(f.pseudo_sum(tcp_len), csum::sum(&b[l4..pay])),
-            payload,
-        );
-        csum::finish(s)
+        csum::finish(csum::add(csum::fold(pseudo + hdr), payload))
     };
     b[l4 + 16..l4 + 18].copy_from_slice(&c.to_be_bytes());
 }

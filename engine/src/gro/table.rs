@@ -86,6 +86,13 @@ impl<E: Default> Table<E> {
         (s < self.used.len() && self.used[s]).then(|| &self.entries[s])
     }
 
+    /// The entry in this slot, if the slot is in use.
+    #[inline(always)]
+    pub fn try_get_mut(&mut self, slot: u16) -> Option<&mut E> {
+        let s = slot as usize;
+        (s < self.used.len() && self.used[s]).then(|| &mut self.entries[s])
+    }
+
     /// A live entry (the slot came from `insert` and was not removed since).
     #[inline(always)]
     pub fn get_mut(&mut self, slot: u16) -> &mut E {
@@ -122,6 +129,26 @@ impl<E: Default> Table<E> {
         self.newest = s;
         self.len += 1;
         (s, &mut self.entries[s as usize])
+    }
+
+    /// The entry of the slot removed last, if it is `slot` (see `reclaim`).
+    #[inline(always)]
+    pub fn peek_freed(&self, slot: u16) -> Option<&E> {
+        (self.free.last() == Some(&slot)).then(|| &self.entries[slot as usize])
+    }
+
+    /// Takes back the slot removed last, if no other slot was taken or
+    /// given back since: the entry still holds what its previous use left
+    /// (a flow's state, for a restart without a lookup). It becomes the
+    /// newest, under the hash it had.
+    #[inline(always)]
+    pub fn reclaim(&mut self, slot: u16) -> Option<&mut E> {
+        if self.free.last() != Some(&slot) {
+            return None;
+        }
+        let (s, e) = self.insert(self.hashes[slot as usize]);
+        debug_assert_eq!(s, slot);
+        Some(e)
     }
 
     /// Takes an entry out; hands it back, in place, for the caller to take
@@ -225,6 +252,25 @@ mod tests {
         assert!(t.is_full());
         assert_eq!(*t.remove(c), 30);
         assert_eq!(t.len(), 3);
+    }
+
+    #[test]
+    fn reclaim_takes_back_only_the_slot_removed_last() {
+        let mut t: Table<u32> = Table::new(4);
+        let a = put(&mut t, 5, 50);
+        let b = put(&mut t, 5, 51);
+        t.remove(a);
+        t.remove(b);
+        assert!(t.reclaim(a).is_none(), "b was given back after a");
+        assert!(t.peek_freed(a).is_none());
+        assert_eq!(t.peek_freed(b).copied(), Some(51));
+        assert_eq!(t.reclaim(b).copied(), Some(51), "its entry is as it was");
+        assert_eq!(t.find(5, |e| *e == 51), Some(b), "under its old hash");
+        assert_eq!(t.oldest(), Some(b));
+        assert!(t.reclaim(b).is_none(), "a live slot is not free");
+        put(&mut t, 9, 90); // takes a
+        assert!(t.reclaim(a).is_none(), "taken since");
+        assert_eq!(t.len(), 2);
     }
 
     proptest! {

@@ -242,6 +242,29 @@ fn window_or_flag_change_flushes() {
 }
 
 #[test]
+fn a_cwr_head_is_held_and_only_segments_without_cwr_join_it() {
+    for ipv6 in [false, true] {
+        let mut f = Flow::new(1, ipv6);
+        let mut g = gro(GroConfig::default());
+        let mut pkts = vec![f.next_with(MSS, |s| s.flags |= TCP_CWR)];
+        pkts.extend((0..3).map(|_| f.next(MSS)));
+        // CWR again: not merged (Linux flushes on it); it starts the next packet.
+        pkts.push(f.next_with(MSS, |s| s.flags |= TCP_CWR));
+        pkts.push(f.next(MSS));
+        let mut out = feed(&mut g, pkts);
+        out.extend(flush(&mut g));
+        assert_eq!(out.len(), 2);
+        for (o, segs) in out.iter().zip([4, 2]) {
+            assert_eq!(o.gso.unwrap().segs, segs);
+            let b = o.bytes();
+            let t = verify(&b).unwrap();
+            assert_ne!(b[t.l4 as usize + 13] & TCP_CWR, 0, "the head's CWR stays");
+        }
+        assert_eq!(flush_count(&g, Flush::Flags), 1);
+    }
+}
+
+#[test]
 fn syn_rst_urg_never_merge_and_keep_order() {
     for bad in [TCP_SYN, TCP_RST, TCP_URG] {
         let mut f = Flow::new(1, false);
