@@ -10,8 +10,13 @@
 //! bytes always leave in order. Limits: `max_frags` buffers and `max_size`
 //! bytes of IP packet. Everything else passes through untouched.
 //!
-//! The decision for one segment is made in one place (`check`); the table
-//! (`table`) is bounded and O(1); no allocation happens per packet.
+//! The rules are decided in one place (`mergeable`, with `why_not` naming
+//! the rule that said no). The common case skips them: the next full-size
+//! segment of the flow the previous segment went to is compared, masked, with
+//! a header template of what that segment must be (`Template`), and merged
+//! (`fast_merge`) or, right after its flow's packet left, starts the next one
+//! in the slot it left (`restart`). The table (`table`) is bounded and O(1);
+//! no allocation happens per packet.
 
 pub mod buf;
 pub mod key;
@@ -362,6 +367,9 @@ pub struct Gro<B> {
     /// The time (TSC) of the latest receive or tick, for hold times.
     now: u64,
     hist: Option<Box<GroHist>>,
+    /// Tests turn the fast path off to hold it to the full path's decisions.
+    #[cfg(test)]
+    full_path_only: bool,
 }
 
 /// Distributions GRO records when asked (one record per output packet).
@@ -398,6 +406,8 @@ impl<B: GroBuf> Gro<B> {
             last: None,
             now: 0,
             hist: None,
+            #[cfg(test)]
+            full_path_only: false,
         }
     }
 
@@ -486,7 +496,11 @@ impl<B: GroBuf> Gro<B> {
         }
         let verify = self.cfg.csum == CsumMode::Verify;
         let hints = pkt.rx_hints();
-        if hints == RxHints::default() {
+        #[cfg(test)]
+        let fast = !self.full_path_only;
+        #[cfg(not(test))]
+        let fast = true;
+        if fast && hints == RxHints::default() {
             if let Some(s) = self.last {
                 match self.fast_merge(s, pkt, verify) {
                     None => return,

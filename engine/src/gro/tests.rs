@@ -749,6 +749,10 @@ mod props {
         max_frags: u16,
         split: Option<usize>,
         trust: bool,
+        /// Flows keep one IP ID (with DF, as Linux allows) instead of counting.
+        fixed_ids: bool,
+        /// One segment in this many carries CWR (0: none).
+        cwr_one_in: u32,
         seed: u64,
     }
 
@@ -765,7 +769,7 @@ mod props {
                 1u16..=64,
                 proptest::option::of(600usize..1400),
                 any::<bool>(),
-                any::<u64>(),
+                (any::<bool>(), 0u32..40, any::<u64>()),
             )
                 .prop_map(
                     |(
@@ -779,7 +783,7 @@ mod props {
                         max_frags,
                         split,
                         trust,
-                        seed,
+                        (fixed_ids, cwr_one_in, seed),
                     )| Case {
                         flows,
                         mss,
@@ -791,6 +795,8 @@ mod props {
                         max_frags,
                         split,
                         trust,
+                        fixed_ids,
+                        cwr_one_in,
                         seed,
                     },
                 )
@@ -805,6 +811,107 @@ mod props {
         *seed
     }
 
+    /// Per flow, a random byte stream cut into segments; the flows
+    /// interleaved in random runs. Also each flow's bytes, by flow.
+    fn inputs(c: &Case) -> (Vec<VecBuf>, HashMap<key::FlowKey, Vec<u8>>) {
+        let mut seed = c.seed | 1;
+        let mut queues: Vec<std::collections::VecDeque<VecBuf>> = Vec::new();
+        let mut expect: HashMap<key::FlowKey, Vec<u8>> = HashMap::new();
+        let mut tag = 0u64;
+        for i in 0..c.flows {
+            let mut f = Flow::new(i, c.ipv6_mask >> i & 1 == 1);
+            let mut q = std::collections::VecDeque::new();
+            let mut left = c.bytes[i as usize];
+            let mut all = Vec::new();
+            let mut tsval = 1000u32;
+            while left > 0 {
+                let n = left.min(c.mss[i as usize]);
+                left -= n;
+                if c.ts_change_one_in > 0
+                    && rng(&mut seed).is_multiple_of(c.ts_change_one_in as u64)
+                {
+                    tsval += 1;
+                }
+                let psh = c.psh_one_in > 0 && rng(&mut seed).is_multiple_of(c.psh_one_in as u64);
+                let cwr = c.cwr_one_in > 0 && rng(&mut seed).is_multiple_of(c.cwr_one_in as u64);
+                let seq = f.seq;
+                let mut b = f.next_with(n, |s| {
+                    s.tsval = tsval;
+                    if psh {
+                        s.flags |= TCP_PSH;
+                    }
+                    if cwr {
+                        s.flags |= TCP_CWR;
+                    }
+                    if c.fixed_ids {
+                        s.ip_id = 7;
+                    }
+                });
+                all.extend(f.payload(seq, n));
+                tag += 1;
+                b.ids = vec![tag];
+                if let Some(room) = c.split {
+                    b = VecBuf {
+                        ids: b.ids.clone(),
+                        ..VecBuf::split(tag, &b.bytes(), room)
+                    };
+                }
+                q.push_back(b);
+            }
+            if let Some(first) = q.front() {
+                let bytes = first.bytes();
+                let t = Tcp::parse(&bytes, bytes.len(), false).unwrap();
+                expect.insert(key::FlowKey::new(&Fields::new(&bytes, t)), all);
+            }
+            queues.push(q);
+        }
+        // Interleave: take from random flows, in random run lengths.
+        let mut input = Vec::new();
+        loop {
+            let live: Vec<usize> = (0..queues.len())
+                .filter(|&i| !queues[i].is_empty())
+                .collect();
+            if live.is_empty() {
+                break;
+            }
+            let i = live[rng(&mut seed) as usize % live.len()];
+            let run = 1 + rng(&mut seed) as usize % 8;
+            for _ in 0..run {
+                if let Some(p) = queues[i].pop_front() {
+                    input.push(p);
+                }
+            }
+        }
+        (input, expect)
+    }
+
+    /// Feeds `input` in the case's bursts, flushing after each.
+    fn run(c: &Case, input: Vec<VecBuf>, full_path_only: bool) -> (Gro<VecBuf>, Vec<VecBuf>) {
+        let cfg = GroConfig {
+            max_frags: c.max_frags,
+            csum: if c.trust {
+                CsumMode::Trust
+            } else {
+                CsumMode::Verify
+            },
+            ..Default::default()
+        };
+        let mut g = gro(cfg);
+        g.full_path_only = full_path_only;
+        let mut out = Vec::new();
+        let mut it = input.into_iter().peekable();
+        let mut bi = 0;
+        while it.peek().is_some() {
+            let n = c.bursts[bi % c.bursts.len()];
+            bi += 1;
+            for p in it.by_ref().take(n) {
+                g.receive(p, bi as u64, &mut |b| out.push(b));
+            }
+            g.flush_all(&mut |b| out.push(b));
+        }
+        (g, out)
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 192, ..ProptestConfig::default() })]
 
@@ -813,73 +920,9 @@ mod props {
         /// every output verifies, limits hold, every input buffer comes out once.
         #[test]
         fn streams_survive_gro(c in case()) {
-            let mut seed = c.seed | 1;
-            // Per flow: its frames, in order.
-            let mut queues: Vec<std::collections::VecDeque<VecBuf>> = Vec::new();
-            let mut expect: HashMap<key::FlowKey, Vec<u8>> = HashMap::new();
-            let mut tag = 0u64;
-            for i in 0..c.flows {
-                let mut f = Flow::new(i, c.ipv6_mask >> i & 1 == 1);
-                let mut q = std::collections::VecDeque::new();
-                let mut left = c.bytes[i as usize];
-                let mut all = Vec::new();
-                let mut tsval = 1000u32;
-                while left > 0 {
-                    let n = left.min(c.mss[i as usize]);
-                    left -= n;
-                    if c.ts_change_one_in > 0 && rng(&mut seed).is_multiple_of(c.ts_change_one_in as u64) {
-                        tsval += 1;
-                    }
-                    let psh = c.psh_one_in > 0 && rng(&mut seed).is_multiple_of(c.psh_one_in as u64);
-                    let seq = f.seq;
-                    let mut b = f.next_with(n, |s| {
-                        s.tsval = tsval;
-                        if psh { s.flags |= TCP_PSH; }
-                    });
-                    all.extend(f.payload(seq, n));
-                    tag += 1;
-                    b.ids = vec![tag];
-                    if let Some(room) = c.split {
-                        b = VecBuf { ids: b.ids.clone(), ..VecBuf::split(tag, &b.bytes(), room) };
-                    }
-                    q.push_back(b);
-                }
-                if let Some(first) = q.front() {
-                    let bytes = first.bytes();
-                    let t = Tcp::parse(&bytes, bytes.len(), false).unwrap();
-                    expect.insert(key::FlowKey::new(&Fields::new(&bytes, t)), all);
-                }
-                queues.push(q);
-            }
-            // Interleave: take from random flows, in random burst sizes.
-            let mut input = Vec::new();
-            loop {
-                let live: Vec<usize> = (0..queues.len()).filter(|&i| !queues[i].is_empty()).collect();
-                if live.is_empty() { break; }
-                let i = live[rng(&mut seed) as usize % live.len()];
-                let run = 1 + rng(&mut seed) as usize % 8;
-                for _ in 0..run {
-                    if let Some(p) = queues[i].pop_front() { input.push(p); }
-                }
-            }
+            let (input, expect) = inputs(&c);
             let n_in = input.len() as u64;
-            let cfg = GroConfig {
-                max_frags: c.max_frags,
-                csum: if c.trust { CsumMode::Trust } else { CsumMode::Verify },
-                ..Default::default()
-            };
-            let mut g = gro(cfg);
-            let mut out = Vec::new();
-            let mut it = input.into_iter().peekable();
-            let mut bi = 0;
-            while it.peek().is_some() {
-                let n = c.bursts[bi % c.bursts.len()];
-                bi += 1;
-                for p in it.by_ref().take(n) {
-                    g.receive(p, bi as u64, &mut |b| out.push(b));
-                }
-                g.flush_all(&mut |b| out.push(b));
-            }
+            let (g, out) = run(&c, input, false);
             // Conservation: every input buffer exactly once.
             let mut ids: Vec<u64> = out.iter().flat_map(|o| o.ids.iter().copied()).collect();
             prop_assert_eq!(ids.len() as u64, n_in);
@@ -904,6 +947,23 @@ mod props {
                 prop_assert!(got.get(k) == Some(v), "a flow's bytes differ");
             }
             prop_assert_eq!(got.len(), expect.len());
+        }
+
+        /// The fast path (template match, restart in a freed slot) decides
+        /// exactly as the full path does: the same packets out, byte for
+        /// byte, with the same layout and the same counters.
+        #[test]
+        fn the_fast_path_changes_nothing(c in case()) {
+            let (input, _) = inputs(&c);
+            let (fast, a) = run(&c, input.clone(), false);
+            let (full, b) = run(&c, input, true);
+            prop_assert_eq!(a.len(), b.len());
+            for (x, y) in a.iter().zip(&b) {
+                prop_assert_eq!(&x.ids, &y.ids);
+                prop_assert_eq!(x.bytes(), y.bytes());
+                prop_assert_eq!(x.gso, y.gso);
+            }
+            prop_assert_eq!(fast.stats(), full.stats());
         }
 
         /// Arbitrary bytes in arbitrary buffers never panic, and come back.
