@@ -124,6 +124,10 @@ struct Held<B> {
     word: u32,
     ip_word: u32,
     last_id: u16,
+    /// The IPv4 ID the next fast merge expects (a u32 of its own: the fast
+    /// path reads it after storing the fields around it, and a narrower one
+    /// may be read through a widened load that waits on those stores).
+    next_id: u32,
     id_mode: IdMode,
     df: bool,
     opt_words: u8,
@@ -169,6 +173,7 @@ impl<B> Default for Held<B> {
             word: 0,
             ip_word: 0,
             last_id: 0,
+            next_id: 0,
             id_mode: IdMode::Open,
             df: false,
             opt_words: 0,
@@ -197,9 +202,10 @@ impl<B> Default for Held<B> {
 }
 
 /// The header the next in-order, full-size segment of a held flow must
-/// carry, byte for byte but for its TCP checksum (and its IPv4 checksum when
-/// trusting): same flow, ACK, flags, window, options, TOS/TTL/DF, the next
-/// sequence number, the next IP ID and the IPv4 checksum that goes with it.
+/// carry, byte for byte but for its sequence number, IPv4 ID and checksums,
+/// which vary and are checked on their own (`next_ok`): same flow, ACK,
+/// flags, window, options, TOS/TTL/DF. It never changes once built, so a
+/// compare never waits on a store into it.
 /// A segment that matches it under the mask, with the head's frame length,
 /// is mergeable by Linux's rules by construction: one masked compare
 /// replaces the rules for the common case; everything else takes the full
@@ -275,19 +281,20 @@ impl Template {
         tm.mask[..hl].fill(0xff);
         // Zero to the end of the fixed-size compare too (see `matches`).
         tm.mask[hl..end.max(FIXED_CMP)].fill(0);
-        tm.mask[l4 + 16..l4 + 18].fill(0); // the TCP checksum varies
-                                           // A head may carry CWR (held, as Linux does); what follows must not.
+        // Checked on their own: seq, and the TCP checksum varies.
+        tm.mask[l4 + 4..l4 + 8].fill(0);
+        tm.mask[l4 + 16..l4 + 18].fill(0);
+        // A head may carry CWR (held, as Linux does); what follows must not.
         tm.bytes[l4 + 13] &= !CWR;
         tm.words = (end / 8) as u8;
         tm.frame_len = a.frame_len as u32;
         tm.seq_at = (l4 + 4) as u16;
         if !t.ipv6 {
             tm.id_at = (l3 + 4) as u16;
-            // Trusting, the IPv4 checksum is not compared: nothing to update.
+            // Trusting, the IPv4 checksum is not checked.
             tm.ip_csum_at = if a.verify { (l3 + 10) as u16 } else { 0 };
-            if !a.verify {
-                tm.mask[l3 + 10..l3 + 12].fill(0);
-            }
+            tm.mask[l3 + 4..l3 + 6].fill(0);
+            tm.mask[l3 + 10..l3 + 12].fill(0);
             let field = u16::from_be_bytes([b[l3 + 10], b[l3 + 11]]);
             tm.ip_sum = csum::sub(csum::sub(a.ip_hdr, seg.id), field);
         } else {
@@ -301,10 +308,6 @@ impl Template {
             + seg.urg as u64
             + (seg.flags & VAR_FLAGS & !CWR) as u64;
         tm.on = true;
-        tm.advance(
-            seg.seq.wrapping_add(seg.payload),
-            Some(seg.id.wrapping_add(1)),
-        );
     }
 
     /// Does `b` match (masked, word by word)? `b` holds at least `words * 8` bytes.
@@ -339,20 +342,23 @@ impl Template {
         d == 0
     }
 
-    /// After a merge: the next segment's sequence number, IP ID and checksum.
+    /// Does `b` (which `matches`) carry sequence number `seq` (None: any)
+    /// and IPv4 ID `id` (None: any), and, when verifying, the IPv4 checksum
+    /// that goes with its ID?
     #[inline(always)]
-    fn advance(&mut self, next_seq: u32, next_id: Option<u16>) {
+    fn next_ok(&self, b: &[u8], seq: Option<u32>, id: Option<u16>) -> bool {
+        let at = |i: u16| u16::from_be_bytes(b[i as usize..i as usize + 2].try_into().unwrap());
         let s = self.seq_at as usize;
-        self.bytes[s..s + 4].copy_from_slice(&next_seq.to_be_bytes());
-        if let (Some(id), true) = (next_id, self.id_at != 0) {
-            let i = self.id_at as usize;
-            self.bytes[i..i + 2].copy_from_slice(&id.to_be_bytes());
+        let got = u32::from_be_bytes(b[s..s + 4].try_into().unwrap());
+        let mut ok = seq.is_none_or(|q| got == q);
+        if self.id_at != 0 {
+            let got = at(self.id_at);
+            ok &= id.is_none_or(|i| got == i);
             if self.ip_csum_at != 0 {
-                let c = self.ip_csum_at as usize;
-                let sum = csum::finish(csum::add(self.ip_sum, id));
-                self.bytes[c..c + 2].copy_from_slice(&sum.to_be_bytes());
+                ok &= at(self.ip_csum_at) == csum::finish(csum::add(self.ip_sum, got));
             }
         }
+        ok
     }
 }
 
@@ -502,10 +508,10 @@ impl<B: GroBuf> Gro<B> {
         let fast = true;
         if fast && hints == RxHints::default() {
             if let Some(s) = self.last {
-                match self.fast_merge(s, pkt, verify) {
-                    None => return,
-                    Some(p) => return self.receive_slow(p, now, verify, hints, out),
-                }
+                let Some(p) = self.fast_merge(s, pkt, verify) else {
+                    return;
+                };
+                return self.receive_slow(p, now, verify, hints, out);
             }
         }
         self.receive_slow(pkt, now, verify, hints, out)
@@ -523,21 +529,20 @@ impl<B: GroBuf> Gro<B> {
             return self.restart(s, pkt, verify);
         };
         let tm = &h.tmpl;
+        let (seq, id) = (h.next_seq, h.next_id as u16);
         if !tm.on
             || pkt.len() != tm.frame_len as usize
             || pkt.segs() != 1
             || h.frags >= max_frags
             || h.ip_len + h.mss > h.max_ip
             || !tm.matches(pkt.head())
+            || !tm.next_ok(pkt.head(), Some(seq), Some(id))
         {
             return Some(pkt);
         }
         let l4 = h.t.l4 as usize;
         let b = pkt.head();
         let field = u16::from_be_bytes([b[l4 + 16], b[l4 + 17]]);
-        let l3 = h.t.l3 as usize;
-        let id = u16::from_be_bytes([b[l3 + 4], b[l3 + 5]]); // IPv4 (IPv6: unused)
-        let seq = h.next_seq;
         let x = tm.k + (seq >> 16) as u64 + (seq & 0xffff) as u64 + field as u64;
         let c = if verify {
             let p = sum_range(&pkt, h.t.payload as usize, h.mss as usize);
@@ -562,22 +567,17 @@ impl<B: GroBuf> Gro<B> {
         h.next_seq = seq.wrapping_add(h.mss);
         h.segs += 1;
         h.frags += 1;
-        // The ID is the one the template expected (the next, or the same
-        // once fixed). Read from the packet, not from `last_id`: a load of
-        // `last_id` here may be widened over the counters just stored, and
-        // wait for them (a store-forwarding stall that cost ~20% of GRO).
-        let next_id = if h.t.ipv6 {
-            0
-        } else {
+        // The ID was the one expected: the next, or the same once fixed.
+        // (`last_id` is not read here: a load of it may be widened over the
+        // counters just stored, and wait for them, a store-forwarding stall
+        // that cost ~20% of GRO.)
+        if !h.t.ipv6 {
             h.last_id = id;
-            if h.id_mode == IdMode::Fixed {
-                id
-            } else {
+            if h.id_mode != IdMode::Fixed {
                 h.id_mode = IdMode::Incrementing;
-                id.wrapping_add(1)
+                h.next_id = id.wrapping_add(1) as u32;
             }
-        };
-        h.tmpl.advance(h.next_seq, Some(next_id));
+        }
         self.stats.merged_segments += 1;
         None
     }
@@ -595,17 +595,19 @@ impl<B: GroBuf> Gro<B> {
             return Some(pkt);
         };
         let tm = &h.tmpl;
+        // A new head: any sequence number, any ID.
         if !tm.on
             || pkt.len() != tm.frame_len as usize
             || pkt.segs() != 1
             || !tm.matches(pkt.head())
+            || !tm.next_ok(pkt.head(), None, None)
         {
             return Some(pkt);
         }
         let (l3, l4) = (h.t.l3 as usize, h.t.l4 as usize);
         let b = pkt.head();
         let field = u16::from_be_bytes([b[l4 + 16], b[l4 + 17]]);
-        let seq = h.next_seq;
+        let seq = u32::from_be_bytes([b[l4 + 4], b[l4 + 5], b[l4 + 6], b[l4 + 7]]);
         let x = tm.k + (seq >> 16) as u64 + (seq & 0xffff) as u64 + field as u64;
         let c = if verify {
             let p = sum_range(&pkt, h.t.payload as usize, h.mss as usize);
@@ -640,12 +642,11 @@ impl<B: GroBuf> Gro<B> {
         if !h.t.ipv6 {
             h.ip_base = csum::sub(csum::add(h.tmpl.ip_sum, id), ip_len as u16);
         }
+        h.next_id = id.wrapping_add(1) as u32;
         h.head_flags = h.tmpl.bytes[l4 + 13];
         h.flags_or = 0;
         h.since = now;
         h.pkt = Some(pkt);
-        let next_seq = h.next_seq;
-        h.tmpl.advance(next_seq, Some(id.wrapping_add(1)));
         None
     }
 
@@ -740,6 +741,7 @@ impl<B: GroBuf> Gro<B> {
         h.word = seg.word;
         h.ip_word = seg.ip_word;
         h.last_id = seg.id;
+        h.next_id = seg.id.wrapping_add(1) as u32;
         h.id_mode = IdMode::Open;
         h.df = seg.df;
         h.opt_words = (o.len() / 4) as u8;
@@ -817,11 +819,10 @@ impl<B: GroBuf> Gro<B> {
         }
         h.last_id = seg.id;
         h.flags_or |= seg.flags & (PSH | FIN);
-        let next_id = match h.id_mode {
-            IdMode::Fixed => Some(h.last_id),
-            _ => Some(h.last_id.wrapping_add(1)),
-        };
-        h.tmpl.advance(h.next_seq, next_id);
+        h.next_id = match h.id_mode {
+            IdMode::Fixed => h.last_id,
+            _ => h.last_id.wrapping_add(1),
+        } as u32;
         let short = seg.payload < h.mss;
         self.stats.merged_segments += 1;
         if seg.flags & PSH != 0 {
