@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Two grorx builds, A and B, on the same capture replayed from memory (net_pcap
+# infinite_rx), alternating in pairs (A B, B A, A B, ...) so drift on a noisy
+# host hits both alike. Each run reports the worker's TSC cycles per packet
+# after RX (`--cycles`: GRO plus the stage, the PMD's copy left out); the
+# result is the median of the per-pair differences B - A and ratios B / A, and
+# how many pairs B won. This is how code changes to the GRO path are judged
+# here: a change that does not win most pairs is noise.
+#
+# usage: scripts/ab-cycles.sh BIN_A BIN_B [PAIRS] [SECS] [PCAP] [-- SINK ARGS]
+#   defaults: 10 pairs of 2 s, ../shared/captures/tcp_1flow.pcap,
+#   sink args `--gro on --gro-csum trust`
+# e.g. cp target/release/grorx /tmp/grorx-before; (change, build);
+#      scripts/ab-cycles.sh /tmp/grorx-before target/release/grorx
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+A=${1:?usage: ab-cycles.sh BIN_A BIN_B [PAIRS] [SECS] [PCAP] [-- SINK ARGS]}
+B=${2:?usage: ab-cycles.sh BIN_A BIN_B [PAIRS] [SECS] [PCAP] [-- SINK ARGS]}
+shift 2
+PAIRS=10
+SECS=2
+PCAP=$HERE/../shared/captures/tcp_1flow.pcap
+for v in PAIRS SECS PCAP; do
+    if [ $# -gt 0 ] && [ "$1" != "--" ]; then
+        printf -v "$v" '%s' "$1"
+        shift
+    fi
+done
+[ "${1:-}" = "--" ] && shift
+ARGS=("$@")
+[ ${#ARGS[@]} -gt 0 ] || ARGS=(--gro on --gro-csum trust)
+for b in "$A" "$B"; do
+    [ -x "$b" ] || { echo "ab-cycles.sh: $b is not an executable grorx" >&2; exit 1; }
+done
+[ -r "$PCAP" ] || { echo "ab-cycles.sh: cannot read the capture $PCAP" >&2; exit 1; }
+PCAP=$(realpath "$PCAP")
+
+# One run: the cycles per packet after RX (process + stage).
+run() {
+    "$1" sink --port "net_pcap0,rx_pcap=$PCAP,infinite_rx=1" --duration "$SECS" \
+        --cycles --json "${ARGS[@]}" 2>/dev/null |
+        python3 -c 'import json,sys; c=json.load(sys.stdin)["cycles"]; print(c["process"]+c["stage"])'
+}
+
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+for i in $(seq "$PAIRS"); do
+    if [ $((i % 2)) = 1 ]; then a=$(run "$A"); b=$(run "$B"); else b=$(run "$B"); a=$(run "$A"); fi
+    echo "$a $b" >>"$out"
+    echo "pair $i/$PAIRS: A $a  B $b" >&2
+done
+python3 - "$out" "$A" "$B" "${ARGS[*]}" <<'PY'
+import statistics as st, sys
+rows = [tuple(map(float, l.split())) for l in open(sys.argv[1])]
+d = [b - a for a, b in rows]
+r = [b / a for a, b in rows if a > 0]
+print(f"sink args: {sys.argv[4]}")
+print(f"A {sys.argv[2]}: median {st.median(a for a, _ in rows):.1f} cycles/packet after RX")
+print(f"B {sys.argv[3]}: median {st.median(b for _, b in rows):.1f}")
+print(f"paired: B - A median {st.median(d):+.1f} cycles, B / A median {st.median(r):.3f}, "
+      f"B lower in {sum(x < 0 for x in d)} of {len(d)} pairs")
+PY
