@@ -201,6 +201,47 @@ impl<B> Default for Held<B> {
     }
 }
 
+impl<B: GroBuf> Held<B> {
+    /// Is `pkt` a one-buffer, full-size segment of this flow matching its
+    /// template, with sequence number `seq` and IPv4 ID `id` (None: any)?
+    /// If so, its sequence number and its payload's checksum contribution,
+    /// unless it is verified and bad (None then too).
+    #[inline(always)]
+    fn template_match(
+        &self,
+        pkt: &B,
+        seq: Option<u32>,
+        id: Option<u16>,
+        verify: bool,
+    ) -> Option<(u32, Contrib)> {
+        let tm = &self.tmpl;
+        let b = pkt.head();
+        if !tm.on
+            || pkt.len() != tm.frame_len as usize
+            || pkt.segs() != 1
+            || !tm.matches(b)
+            || !tm.next_ok(b, seq, id)
+        {
+            return None;
+        }
+        let l4 = self.t.l4 as usize;
+        let seq = seq.unwrap_or_else(|| u32::from_be_bytes(b[l4 + 4..l4 + 8].try_into().unwrap()));
+        let field = u16::from_be_bytes([b[l4 + 16], b[l4 + 17]]);
+        let x = tm.k + (seq >> 16) as u64 + (seq & 0xffff) as u64 + field as u64;
+        if !verify {
+            return Some((seq, Contrib { pos: 0, neg: x }));
+        }
+        let p = sum_range(pkt, self.t.payload as usize, self.mss as usize);
+        (csum::add(csum::fold(x), p) == 0xffff).then_some((
+            seq,
+            Contrib {
+                pos: p as u64,
+                neg: 0,
+            },
+        ))
+    }
+}
+
 /// The header the next in-order, full-size segment of a held flow must
 /// carry, byte for byte but for its sequence number, IPv4 ID and checksums,
 /// which vary and are checked on their own (`next_ok`): same flow, ACK,
@@ -301,12 +342,9 @@ impl Template {
             tm.id_at = 0;
             tm.ip_csum_at = 0;
         }
-        tm.k = a.pbase as u64
-            + (a.tcp_len >> 16) as u64
-            + (a.tcp_len & 0xffff) as u64
-            + a.hconst as u64
-            + seg.urg as u64
-            + (seg.flags & VAR_FLAGS & !CWR) as u64;
+        // A full-size segment's sum but for its seq (and checksum field).
+        tm.k =
+            pseudo_sum(a.pbase, a.tcp_len) + tcp_header_sum(a.hconst, 0, seg.urg, seg.flags & !CWR);
         tm.on = true;
     }
 
@@ -528,35 +566,15 @@ impl<B: GroBuf> Gro<B> {
         let Some(h) = self.table.try_get_mut(s) else {
             return self.restart(s, pkt, verify);
         };
-        let tm = &h.tmpl;
-        let (seq, id) = (h.next_seq, h.next_id as u16);
-        if !tm.on
-            || pkt.len() != tm.frame_len as usize
-            || pkt.segs() != 1
-            || h.frags >= max_frags
-            || h.ip_len + h.mss > h.max_ip
-            || !tm.matches(pkt.head())
-            || !tm.next_ok(pkt.head(), Some(seq), Some(id))
-        {
+        let id = h.next_id as u16;
+        if h.frags >= max_frags || h.ip_len + h.mss > h.max_ip {
             return Some(pkt);
         }
-        let l4 = h.t.l4 as usize;
-        let b = pkt.head();
-        let field = u16::from_be_bytes([b[l4 + 16], b[l4 + 17]]);
-        let x = tm.k + (seq >> 16) as u64 + (seq & 0xffff) as u64 + field as u64;
-        let c = if verify {
-            let p = sum_range(&pkt, h.t.payload as usize, h.mss as usize);
-            if csum::add(csum::fold(x), p) != 0xffff {
-                return Some(pkt); // the full path counts and passes it
-            }
-            Contrib {
-                pos: p as u64,
-                neg: 0,
-            }
-        } else {
-            Contrib { pos: 0, neg: x }
-        }
-        .shifted(h.payload_len & 1 == 1);
+        // A bad checksum: the full path counts and passes it.
+        let Some((seq, c)) = h.template_match(&pkt, Some(h.next_seq), Some(id), verify) else {
+            return Some(pkt);
+        };
+        let c = c.shifted(h.payload_len & 1 == 1);
         if let Some(held) = h.pkt.as_mut() {
             held.append(pkt, h.t.payload as usize);
         }
@@ -594,33 +612,12 @@ impl<B: GroBuf> Gro<B> {
         let Some(h) = self.table.peek_freed(s) else {
             return Some(pkt);
         };
-        let tm = &h.tmpl;
         // A new head: any sequence number, any ID.
-        if !tm.on
-            || pkt.len() != tm.frame_len as usize
-            || pkt.segs() != 1
-            || !tm.matches(pkt.head())
-            || !tm.next_ok(pkt.head(), None, None)
-        {
+        let Some((seq, c)) = h.template_match(&pkt, None, None, verify) else {
             return Some(pkt);
-        }
+        };
         let (l3, l4) = (h.t.l3 as usize, h.t.l4 as usize);
         let b = pkt.head();
-        let field = u16::from_be_bytes([b[l4 + 16], b[l4 + 17]]);
-        let seq = u32::from_be_bytes([b[l4 + 4], b[l4 + 5], b[l4 + 6], b[l4 + 7]]);
-        let x = tm.k + (seq >> 16) as u64 + (seq & 0xffff) as u64 + field as u64;
-        let c = if verify {
-            let p = sum_range(&pkt, h.t.payload as usize, h.mss as usize);
-            if csum::add(csum::fold(x), p) != 0xffff {
-                return Some(pkt);
-            }
-            Contrib {
-                pos: p as u64,
-                neg: 0,
-            }
-        } else {
-            Contrib { pos: 0, neg: x }
-        };
         let id = if h.t.ipv6 {
             0
         } else {
@@ -982,12 +979,26 @@ impl Seg {
     /// from the constant part it shares with its flow.
     #[inline(always)]
     fn var_sum(&self, hconst: u16) -> u64 {
-        hconst as u64
-            + (self.seq >> 16) as u64
-            + (self.seq & 0xffff) as u64
-            + self.urg as u64
-            + (self.flags & VAR_FLAGS) as u64
+        tcp_header_sum(hconst, self.seq, self.urg, self.flags)
     }
+}
+
+/// A TCP header's sum (checksum field excluded), unfolded, from the constant
+/// part of its flow's headers and the fields that vary.
+#[inline(always)]
+fn tcp_header_sum(hconst: u16, seq: u32, urg: u16, flags: u8) -> u64 {
+    hconst as u64
+        + (seq >> 16) as u64
+        + (seq & 0xffff) as u64
+        + urg as u64
+        + (flags & VAR_FLAGS) as u64
+}
+
+/// The pseudo-header's sum, unfolded: addresses and protocol (`pbase`) and
+/// the TCP length.
+#[inline(always)]
+fn pseudo_sum(pbase: u16, tcp_len: u32) -> u64 {
+    pbase as u64 + (tcp_len >> 16) as u64 + (tcp_len & 0xffff) as u64
 }
 
 /// The constant part of a segment's TCP header sum (see `Held::hconst`).
@@ -1056,11 +1067,7 @@ impl CsumCheck {
     /// payload.
     #[inline(always)]
     fn payload_sum<B: GroBuf>(&self, pkt: &B, pbase: u16, hdr: u64, field: u16) -> Option<Contrib> {
-        let base = pbase as u64
-            + (self.tcp_len >> 16) as u64
-            + (self.tcp_len & 0xffff) as u64
-            + hdr
-            + field as u64;
+        let base = pseudo_sum(pbase, self.tcp_len) + hdr + field as u64;
         match self.hint {
             CsumHint::Bad if self.verify => None,
             CsumHint::DataGood => Some(Contrib {
@@ -1114,14 +1121,12 @@ fn fix_headers<B: GroBuf>(h: &mut Held<B>, tso: bool) {
         // DPDK's TSO contract: the pseudo-header sum without the length.
         h.pbase
     } else {
-        let hdr = h.hconst as u64
-            + (h.head_seq >> 16) as u64
-            + (h.head_seq & 0xffff) as u64
-            + h.head_urg as u64
-            + (flags & VAR_FLAGS) as u64;
-        let pseudo = h.pbase as u64 + (tcp_len >> 16) as u64 + (tcp_len & 0xffff) as u64;
+        let hdr = tcp_header_sum(h.hconst, h.head_seq, h.head_urg, flags);
         let payload = csum::add(csum::fold(h.psum_pos), !csum::fold(h.psum_neg));
-        csum::finish(csum::add(csum::fold(pseudo + hdr), payload))
+        csum::finish(csum::add(
+            csum::fold(pseudo_sum(h.pbase, tcp_len) + hdr),
+            payload,
+        ))
     };
     b[l4 + 16..l4 + 18].copy_from_slice(&c.to_be_bytes());
 }
