@@ -227,7 +227,9 @@ impl<B: GroBuf> Held<B> {
         let l4 = self.t.l4 as usize;
         let seq = seq.unwrap_or_else(|| u32::from_be_bytes(b[l4 + 4..l4 + 8].try_into().unwrap()));
         let field = u16::from_be_bytes([b[l4 + 16], b[l4 + 17]]);
-        let x = tm.k + (seq >> 16) as u64 + (seq & 0xffff) as u64 + field as u64;
+        // PSH is the one flag the template lets differ (the head has none).
+        let psh = (b[l4 + 13] & PSH) as u64;
+        let x = tm.k + (seq >> 16) as u64 + (seq & 0xffff) as u64 + field as u64 + psh;
         if !verify {
             return Some((seq, Contrib { pos: 0, neg: x }));
         }
@@ -328,7 +330,10 @@ impl Template {
         tm.mask[l4 + 4..l4 + 8].fill(0);
         tm.mask[l4 + 16..l4 + 18].fill(0);
         // A head may carry CWR (held, as Linux does); what follows must not.
+        // PSH may differ: a segment with it merges, then flushes (a head
+        // never has it: it would have passed).
         tm.bytes[l4 + 13] &= !CWR;
+        tm.mask[l4 + 13] = !PSH;
         tm.words = (end / 8) as u8;
         tm.frame_len = a.frame_len as u32;
         tm.seq_at = (l4 + 4) as u16;
@@ -548,7 +553,7 @@ impl<B: GroBuf> Gro<B> {
         let fast = true;
         if fast && hints == RxHints::default() {
             if let Some(s) = self.last {
-                let Some(p) = self.fast_merge(s, pkt, verify) else {
+                let Some(p) = self.fast_merge(s, pkt, verify, out) else {
                     return;
                 };
                 return self.receive_slow(p, now, verify, hints, out);
@@ -561,21 +566,35 @@ impl<B: GroBuf> Gro<B> {
     /// segment went to, matching its template. Gives the packet back when it
     /// does not (or its checksum must be judged by the full path). A match
     /// says everything `merge` would otherwise check: same flags as the head
-    /// (so no PSH, FIN or CWR), a full-size payload, the expected seq and ID.
+    /// but PSH (so no FIN or CWR), a full-size payload, the expected seq and
+    /// ID. What the full path would then do, this does too: merge, and flush
+    /// on PSH; or, when the held packet is full, flush it and start the next
+    /// one with this segment.
     #[inline(always)]
-    fn fast_merge(&mut self, s: u16, pkt: B, verify: bool) -> Option<B> {
+    fn fast_merge(&mut self, s: u16, pkt: B, verify: bool, out: &mut impl FnMut(B)) -> Option<B> {
         let max_frags = self.cfg.max_frags;
         let Some(h) = self.table.try_get_mut(s) else {
             return self.restart(s, pkt, verify);
         };
         let id = h.next_id as u16;
-        if h.frags >= max_frags || h.ip_len + h.mss > h.max_ip {
-            return Some(pkt);
-        }
         // A bad checksum: the full path counts and passes it.
         let Some((seq, c)) = h.template_match(&pkt, Some(h.next_seq), Some(id), verify) else {
             return Some(pkt);
         };
+        let psh = pkt.head()[h.t.l4 as usize + 13] & PSH != 0;
+        if h.frags >= max_frags || h.ip_len + h.mss > h.max_ip {
+            if psh {
+                // Flush, then a PSH segment passes: the full path's job.
+                return Some(pkt);
+            }
+            let why = if h.frags >= max_frags {
+                Flush::FragLimit
+            } else {
+                Flush::SizeLimit
+            };
+            self.flush_slot(s, why, out);
+            return self.start_in_freed(s, pkt, seq, c);
+        }
         let c = c.shifted(h.payload_len & 1 == 1);
         if let Some(held) = h.pkt.as_mut() {
             held.append(pkt, h.t.payload as usize);
@@ -599,6 +618,10 @@ impl<B: GroBuf> Gro<B> {
             }
         }
         self.stats.merged_segments += 1;
+        if psh {
+            h.flags_or |= PSH;
+            self.flush_slot(s, Flush::Psh, out);
+        }
         None
     }
 
@@ -614,19 +637,30 @@ impl<B: GroBuf> Gro<B> {
         let Some(h) = self.table.peek_freed(s) else {
             return Some(pkt);
         };
-        // A new head: any sequence number, any ID.
+        // A new head: any sequence number, any ID; PSH would pass it.
         let Some((seq, c)) = h.template_match(&pkt, None, None, verify) else {
             return Some(pkt);
         };
+        if pkt.head()[h.t.l4 as usize + 13] & PSH != 0 {
+            return Some(pkt);
+        }
+        self.start_in_freed(s, pkt, seq, c)
+    }
+
+    /// Starts a flow's next packet with `pkt` (which matched the flow's
+    /// template: sequence number `seq`, checksum contribution `c`) in the
+    /// flow's slot `s`, the last one freed.
+    #[inline(always)]
+    fn start_in_freed(&mut self, s: u16, pkt: B, seq: u32, c: Contrib) -> Option<B> {
+        let now = self.now;
+        let h = self.table.reclaim(s).expect("the flow's slot, freed last");
         let (l3, l4) = (h.t.l3 as usize, h.t.l4 as usize);
-        let b = pkt.head();
         let id = if h.t.ipv6 {
             0
         } else {
+            let b = pkt.head();
             u16::from_be_bytes([b[l3 + 4], b[l3 + 5]])
         };
-        let now = self.now;
-        let h = self.table.reclaim(s).expect("peeked: the slot freed last");
         let ip_len = h.tmpl.frame_len - l3 as u32;
         h.segs = 1;
         h.frags = 1;
