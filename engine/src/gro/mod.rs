@@ -248,9 +248,9 @@ impl<B: GroBuf> Held<B> {
 
 /// The header the next in-order, full-size segment of a held flow must
 /// carry, byte for byte but for its sequence number, IPv4 ID and checksums,
-/// which vary and are checked on their own (`next_ok`): same flow, ACK,
-/// flags, window, options, TOS/TTL/DF. It never changes once built, so a
-/// compare never waits on a store into it.
+/// which vary and are checked on their own (`next_ok`), and PSH (merged,
+/// then flushed): same flow, ACK, other flags, window, options, TOS/TTL/DF.
+/// It never changes once built, so a compare never waits on a store into it.
 /// A segment that matches it under the mask, with the head's frame length,
 /// is mergeable by Linux's rules by construction: one masked compare
 /// replaces the rules for the common case; everything else takes the full
