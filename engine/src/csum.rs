@@ -53,9 +53,12 @@ fn sum_small(data: &[u8]) -> u64 {
     for w in &mut words {
         s += u32::from_ne_bytes([w[0], w[1], w[2], w[3]]) as u64;
     }
-    let tail = words.remainder();
+    // Byte by byte (at most 3): a copy of a variable length would be a
+    // call to memcpy for every header summed.
     let mut last = [0u8; 4];
-    last[..tail.len()].copy_from_slice(tail);
+    for (d, b) in last.iter_mut().zip(words.remainder()) {
+        *d = *b;
+    }
     s + u32::from_ne_bytes(last) as u64
 }
 
