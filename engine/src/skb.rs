@@ -400,6 +400,26 @@ impl GroBuf for Skb {
     }
 
     #[inline(always)]
+    fn append_one(&mut self, other: Skb, off: usize) {
+        let o = other.into_mbuf();
+        // SAFETY: we own both; `o` is one buffer holding more than `off`
+        // bytes (the caller checked): trimmed of them and linked after our tail.
+        unsafe {
+            debug_assert!(mb::nb_segs(o) == 1 && (mb::data_len(o) as usize) > off);
+            let o_truesize = (*(mb::priv_area(o) as *const SkbMeta)).truesize;
+            (*o).data_off += off as u16;
+            (*o).data_len -= off as u16;
+            let h = self.as_ptr();
+            let meta = self.meta_mut();
+            (*meta.tail).next = o;
+            meta.tail = o;
+            meta.truesize += o_truesize;
+            (*h).pkt_len += (*o).data_len as u32;
+            (*h).nb_segs += 1;
+        }
+    }
+
+    #[inline(always)]
     fn set_gso(&mut self, info: &GsoInfo) {
         let m = self.as_ptr();
         let meta = self.meta_mut();

@@ -57,6 +57,14 @@ pub trait GroBuf {
     fn segs_from(&self, off: usize) -> u16;
     /// Appends `other` without its first `off` bytes (its headers).
     fn append(&mut self, other: Self, off: usize);
+    /// `append` for a one-buffer `other` longer than `off` (the fast path's
+    /// segments): nothing to walk or free.
+    fn append_one(&mut self, other: Self, off: usize)
+    where
+        Self: Sized,
+    {
+        self.append(other, off)
+    }
     /// The packet leaves GRO laid out like this.
     fn set_gso(&mut self, info: &GsoInfo);
 }

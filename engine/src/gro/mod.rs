@@ -597,7 +597,7 @@ impl<B: GroBuf> Gro<B> {
         }
         let c = c.shifted(h.payload_len & 1 == 1);
         if let Some(held) = h.pkt.as_mut() {
-            held.append(pkt, h.t.payload as usize);
+            held.append_one(pkt, h.t.payload as usize);
         }
         h.psum_pos += c.pos;
         h.psum_neg += c.neg;
