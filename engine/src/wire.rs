@@ -326,6 +326,11 @@ impl<'a> Fields<'a> {
         // SAFETY: from <= to <= payload <= b.len().
         unsafe { self.b.get_unchecked(from..to) }
     }
+    /// The whole first buffer, headers and what follows.
+    #[inline(always)]
+    pub fn frame(&self) -> &'a [u8] {
+        self.b
+    }
     /// Every header byte, Ethernet to the end of TCP's options.
     #[inline(always)]
     pub fn header(&self) -> &'a [u8] {

@@ -293,6 +293,13 @@ struct TmplArgs {
     frame_len: usize,
 }
 
+/// A header in a first buffer shorter than a template (rare): copied as is.
+#[cold]
+#[inline(never)]
+fn short_copy(bytes: &mut [u8; TMPL_LEN], hdr: &[u8]) {
+    bytes[..hdr.len()].copy_from_slice(hdr);
+}
+
 impl Template {
     fn off() -> Template {
         Template {
@@ -322,10 +329,23 @@ impl Template {
         let (l3, l4) = (t.l3 as usize, t.l4 as usize);
         let b = f.header();
         let end = hl.div_ceil(8) * 8;
-        tm.bytes[..hl].copy_from_slice(b);
-        tm.mask[..hl].fill(0xff);
-        // Zero to the end of the fixed-size compare too (see `matches`).
-        tm.mask[hl..end.max(FIXED_CMP)].fill(0);
+        // Copies of a fixed size (a few vector moves), not memcpy/memset
+        // calls of the header's length. The mask is all ones over the
+        // header and zero past it (see `matches`): a window into a ramp.
+        static RAMP: [u8; 2 * TMPL_LEN] = {
+            let mut r = [0u8; 2 * TMPL_LEN];
+            let mut i = 0;
+            while i < TMPL_LEN {
+                r[i] = 0xff;
+                i += 1;
+            }
+            r
+        };
+        tm.mask = RAMP[TMPL_LEN - hl..2 * TMPL_LEN - hl].try_into().unwrap();
+        match f.frame().first_chunk::<TMPL_LEN>() {
+            Some(all) => tm.bytes = *all,
+            None => short_copy(&mut tm.bytes, b),
+        }
         // Checked on their own: seq, and the TCP checksum varies.
         tm.mask[l4 + 4..l4 + 8].fill(0);
         tm.mask[l4 + 16..l4 + 18].fill(0);
