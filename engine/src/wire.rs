@@ -87,6 +87,22 @@ pub struct Tcp {
     pub payload_len: u32,
 }
 
+impl Tcp {
+    /// The same header layout (offsets, IP version, VLAN tags), whatever
+    /// the payload length.
+    #[inline(always)]
+    pub fn same_layout(&self, o: &Tcp) -> bool {
+        (
+            self.l3,
+            self.l4,
+            self.payload,
+            self.ipv6,
+            self.tci,
+            self.vlans,
+        ) == (o.l3, o.l4, o.payload, o.ipv6, o.tci, o.vlans)
+    }
+}
+
 /// Could this frame carry IP (an IPv4, IPv6 or VLAN ethertype)? Frames
 /// without one (or too short to tell) are what `Tcp::parse` calls `NotIp`
 /// or `Malformed`; this answers for the common non-IP frames in two loads.

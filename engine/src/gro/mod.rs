@@ -576,10 +576,47 @@ impl<B: GroBuf> Gro<B> {
                 let Some(p) = self.fast_merge(s, pkt, verify, out) else {
                     return;
                 };
-                return self.receive_slow(p, now, verify, hints, out);
+                // Not the previous segment's flow: another held one?
+                let Some(l) = self.lookup_by_layout(&p, s) else {
+                    return self.receive_slow(p, now, verify, hints, None, out);
+                };
+                if let Some(s2) = l.found.filter(|&s2| s2 != s) {
+                    let Some(p) = self.fast_merge(s2, p, verify, out) else {
+                        self.last = Some(s2);
+                        return;
+                    };
+                    return self.receive_slow(p, now, verify, hints, Some(l), out);
+                }
+                return self.receive_slow(p, now, verify, hints, Some(l), out);
             }
         }
-        self.receive_slow(pkt, now, verify, hints, out)
+        self.receive_slow(pkt, now, verify, hints, None, out)
+    }
+
+    /// Looks `pkt`'s flow up by a key read as if it had the header layout
+    /// of the flow in slot `s` (the previous segment's, held or just freed),
+    /// without parsing: interleaved flows nearly always share one. A wrong
+    /// guess finds nothing, or an entry whose template then refuses the
+    /// segment (the template covers every header byte: addresses, tags,
+    /// ethertype, IHL, data offset); either way the full path decides,
+    /// reusing the lookup when its parse agrees with the guess.
+    #[inline(always)]
+    fn lookup_by_layout(&self, pkt: &B, s: u16) -> Option<Lookup> {
+        // Read from the entry, not from a copy stored at each new head:
+        // reading back a recent store of a different width would stall.
+        let t = self.table.entry(s).t;
+        let b = pkt.head();
+        if t.l3 == 0 || b.len() < t.payload as usize {
+            return None;
+        }
+        let key = FlowKey::new(&Fields::new(b, t));
+        let hash = key.hash();
+        Some(Lookup {
+            layout: t,
+            key,
+            hash,
+            found: self.table.find(hash, |h| h.key == key),
+        })
     }
 
     /// The common case: the next full-size segment of the flow the previous
@@ -713,6 +750,7 @@ impl<B: GroBuf> Gro<B> {
         now: u64,
         verify: bool,
         hints: RxHints,
+        lookup: Option<Lookup>,
         out: &mut impl FnMut(B),
     ) {
         if verify && hints.ip == CsumHint::Bad {
@@ -727,7 +765,9 @@ impl<B: GroBuf> Gro<B> {
             Err(why) => return self.pass_in_order(Pass::Frame(why), pkt, out),
         };
         let f = Fields::new(pkt.head(), t);
-        let key = FlowKey::new(&f);
+        // A lookup with the layout this parse found is this one's.
+        let lookup = lookup.filter(|l| l.layout.same_layout(&t));
+        let key = lookup.map_or_else(|| FlowKey::new(&f), |l| l.key);
         let seg = Seg::read(&f, pkt.segs_from(t.payload as usize));
         let tcp_len = t.l4_len() as u32 + t.payload_len;
         let csum = CsumCheck {
@@ -738,11 +778,20 @@ impl<B: GroBuf> Gro<B> {
             len: t.payload_len as usize,
         };
 
-        let hit = self
-            .last
-            .filter(|&s| self.table.try_get(s).is_some_and(|h| h.key == key));
-        let hash = if hit.is_some() { 0 } else { key.hash() };
-        if let Some(s) = hit.or_else(|| self.table.find(hash, |h| h.key == key)) {
+        let (hash, found) = match lookup {
+            Some(l) => (l.hash, l.found),
+            None => {
+                let hit = self
+                    .last
+                    .filter(|&s| self.table.try_get(s).is_some_and(|h| h.key == key));
+                let hash = if hit.is_some() { 0 } else { key.hash() };
+                (
+                    hash,
+                    hit.or_else(|| self.table.find(hash, |h| h.key == key)),
+                )
+            }
+        };
+        if let Some(s) = found {
             let h = self.table.get(s);
             if self.mergeable(h, &seg, f.options()) {
                 // The header equals the head's but for seq, checksum, urgent
@@ -991,6 +1040,16 @@ impl<B: GroBuf> Gro<B> {
             self.flush_slot(s, Flush::Age, out);
         }
     }
+}
+
+/// A flow lookup made before parsing, with a guessed header layout.
+#[derive(Clone, Copy)]
+struct Lookup {
+    layout: Tcp,
+    key: FlowKey,
+    hash: u32,
+    /// The live slot holding `key`, if any.
+    found: Option<u16>,
 }
 
 /// The fields of an incoming segment the rules compare.

@@ -131,6 +131,13 @@ impl<E: Default> Table<E> {
         (s, &mut self.entries[s as usize])
     }
 
+    /// The entry of a slot, live or not (a free one holds what its last
+    /// use left, or the default).
+    #[inline(always)]
+    pub fn entry(&self, slot: u16) -> &E {
+        &self.entries[slot as usize]
+    }
+
     /// The entry of the slot removed last, if it is `slot` (see `reclaim`).
     #[inline(always)]
     pub fn peek_freed(&self, slot: u16) -> Option<&E> {
