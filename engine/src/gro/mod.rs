@@ -580,13 +580,16 @@ impl<B: GroBuf> Gro<B> {
                 let Some(l) = self.lookup_by_layout(&p, s) else {
                     return self.receive_slow(p, now, verify, hints, None, out);
                 };
-                if let Some(s2) = l.found.filter(|&s2| s2 != s) {
-                    let Some(p) = self.fast_merge(s2, p, verify, out) else {
-                        self.last = Some(s2);
-                        return;
-                    };
-                    return self.receive_slow(p, now, verify, hints, Some(l), out);
-                }
+                let p = match l.found.filter(|&s2| s2 != s) {
+                    Some(s2) => {
+                        let Some(p) = self.fast_merge(s2, p, verify, out) else {
+                            self.last = Some(s2);
+                            return;
+                        };
+                        p
+                    }
+                    None => p,
+                };
                 return self.receive_slow(p, now, verify, hints, Some(l), out);
             }
         }
