@@ -197,6 +197,34 @@ impl Skb {
         unsafe { &mut *(mb::priv_area(self.as_ptr()) as *mut SkbMeta) }
     }
 
+    /// Trims the first `off` bytes of `o` and links the chain `o..=tail`
+    /// (`nb` buffers, `len` bytes once trimmed, pinning `truesize`) after
+    /// our tail: what both appends end with.
+    ///
+    /// # Safety
+    /// We own the chain, which no one else links to; `o` holds at least
+    /// `off` bytes and `tail` is its last buffer.
+    #[inline(always)]
+    unsafe fn link(
+        &mut self,
+        o: *mut sys::rte_mbuf,
+        off: usize,
+        tail: *mut sys::rte_mbuf,
+        nb: u16,
+        len: u32,
+        truesize: u32,
+    ) {
+        (*o).data_off += off as u16;
+        (*o).data_len -= off as u16;
+        let h = self.as_ptr();
+        let meta = self.meta_mut();
+        (*meta.tail).next = o;
+        meta.tail = tail;
+        meta.truesize += truesize;
+        (*h).pkt_len += len;
+        (*h).nb_segs += nb;
+    }
+
     /// Headroom a prepend may use.
     pub fn headroom(&self) -> u16 {
         self.meta().headroom
@@ -387,15 +415,7 @@ impl GroBuf for Skb {
                 o = next;
                 nb -= 1;
             }
-            (*o).data_off += off as u16;
-            (*o).data_len -= off as u16;
-            let h = self.as_ptr();
-            let meta = self.meta_mut();
-            (*meta.tail).next = o;
-            meta.tail = o_tail;
-            meta.truesize += o_truesize;
-            (*h).pkt_len += pkt_len;
-            (*h).nb_segs += nb;
+            self.link(o, off, o_tail, nb, pkt_len, o_truesize);
         }
     }
 
@@ -407,15 +427,8 @@ impl GroBuf for Skb {
         unsafe {
             debug_assert!(mb::nb_segs(o) == 1 && (mb::data_len(o) as usize) > off);
             let o_truesize = (*(mb::priv_area(o) as *const SkbMeta)).truesize;
-            (*o).data_off += off as u16;
-            (*o).data_len -= off as u16;
-            let h = self.as_ptr();
-            let meta = self.meta_mut();
-            (*meta.tail).next = o;
-            meta.tail = o;
-            meta.truesize += o_truesize;
-            (*h).pkt_len += (*o).data_len as u32;
-            (*h).nb_segs += 1;
+            let len = mb::data_len(o) as u32 - off as u32;
+            self.link(o, off, o, 1, len, o_truesize);
         }
     }
 
