@@ -14,9 +14,11 @@
 //! the rule that said no). The common case skips them: the next full-size
 //! segment of the flow the previous segment went to is compared, masked, with
 //! a header template of what that segment must be (`Template`), and merged
-//! (`fast_merge`) or, right after its flow's packet left, starts the next one
-//! in the slot it left (`restart`). The table (`table`) is bounded and O(1);
-//! no allocation happens per packet.
+//! (`fast_merge`) or, after its flow's packet left, starts the next one in
+//! the slot it left, whose state the table keeps as a ghost until the slot
+//! is needed (`restart`); a segment of another flow is looked up first with
+//! the previous one's header layout, unparsed. The table (`table`) is bounded
+//! and O(1); no allocation happens per packet.
 
 pub mod buf;
 pub mod key;
@@ -685,16 +687,16 @@ impl<B: GroBuf> Gro<B> {
         None
     }
 
-    /// The flow the previous segment went to was just flushed (frag limit,
-    /// end of poll, PSH...), and its slot is still the last one freed: its
-    /// entry still holds the flow's state and template. A segment matching
-    /// that template starts the flow's next packet there, without parsing,
-    /// hashing or building a template: what the full path would do, since
-    /// every field it would read equals the old head's but seq, ID and the
-    /// checksums, which are set here.
+    /// The flow in slot `s` was flushed (frag limit, end of poll, PSH...),
+    /// and the slot is still its ghost: its entry still holds the flow's
+    /// state and template. A segment matching that template starts the
+    /// flow's next packet there, without parsing, hashing or building a
+    /// template: what the full path would do (it goes back to the same
+    /// slot), since every field it would read equals the old head's but
+    /// seq, ID and the checksums, which are set here.
     #[inline]
     fn restart(&mut self, s: u16, pkt: B, verify: bool) -> Option<B> {
-        let Some(h) = self.table.peek_freed(s) else {
+        let Some(h) = self.table.ghost(s) else {
             return Some(pkt);
         };
         // A new head: any sequence number, any ID; PSH would pass it.
@@ -709,11 +711,11 @@ impl<B: GroBuf> Gro<B> {
 
     /// Starts a flow's next packet with `pkt` (which matched the flow's
     /// template: sequence number `seq`, checksum contribution `c`) in the
-    /// flow's slot `s`, the last one freed.
+    /// flow's ghost slot `s`.
     #[inline(always)]
     fn start_in_freed(&mut self, s: u16, pkt: B, seq: u32, c: Contrib) -> Option<B> {
         let now = self.now;
-        let h = self.table.reclaim(s).expect("the flow's slot, freed last");
+        let h = self.table.reclaim(s).expect("the flow's ghost");
         let (l3, l4) = (h.t.l3 as usize, h.t.l4 as usize);
         let id = if h.t.ipv6 {
             0
@@ -781,6 +783,8 @@ impl<B: GroBuf> Gro<B> {
             len: t.payload_len as usize,
         };
 
+        // The flow's slot, live or a ghost: keys are unique in the table,
+        // so a new head of a flow it knows goes back to that slot.
         let (hash, found) = match lookup {
             Some(l) => (l.hash, l.found),
             None => {
@@ -794,7 +798,7 @@ impl<B: GroBuf> Gro<B> {
                 )
             }
         };
-        if let Some(s) = found {
+        if let Some(s) = found.filter(|&s| self.table.is_live(s)) {
             let h = self.table.get(s);
             if self.mergeable(h, &seg, f.options()) {
                 // The header equals the head's but for seq, checksum, urgent
@@ -827,20 +831,25 @@ impl<B: GroBuf> Gro<B> {
         for (i, w) in o.chunks_exact(4).enumerate() {
             opts[i] = u32::from_ne_bytes([w[0], w[1], w[2], w[3]]);
         }
-        if self.table.is_full() {
-            let oldest = self.table.oldest().expect("a full table has an oldest");
-            self.flush_slot(oldest, Flush::TableFull, out);
-        }
         let held_frags = pkt.segs();
         let ip_hdr = if t.ipv6 {
             0
         } else {
             csum::sum(&f.header()[t.l3 as usize..t.l4 as usize])
         };
-        // A hit on `last` skipped hashing; an insert needs the hash.
-        let hash = if hash == 0 { key.hash() } else { hash };
-        let (slot, h) = self.table.insert(hash);
-        h.key = key;
+        let (slot, h) = match found {
+            // Its key and hash are this flow's already.
+            Some(s) => (s, self.table.reclaim(s).expect("the flow's ghost")),
+            None => {
+                if self.table.is_full() {
+                    let oldest = self.table.oldest().expect("a full table has an oldest");
+                    self.flush_slot(oldest, Flush::TableFull, out);
+                }
+                let (s, h) = self.table.insert(hash);
+                h.key = key;
+                (s, h)
+            }
+        };
         h.next_seq = seg.seq.wrapping_add(seg.payload);
         h.ack = seg.ack;
         h.word = seg.word;
@@ -1051,7 +1060,7 @@ struct Lookup {
     layout: Tcp,
     key: FlowKey,
     hash: u32,
-    /// The live slot holding `key`, if any.
+    /// The slot holding `key`, live or a ghost, if any.
     found: Option<u16>,
 }
 

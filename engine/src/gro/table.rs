@@ -5,22 +5,75 @@
 //! Everything is allocated once, when the table is built, and entries live
 //! in place: an insert hands out a slot to fill, a remove hands back the
 //! entry to take from, so a large entry is never moved.
+//!
+//! A removed entry stays findable under its hash as a ghost (free, still
+//! holding what its flow left) until its slot is taken for another: free
+//! slots are taken least recently freed first, so the flows flushed last
+//! (at the end of a poll, say) can come back to their slot and its state
+//! (`reclaim`) without a new one being built. The index holds each slot at
+//! most once, so it is never more than half full.
 
 const NIL: u16 = u16::MAX;
+
+/// The two ends of a list threaded through `prev`/`next`.
+#[derive(Clone, Copy)]
+struct Ends {
+    first: u16,
+    last: u16,
+}
+
+impl Ends {
+    const EMPTY: Ends = Ends {
+        first: NIL,
+        last: NIL,
+    };
+}
+
+/// Appends `s` to the list `l`.
+#[inline(always)]
+fn push_last(prev: &mut [u16], next: &mut [u16], l: &mut Ends, s: u16) {
+    prev[s as usize] = l.last;
+    next[s as usize] = NIL;
+    if l.last != NIL {
+        next[l.last as usize] = s;
+    } else {
+        l.first = s;
+    }
+    l.last = s;
+}
+
+/// Takes `s` out of the list `l`.
+#[inline(always)]
+fn unlink(prev: &mut [u16], next: &mut [u16], l: &mut Ends, s: u16) {
+    let (p, n) = (prev[s as usize], next[s as usize]);
+    if p != NIL {
+        next[p as usize] = n;
+    } else {
+        l.first = n;
+    }
+    if n != NIL {
+        prev[n as usize] = p;
+    } else {
+        l.last = p;
+    }
+}
 
 pub struct Table<E> {
     /// Every slot holds an entry; `used` says which are live.
     entries: Vec<E>,
     used: Vec<bool>,
+    /// In the index under `hashes`: live, or a ghost.
+    indexed: Vec<bool>,
     hashes: Vec<u32>,
     /// Slot numbers by hash position; NIL = empty.
     index: Vec<u16>,
     mask: usize,
-    free: Vec<u16>,
+    /// Two lists share `prev`/`next` (a slot is on one of them): the live
+    /// slots in arrival order, the free ones in the order they were freed.
     prev: Vec<u16>,
     next: Vec<u16>,
-    oldest: u16,
-    newest: u16,
+    live: Ends,
+    free: Ends,
     len: usize,
 }
 
@@ -28,19 +81,23 @@ impl<E: Default> Table<E> {
     pub fn new(cap: usize) -> Table<E> {
         assert!((1..NIL as usize).contains(&cap), "table capacity 1..65534");
         let isize = (cap * 2).next_power_of_two();
-        Table {
+        let mut t = Table {
             entries: (0..cap).map(|_| E::default()).collect(),
             used: vec![false; cap],
+            indexed: vec![false; cap],
             hashes: vec![0; cap],
             index: vec![NIL; isize],
             mask: isize - 1,
-            free: (0..cap as u16).rev().collect(),
             prev: vec![NIL; cap],
             next: vec![NIL; cap],
-            oldest: NIL,
-            newest: NIL,
+            live: Ends::EMPTY,
+            free: Ends::EMPTY,
             len: 0,
+        };
+        for s in 0..cap as u16 {
+            push_last(&mut t.prev, &mut t.next, &mut t.free, s);
         }
+        t
     }
 
     #[inline(always)]
@@ -55,14 +112,15 @@ impl<E: Default> Table<E> {
 
     #[inline(always)]
     pub fn is_full(&self) -> bool {
-        self.free.is_empty()
+        self.free.first == NIL
     }
 
     pub fn capacity(&self) -> usize {
         self.entries.len()
     }
 
-    /// The slot of the entry with this hash for which `eq` holds.
+    /// The slot, live or ghost, of the entry with this hash for which `eq`
+    /// holds.
     #[inline(always)]
     pub fn find(&self, hash: u32, mut eq: impl FnMut(&E) -> bool) -> Option<u16> {
         let mut i = hash as usize & self.mask;
@@ -71,12 +129,17 @@ impl<E: Default> Table<E> {
             if s == NIL {
                 return None;
             }
-            // The index only ever names live slots (insert and remove keep it so).
+            // The index only ever names indexed slots (insert and unindex keep it so).
             if self.hashes[s as usize] == hash && eq(&self.entries[s as usize]) {
                 return Some(s);
             }
             i = (i + 1) & self.mask;
         }
+    }
+
+    #[inline(always)]
+    pub fn is_live(&self, slot: u16) -> bool {
+        self.used[slot as usize]
     }
 
     /// The entry in this slot, if the slot is in use.
@@ -106,29 +169,26 @@ impl<E: Default> Table<E> {
         &self.entries[slot as usize]
     }
 
-    /// Claims a slot as the newest, for the caller to fill in place: it
-    /// still holds whatever its previous entry left. The caller makes room
-    /// first (`is_full`).
+    /// Claims the least recently freed slot as the newest, indexed under
+    /// `hash`, for the caller to fill in place: it still holds whatever its
+    /// previous entry left (whose ghost it no longer is). The caller makes
+    /// room first (`is_full`).
     #[inline(always)]
     pub fn insert(&mut self, hash: u32) -> (u16, &mut E) {
-        let s = self.free.pop().expect("insert into a full GRO table");
-        self.used[s as usize] = true;
+        let s = self.free.first;
+        assert!(s != NIL, "insert into a full GRO table");
+        if self.indexed[s as usize] {
+            self.unindex(s);
+        }
         self.hashes[s as usize] = hash;
         let mut i = hash as usize & self.mask;
         while self.index[i] != NIL {
             i = (i + 1) & self.mask;
         }
         self.index[i] = s;
-        self.prev[s as usize] = self.newest;
-        self.next[s as usize] = NIL;
-        if self.newest != NIL {
-            self.next[self.newest as usize] = s;
-        } else {
-            self.oldest = s;
-        }
-        self.newest = s;
-        self.len += 1;
-        (s, &mut self.entries[s as usize])
+        self.indexed[s as usize] = true;
+        let e = self.reclaim(s).expect("a free slot");
+        (s, e)
     }
 
     /// The entry of a slot, live or not (a free one holds what its last
@@ -138,47 +198,46 @@ impl<E: Default> Table<E> {
         &self.entries[slot as usize]
     }
 
-    /// The entry of the slot removed last, if it is `slot` (see `reclaim`).
+    /// The entry of a ghost slot: free, still indexed under its old hash.
     #[inline(always)]
-    pub fn peek_freed(&self, slot: u16) -> Option<&E> {
-        (self.free.last() == Some(&slot)).then(|| &self.entries[slot as usize])
+    pub fn ghost(&self, slot: u16) -> Option<&E> {
+        let s = slot as usize;
+        (!self.used[s] && self.indexed[s]).then(|| &self.entries[s])
     }
 
-    /// Takes back the slot removed last, if no other slot was taken or
-    /// given back since: the entry still holds what its previous use left
-    /// (a flow's state, for a restart without a lookup). It becomes the
-    /// newest, under the hash it had.
+    /// Takes back a ghost's slot, if it still is one, as the newest, under
+    /// the hash it had: the entry still holds what its previous use left (a
+    /// flow's state, for a restart without a new one being built).
     #[inline(always)]
     pub fn reclaim(&mut self, slot: u16) -> Option<&mut E> {
-        if self.free.last() != Some(&slot) {
+        let s = slot as usize;
+        if self.used[s] || !self.indexed[s] {
             return None;
         }
-        let (s, e) = self.insert(self.hashes[slot as usize]);
-        debug_assert_eq!(s, slot);
-        Some(e)
+        unlink(&mut self.prev, &mut self.next, &mut self.free, slot);
+        push_last(&mut self.prev, &mut self.next, &mut self.live, slot);
+        self.used[s] = true;
+        self.len += 1;
+        Some(&mut self.entries[s])
     }
 
-    /// Takes an entry out; hands it back, in place, for the caller to take
-    /// what it needs before the slot is reused.
+    /// Takes an entry out, leaving its ghost; hands it back, in place, for
+    /// the caller to take what it needs.
     #[inline(always)]
     pub fn remove(&mut self, slot: u16) -> &mut E {
         let s = slot as usize;
         assert!(self.used[s], "remove of an empty slot");
         self.used[s] = false;
-        // Unlink from the arrival list.
-        let (p, n) = (self.prev[s], self.next[s]);
-        if p != NIL {
-            self.next[p as usize] = n;
-        } else {
-            self.oldest = n;
-        }
-        if n != NIL {
-            self.prev[n as usize] = p;
-        } else {
-            self.newest = p;
-        }
-        // Remove from the index, shifting later members of the probe run back.
-        let mut i = self.hashes[s] as usize & self.mask;
+        unlink(&mut self.prev, &mut self.next, &mut self.live, slot);
+        push_last(&mut self.prev, &mut self.next, &mut self.free, slot);
+        self.len -= 1;
+        &mut self.entries[s]
+    }
+
+    /// Takes a slot out of the index, shifting later members of its probe
+    /// run back.
+    fn unindex(&mut self, slot: u16) {
+        let mut i = self.hashes[slot as usize] as usize & self.mask;
         while self.index[i] != slot {
             i = (i + 1) & self.mask;
         }
@@ -202,14 +261,12 @@ impl<E: Default> Table<E> {
             }
         }
         self.index[i] = NIL;
-        self.free.push(slot);
-        self.len -= 1;
-        &mut self.entries[s]
+        self.indexed[slot as usize] = false;
     }
 
     /// The oldest entry for which `f` holds (a scan: for rare paths only).
     pub fn first_where(&self, mut f: impl FnMut(&E) -> bool) -> Option<u16> {
-        let mut s = self.oldest;
+        let mut s = self.live.first;
         while s != NIL {
             if f(&self.entries[s as usize]) {
                 return Some(s);
@@ -222,7 +279,7 @@ impl<E: Default> Table<E> {
     /// The entry held longest.
     #[inline(always)]
     pub fn oldest(&self) -> Option<u16> {
-        (self.oldest != NIL).then_some(self.oldest)
+        (self.live.first != NIL).then_some(self.live.first)
     }
 }
 
@@ -230,6 +287,7 @@ impl<E: Default> Table<E> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::collections::VecDeque;
 
     fn put(t: &mut Table<u32>, hash: u32, v: u32) -> u16 {
         let (s, e) = t.insert(hash);
@@ -248,66 +306,103 @@ mod tests {
         assert_eq!(*t.remove(a), 70);
         assert_eq!(t.try_get(a), None, "a removed slot is not live");
         assert_eq!(t.oldest(), Some(b));
-        assert_eq!(
-            t.find(7, |e| *e == 71),
-            Some(b),
-            "found after a backward shift"
-        );
-        assert_eq!(t.find(7, |e| *e == 70), None);
-        put(&mut t, 1, 10);
-        put(&mut t, 2, 20);
+        assert_eq!(t.find(7, |e| *e == 70), Some(a), "a ghost is found");
+        assert!(!t.is_live(a) && t.is_live(b));
+        put(&mut t, 1, 10); // the never used slot 3
+        let d = put(&mut t, 2, 20); // takes a, least recently freed
+        assert_eq!(d, a);
         assert!(t.is_full());
+        assert_eq!(t.find(7, |e| *e == 70), None, "its ghost is gone");
+        assert_eq!(t.find(7, |e| *e == 71), Some(b), "after a backward shift");
         assert_eq!(*t.remove(c), 30);
         assert_eq!(t.len(), 3);
     }
 
     #[test]
-    fn reclaim_takes_back_only_the_slot_removed_last() {
+    fn reclaim_takes_back_a_ghost_as_the_newest() {
         let mut t: Table<u32> = Table::new(4);
         let a = put(&mut t, 5, 50);
         let b = put(&mut t, 5, 51);
         t.remove(a);
         t.remove(b);
-        assert!(t.reclaim(a).is_none(), "b was given back after a");
-        assert!(t.peek_freed(a).is_none());
-        assert_eq!(t.peek_freed(b).copied(), Some(51));
-        assert_eq!(t.reclaim(b).copied(), Some(51), "its entry is as it was");
-        assert_eq!(t.find(5, |e| *e == 51), Some(b), "under its old hash");
-        assert_eq!(t.oldest(), Some(b));
-        assert!(t.reclaim(b).is_none(), "a live slot is not free");
-        put(&mut t, 9, 90); // takes a
-        assert!(t.reclaim(a).is_none(), "taken since");
-        assert_eq!(t.len(), 2);
+        assert_eq!(t.ghost(a).copied(), Some(50));
+        assert_eq!(t.reclaim(a).copied(), Some(50), "its entry is as it was");
+        assert!(t.ghost(a).is_none(), "live again");
+        assert!(t.reclaim(a).is_none(), "a live slot is not free");
+        assert_eq!(t.find(5, |e| *e == 50), Some(a), "under its old hash");
+        assert_eq!(t.oldest(), Some(a));
+        put(&mut t, 9, 90); // the never used slots go first
+        put(&mut t, 9, 91);
+        assert_eq!(put(&mut t, 8, 80), b, "then the least recently freed");
+        assert!(t.ghost(b).is_none() && t.find(5, |e| *e == 51).is_none());
+        assert_eq!(t.len(), 4);
+    }
+
+    #[derive(Clone, Copy, PartialEq, Debug)]
+    enum Model {
+        Never,
+        Live(u32, u32),
+        Ghost(u32, u32),
     }
 
     proptest! {
-        /// Against a model: random inserts/removes with colliding hashes.
+        /// Against a model: random inserts, removes and reclaims with
+        /// colliding hashes; which slot an insert takes, what is found,
+        /// live or ghost, and the arrival order.
         #[test]
-        fn behaves_like_a_model(ops in proptest::collection::vec((0u8..3, 0u32..16, 0u32..1000), 1..400)) {
+        fn behaves_like_a_model(ops in proptest::collection::vec((0u8..4, 0u32..16, 0u32..1000), 1..400)) {
             let cap = 8;
             let mut t: Table<u32> = Table::new(cap);
-            let mut model: Vec<(u32, u32)> = Vec::new(); // (hash, value) in arrival order
+            let mut slots = [Model::Never; 8];
+            let mut free: VecDeque<u16> = (0..cap as u16).collect();
+            let mut order: Vec<u16> = Vec::new(); // live slots, oldest first
+            let live_has = |slots: &[Model; 8], v: u32| {
+                slots.iter().any(|m| matches!(m, Model::Live(_, x) | Model::Ghost(_, x) if *x == v))
+            };
             for (op, hash, val) in ops {
                 match op {
-                    0 if !t.is_full() && !model.iter().any(|m| m.1 == val) => {
-                        put(&mut t, hash, val);
-                        model.push((hash, val));
+                    0 if !t.is_full() && !live_has(&slots, val) => {
+                        let want = free.pop_front().unwrap();
+                        prop_assert_eq!(put(&mut t, hash, val), want);
+                        slots[want as usize] = Model::Live(hash, val);
+                        order.push(want);
                     }
-                    1 if !model.is_empty() => {
-                        let (h, v) = model[val as usize % model.len()];
-                        let s = t.find(h, |e| *e == v).expect("present");
+                    1 if !order.is_empty() => {
+                        let s = order.remove(val as usize % order.len());
+                        let Model::Live(h, v) = slots[s as usize] else { unreachable!() };
                         prop_assert_eq!(*t.remove(s), v);
-                        model.retain(|m| m.1 != v);
+                        slots[s as usize] = Model::Ghost(h, v);
+                        free.push_back(s);
                     }
-                    _ => {
-                        if let Some(s) = t.oldest() {
-                            prop_assert_eq!(*t.get(s), model[0].1);
+                    2 => {
+                        let s = (val % cap as u32) as u16;
+                        match slots[s as usize] {
+                            Model::Ghost(h, v) => {
+                                prop_assert_eq!(t.ghost(s).copied(), Some(v));
+                                prop_assert_eq!(t.reclaim(s).copied(), Some(v));
+                                slots[s as usize] = Model::Live(h, v);
+                                free.retain(|&f| f != s);
+                                order.push(s);
+                            }
+                            Model::Live(..) => prop_assert!(t.ghost(s).is_none()),
+                            Model::Never => {
+                                prop_assert!(t.ghost(s).is_none());
+                                prop_assert!(t.reclaim(s).is_none(), "never indexed");
+                            }
                         }
                     }
+                    _ => {}
                 }
-                prop_assert_eq!(t.len(), model.len());
-                for &(h, v) in &model {
-                    prop_assert!(t.find(h, |e| *e == v).is_some());
+                prop_assert_eq!(t.len(), order.len());
+                prop_assert_eq!(t.oldest(), order.first().copied());
+                for (s, m) in slots.iter().enumerate() {
+                    match *m {
+                        Model::Live(h, v) | Model::Ghost(h, v) => {
+                            prop_assert_eq!(t.find(h, |e| *e == v), Some(s as u16));
+                            prop_assert_eq!(t.is_live(s as u16), matches!(m, Model::Live(..)));
+                        }
+                        Model::Never => prop_assert!(!t.is_live(s as u16)),
+                    }
                 }
             }
         }

@@ -754,6 +754,8 @@ mod props {
         /// One segment in this many carries CWR (0: none).
         cwr_one_in: u32,
         seed: u64,
+        /// Flows the table holds (small: evictions, ghosts taken over).
+        table: usize,
     }
 
     fn case() -> impl Strategy<Value = Case> {
@@ -769,7 +771,12 @@ mod props {
                 1u16..=64,
                 proptest::option::of(600usize..1400),
                 any::<bool>(),
-                (any::<bool>(), 0u32..40, any::<u64>()),
+                (
+                    any::<bool>(),
+                    0u32..40,
+                    any::<u64>(),
+                    prop_oneof![Just(64usize), 1usize..12],
+                ),
             )
                 .prop_map(
                     |(
@@ -783,7 +790,7 @@ mod props {
                         max_frags,
                         split,
                         trust,
-                        (fixed_ids, cwr_one_in, seed),
+                        (fixed_ids, cwr_one_in, seed, table),
                     )| Case {
                         flows,
                         mss,
@@ -798,6 +805,7 @@ mod props {
                         fixed_ids,
                         cwr_one_in,
                         seed,
+                        table,
                     },
                 )
         })
@@ -889,6 +897,7 @@ mod props {
     fn run(c: &Case, input: Vec<VecBuf>, full_path_only: bool) -> (Gro<VecBuf>, Vec<VecBuf>) {
         let cfg = GroConfig {
             max_frags: c.max_frags,
+            flows: c.table,
             csum: if c.trust {
                 CsumMode::Trust
             } else {
