@@ -178,6 +178,10 @@ struct GroArgs {
     /// Flows held at once per queue (the oldest is flushed when full).
     #[arg(long, default_value_t = 64)]
     gro_flows: usize,
+    /// Flows per queue whose state GRO remembers after their packet left, so
+    /// their next packet starts without a parse or a template build.
+    #[arg(long, default_value_t = 1024)]
+    gro_flow_cache: usize,
     /// Hold packets across polls up to this many microseconds (0: flush at the end of each poll).
     #[arg(long, default_value_t = 0)]
     gro_flush_us: u32,
@@ -277,6 +281,7 @@ fn sink(a: SinkArgs) -> Result<()> {
             max_frags: a.gro.max_frags,
             max_size: a.gro.gro_max_size,
             flows: a.gro.gro_flows,
+            flow_cache: a.gro.gro_flow_cache,
             csum: match a.gro.gro_csum {
                 CsumArg::Verify => CsumMode::Verify,
                 CsumArg::Trust => CsumMode::Trust,

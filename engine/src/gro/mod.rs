@@ -67,6 +67,11 @@ pub struct GroConfig {
     pub max_size: u32,
     /// Flows held at once per queue.
     pub flows: usize,
+    /// Flows whose state (key, template, sums) the table keeps after their
+    /// packet left, so their next packet restarts without being rebuilt
+    /// (ghosts; the least recently flushed is forgotten first). At least
+    /// `flows` are: the table has `max(flows, flow_cache)` entries.
+    pub flow_cache: usize,
     pub csum: CsumMode,
     pub out_csum: OutCsum,
 }
@@ -77,6 +82,7 @@ impl Default for GroConfig {
             max_frags: 17,
             max_size: 65535,
             flows: 64,
+            flow_cache: 1024,
             csum: CsumMode::Verify,
             out_csum: OutCsum::Full,
         }
@@ -103,7 +109,18 @@ impl GroConfig {
                 self.flows
             ));
         }
+        if self.flow_cache > 16384 {
+            return Err(format!(
+                "--gro-flow-cache {} is out of range: give 0..=16384",
+                self.flow_cache
+            ));
+        }
         Ok(())
+    }
+
+    /// Entries in a queue's table: held flows and remembered ones.
+    pub fn table_entries(&self) -> usize {
+        self.flows.max(self.flow_cache)
     }
 }
 
@@ -474,7 +491,7 @@ impl<B: GroBuf> Gro<B> {
     pub fn new(cfg: GroConfig) -> Gro<B> {
         Gro {
             cfg,
-            table: Table::new(cfg.flows),
+            table: Table::new(cfg.table_entries()),
             stats: GroStats::default(),
             last: None,
             now: 0,
@@ -841,7 +858,7 @@ impl<B: GroBuf> Gro<B> {
             // Its key and hash are this flow's already.
             Some(s) => (s, self.table.reclaim(s).expect("the flow's ghost")),
             None => {
-                if self.table.is_full() {
+                if self.table.len() >= self.cfg.flows {
                     let oldest = self.table.oldest().expect("a full table has an oldest");
                     self.flush_slot(oldest, Flush::TableFull, out);
                 }

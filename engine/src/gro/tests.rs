@@ -754,8 +754,10 @@ mod props {
         /// One segment in this many carries CWR (0: none).
         cwr_one_in: u32,
         seed: u64,
-        /// Flows the table holds (small: evictions, ghosts taken over).
+        /// Flows the table holds (small: evictions) and remembers (small:
+        /// ghosts taken over).
         table: usize,
+        cache: usize,
     }
 
     fn case() -> impl Strategy<Value = Case> {
@@ -776,6 +778,7 @@ mod props {
                     0u32..40,
                     any::<u64>(),
                     prop_oneof![Just(64usize), 1usize..12],
+                    prop_oneof![Just(0usize), 1usize..16, Just(1024)],
                 ),
             )
                 .prop_map(
@@ -790,7 +793,7 @@ mod props {
                         max_frags,
                         split,
                         trust,
-                        (fixed_ids, cwr_one_in, seed, table),
+                        (fixed_ids, cwr_one_in, seed, table, cache),
                     )| Case {
                         flows,
                         mss,
@@ -806,6 +809,7 @@ mod props {
                         cwr_one_in,
                         seed,
                         table,
+                        cache,
                     },
                 )
         })
@@ -898,6 +902,7 @@ mod props {
         let cfg = GroConfig {
             max_frags: c.max_frags,
             flows: c.table,
+            flow_cache: c.cache,
             csum: if c.trust {
                 CsumMode::Trust
             } else {
