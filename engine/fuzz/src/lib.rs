@@ -239,6 +239,9 @@ pub fn decode(data: &[u8]) -> Input {
     let cfg = GroConfig {
         max_frags: 1 + (rc.max_frags % 64) as u16,
         flows: 1 + (rc.flows % 64) as usize,
+        // The top two bits: how many flushed flows the table remembers
+        // (none, a few so that ghosts are taken over, or the default).
+        flow_cache: [0, 3, 16, 1024][(rc.flows >> 6) as usize],
         csum: if rc.trust {
             CsumMode::Trust
         } else {

@@ -675,7 +675,7 @@ impl<B: GroBuf> Gro<B> {
     fn fast_merge(&mut self, s: u16, pkt: B, verify: bool, out: &mut impl FnMut(B)) -> Option<B> {
         let max_frags = self.cfg.max_frags;
         let Some(h) = self.table.try_get_mut(s) else {
-            return self.restart(s, pkt, verify);
+            return self.restart(s, pkt, verify, out);
         };
         let id = h.next_id as u16;
         // A bad checksum: the full path counts and passes it.
@@ -693,7 +693,7 @@ impl<B: GroBuf> Gro<B> {
                 Flush::SizeLimit
             };
             self.flush_slot(s, why, out);
-            return self.start_in_freed(s, pkt, seq, c);
+            return self.start_in_freed(s, pkt, seq, c, out);
         }
         let c = c.shifted(h.payload_len & 1 == 1);
         if let Some(held) = h.pkt.as_mut() {
@@ -733,7 +733,7 @@ impl<B: GroBuf> Gro<B> {
     /// slot), since every field it would read equals the old head's but
     /// seq, ID and the checksums, which are set here.
     #[inline]
-    fn restart(&mut self, s: u16, pkt: B, verify: bool) -> Option<B> {
+    fn restart(&mut self, s: u16, pkt: B, verify: bool, out: &mut impl FnMut(B)) -> Option<B> {
         let Some(h) = self.table.ghost(s) else {
             return Some(pkt);
         };
@@ -744,14 +744,22 @@ impl<B: GroBuf> Gro<B> {
         if psh {
             return Some(pkt);
         }
-        self.start_in_freed(s, pkt, seq, c)
+        self.start_in_freed(s, pkt, seq, c, out)
     }
 
     /// Starts a flow's next packet with `pkt` (which matched the flow's
     /// template: sequence number `seq`, checksum contribution `c`) in the
-    /// flow's ghost slot `s`.
+    /// flow's ghost slot `s`, once there is room for one more held packet.
     #[inline(always)]
-    fn start_in_freed(&mut self, s: u16, pkt: B, seq: u32, c: Contrib) -> Option<B> {
+    fn start_in_freed(
+        &mut self,
+        s: u16,
+        pkt: B,
+        seq: u32,
+        c: Contrib,
+        out: &mut impl FnMut(B),
+    ) -> Option<B> {
+        self.make_room(out);
         let now = self.now;
         let h = self.table.reclaim(s).expect("the flow's ghost");
         let (l3, l4) = (h.t.l3 as usize, h.t.l4 as usize);
@@ -875,14 +883,11 @@ impl<B: GroBuf> Gro<B> {
         } else {
             csum::sum(&f.header()[t.l3 as usize..t.l4 as usize])
         };
+        self.make_room(out);
         let (slot, h) = match found {
             // Its key and hash are this flow's already.
             Some(s) => (s, self.table.reclaim(s).expect("the flow's ghost")),
             None => {
-                if self.table.len() >= self.cfg.flows {
-                    let oldest = self.table.oldest().expect("a full table has an oldest");
-                    self.flush_slot(oldest, Flush::TableFull, out);
-                }
                 let (s, h) = self.table.insert(hash);
                 h.key = key;
                 (s, h)
@@ -943,6 +948,16 @@ impl<B: GroBuf> Gro<B> {
         );
         h.pkt = Some(pkt);
         self.last = Some(slot);
+    }
+
+    /// Flushes the oldest held packet if `flows` are held (the table has
+    /// room for more entries: the remembered flows).
+    #[inline(always)]
+    fn make_room(&mut self, out: &mut impl FnMut(B)) {
+        if self.table.len() >= self.cfg.flows {
+            let oldest = self.table.oldest().expect("a full table has an oldest");
+            self.flush_slot(oldest, Flush::TableFull, out);
+        }
     }
 
     /// Appends a checked segment to its held packet; flushes on PSH, FIN or

@@ -920,6 +920,7 @@ mod props {
             bi += 1;
             for p in it.by_ref().take(n) {
                 g.receive(p, bi as u64, &mut |b| out.push(b));
+                assert!(g.held() <= c.table, "more held than --gro-flows");
             }
             g.flush_all(&mut |b| out.push(b));
         }
