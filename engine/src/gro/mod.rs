@@ -138,10 +138,11 @@ enum IdMode {
 /// table entry. Entries live in the table and are filled in place.
 ///
 /// Laid out by use (`repr(C)`, a cache line each): the key, then what every
-/// merge reads and writes, then the template's header and the first 96
-/// bytes of its bytes and mask (what a compare reads), then what only the
-/// full path and a flush read. A merge or a restart touches six lines of
-/// the eight: for many flows held or remembered at once, fewer misses.
+/// merge reads and writes, then the template (its first 96 bytes are what a
+/// compare reads, with the mask its layout shares with other flows), then
+/// what only the full path and a flush read. A merge or a restart touches
+/// four lines of the six: for many flows held or remembered at once, fewer
+/// misses.
 #[repr(C, align(64))]
 struct Held<B> {
     // Line 0: who the flow is (lookups compare it) and its sizes.
@@ -170,7 +171,7 @@ struct Held<B> {
     id_mode: IdMode,
     flags_or: u8,
     t: Tcp,
-    // Lines 2-6: what the next full-size segment must look like.
+    // Lines 2-4: what the next full-size segment must look like.
     tmpl: Template,
     // The rest: read by the full path's rules and by a flush.
     ack: u32,
@@ -201,7 +202,7 @@ const _: () = {
     assert!(std::mem::offset_of!(H, pkt) == 64);
     assert!(std::mem::offset_of!(H, tmpl) == 128);
     assert!(std::mem::offset_of!(H, ack) == 128 + std::mem::size_of::<Template>());
-    assert!(std::mem::size_of::<H>() == 512);
+    assert!(std::mem::size_of::<H>() == 384);
 };
 
 impl<B> Default for Held<B> {
@@ -253,13 +254,14 @@ impl<B: GroBuf> Held<B> {
         seq: Option<u32>,
         id: Option<u16>,
         verify: bool,
+        masks: &Masks,
     ) -> Option<(u32, Contrib, bool)> {
         let tm = &self.tmpl;
         let b = pkt.head();
         if !tm.on
             || pkt.len() != tm.frame_len as usize
             || pkt.segs() != 1
-            || !tm.matches(b)
+            || !tm.matches(b, masks.get(tm.mask))
             || !tm.next_ok(b, seq, id)
         {
             return None;
@@ -292,7 +294,8 @@ impl<B: GroBuf> Held<B> {
 /// which vary and are checked on their own (`next_ok`), and PSH (merged,
 /// then flushed): same flow, ACK, other flags, window, options, TOS/TTL/DF.
 /// It never changes once built, so a compare never waits on a store into it.
-/// A segment that matches it under the mask, with the head's frame length,
+/// A segment that matches it under its layout's mask (`Masks`), with the
+/// head's frame length,
 /// is mergeable by Linux's rules by construction: one masked compare
 /// replaces the rules for the common case; everything else takes the full
 /// path (`receive`'s slow path), which decides the same way.
@@ -313,8 +316,9 @@ struct Template {
     k: u64,
     /// IPv4 header sum without ID and checksum (to update the expected checksum).
     ip_sum: u16,
+    /// The mask of this header layout, in `Masks`.
+    mask: u8,
     bytes: [u8; TMPL_LEN],
-    mask: [u8; TMPL_LEN],
 }
 
 /// Bytes of header a template covers (QinQ + IPv6 + TCP with options fit).
@@ -345,7 +349,7 @@ impl Template {
     fn off() -> Template {
         Template {
             bytes: [0; TMPL_LEN],
-            mask: [0; TMPL_LEN],
+            mask: 0,
             words: 0,
             frame_len: 0,
             seq_at: 0,
@@ -358,8 +362,8 @@ impl Template {
     }
 
     /// Makes this the template of a flow whose head is `f`'s segment, in
-    /// place: only the words the header spans are written.
-    fn build(&mut self, f: &Fields, seg: &Seg, a: TmplArgs) {
+    /// place (off if its layout is too long, or new when `masks` is full).
+    fn build(&mut self, f: &Fields, seg: &Seg, a: TmplArgs, masks: &mut Masks) {
         let tm = self;
         let t = f.layout();
         let hl = t.payload as usize;
@@ -367,43 +371,26 @@ impl Template {
         if hl > TMPL_LEN {
             return;
         }
+        let Some(m) = masks.of(&t) else { return };
+        tm.mask = m;
         let (l3, l4) = (t.l3 as usize, t.l4 as usize);
         let b = f.header();
-        let end = hl.div_ceil(8) * 8;
-        // Copies of a fixed size (a few vector moves), not memcpy/memset
-        // calls of the header's length. The mask is all ones over the
-        // header and zero past it (see `matches`): a window into a ramp.
-        static RAMP: [u8; 2 * TMPL_LEN] = {
-            let mut r = [0u8; 2 * TMPL_LEN];
-            let mut i = 0;
-            while i < TMPL_LEN {
-                r[i] = 0xff;
-                i += 1;
-            }
-            r
-        };
-        tm.mask = RAMP[TMPL_LEN - hl..2 * TMPL_LEN - hl].try_into().unwrap();
+        // A copy of a fixed size (a few vector moves), not a memcpy call of
+        // the header's length; the mask ignores what lies past the header.
         match f.frame().first_chunk::<TMPL_LEN>() {
             Some(all) => tm.bytes = *all,
             None => short_copy(&mut tm.bytes, b),
         }
-        // Checked on their own: seq, and the TCP checksum varies.
-        tm.mask[l4 + 4..l4 + 8].fill(0);
-        tm.mask[l4 + 16..l4 + 18].fill(0);
-        // A head may carry CWR (held, as Linux does); what follows must not.
-        // PSH may differ: a segment with it merges, then flushes (a head
-        // never has it: it would have passed).
+        // A head may carry CWR (held, as Linux does); what follows must not
+        // (the mask keeps CWR; PSH it lets differ).
         tm.bytes[l4 + 13] &= !CWR;
-        tm.mask[l4 + 13] = !PSH;
-        tm.words = (end / 8) as u8;
+        tm.words = hl.div_ceil(8) as u8;
         tm.frame_len = a.frame_len as u32;
         tm.seq_at = (l4 + 4) as u16;
         if !t.ipv6 {
             tm.id_at = (l3 + 4) as u16;
             // Trusting, the IPv4 checksum is not checked.
             tm.ip_csum_at = if a.verify { (l3 + 10) as u16 } else { 0 };
-            tm.mask[l3 + 4..l3 + 6].fill(0);
-            tm.mask[l3 + 10..l3 + 12].fill(0);
             let field = u16::from_be_bytes([b[l3 + 10], b[l3 + 11]]);
             tm.ip_sum = csum::sub(csum::sub(a.ip_hdr, seg.id), field);
         } else {
@@ -416,9 +403,10 @@ impl Template {
         tm.on = true;
     }
 
-    /// Does `b` match (masked, word by word)? `b` holds at least `words * 8` bytes.
+    /// Does `b` match under `mask` (this template's, from `Masks`), word by
+    /// word?
     #[inline(always)]
-    fn matches(&self, b: &[u8]) -> bool {
+    fn matches(&self, b: &[u8], mask: &[u8; TMPL_LEN]) -> bool {
         let n = self.words as usize;
         // Nearly every header fits FIXED_CMP bytes: one compare of a fixed
         // size, which the compiler turns into a few vector instructions
@@ -429,7 +417,7 @@ impl Template {
             let (b, t, m) = (
                 &b[..FIXED_CMP],
                 &self.bytes[..FIXED_CMP],
-                &self.mask[..FIXED_CMP],
+                &mask[..FIXED_CMP],
             );
             let mut d = 0u64;
             for i in 0..FIXED_CMP / 8 {
@@ -443,7 +431,7 @@ impl Template {
         let mut d = 0u64;
         for i in 0..n {
             let w = |a: &[u8]| u64::from_ne_bytes(a[i * 8..i * 8 + 8].try_into().unwrap());
-            d |= (w(b) ^ w(&self.bytes)) & w(&self.mask);
+            d |= (w(b) ^ w(&self.bytes)) & w(mask);
         }
         d == 0
     }
@@ -468,10 +456,73 @@ impl Template {
     }
 }
 
+/// Header layouts a queue's templates may have at once; a flow with yet
+/// another takes the full path.
+const MASKS: usize = 16;
+
+/// The compare masks of templates, one per header layout (offsets, IP
+/// version): all ones over the header but the bytes that vary between a
+/// flow's segments (seq, TCP checksum, IPv4 ID and checksum, PSH), zero past
+/// it. Shared by every flow of the layout, so a compare reads the flow's own
+/// bytes and a mask that stays in cache, and a new template writes none.
+struct Masks {
+    masks: Box<[[u8; TMPL_LEN]; MASKS]>,
+    layouts: [(u16, u16, u16, bool); MASKS],
+    n: usize,
+}
+
+impl Default for Masks {
+    fn default() -> Masks {
+        Masks {
+            masks: Box::new([[0; TMPL_LEN]; MASKS]),
+            layouts: [(0, 0, 0, false); MASKS],
+            n: 0,
+        }
+    }
+}
+
+impl Masks {
+    #[inline(always)]
+    fn get(&self, i: u8) -> &[u8; TMPL_LEN] {
+        &self.masks[i as usize]
+    }
+
+    /// The mask of `t`'s layout (its header fits a template), made on first
+    /// use; None once `MASKS` layouts are known.
+    #[inline]
+    fn of(&mut self, t: &Tcp) -> Option<u8> {
+        let key = (t.l3, t.l4, t.payload, t.ipv6);
+        if let Some(i) = self.layouts[..self.n].iter().position(|&k| k == key) {
+            return Some(i as u8);
+        }
+        if self.n == MASKS {
+            return None;
+        }
+        let (l3, l4, hl) = (t.l3 as usize, t.l4 as usize, t.payload as usize);
+        let m = &mut self.masks[self.n];
+        m.fill(0);
+        m[..hl].fill(0xff);
+        // Checked on their own: seq, and the TCP checksum varies.
+        m[l4 + 4..l4 + 8].fill(0);
+        m[l4 + 16..l4 + 18].fill(0);
+        // PSH may differ: a segment with it merges, then flushes.
+        m[l4 + 13] = !PSH;
+        if !t.ipv6 {
+            // ID and header checksum: checked on their own (`next_ok`).
+            m[l3 + 4..l3 + 6].fill(0);
+            m[l3 + 10..l3 + 12].fill(0);
+        }
+        self.layouts[self.n] = key;
+        self.n += 1;
+        Some((self.n - 1) as u8)
+    }
+}
+
 /// One queue's GRO.
 pub struct Gro<B> {
     cfg: GroConfig,
     table: Table<Held<B>>,
+    masks: Masks,
     stats: GroStats,
     /// The slot the previous segment went to: bursts carry runs of one
     /// flow, so the next segment is checked there before hashing.
@@ -514,6 +565,7 @@ impl<B: GroBuf> Gro<B> {
         Gro {
             cfg,
             table: Table::new(cfg.table_entries()),
+            masks: Masks::default(),
             stats: GroStats::default(),
             last: None,
             now: 0,
@@ -679,7 +731,9 @@ impl<B: GroBuf> Gro<B> {
         };
         let id = h.next_id as u16;
         // A bad checksum: the full path counts and passes it.
-        let Some((seq, c, psh)) = h.template_match(&pkt, Some(h.next_seq), Some(id), verify) else {
+        let Some((seq, c, psh)) =
+            h.template_match(&pkt, Some(h.next_seq), Some(id), verify, &self.masks)
+        else {
             return Some(pkt);
         };
         if h.frags >= max_frags || h.ip_len + h.mss > h.max_ip {
@@ -738,7 +792,7 @@ impl<B: GroBuf> Gro<B> {
             return Some(pkt);
         };
         // A new head: any sequence number, any ID; PSH would pass it.
-        let Some((seq, c, psh)) = h.template_match(&pkt, None, None, verify) else {
+        let Some((seq, c, psh)) = h.template_match(&pkt, None, None, verify, &self.masks) else {
             return Some(pkt);
         };
         if psh {
@@ -945,6 +999,7 @@ impl<B: GroBuf> Gro<B> {
                 verify,
                 frame_len: pkt.len(),
             },
+            &mut self.masks,
         );
         h.pkt = Some(pkt);
         self.last = Some(slot);

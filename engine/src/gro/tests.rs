@@ -732,6 +732,39 @@ fn config_ranges() {
     .is_err());
 }
 
+#[test]
+fn masks_are_shared_per_layout_and_bounded() {
+    let mut m = Masks::default();
+    let t = |payload: u16| Tcp {
+        l3: 14,
+        l4: 34,
+        payload,
+        ..Default::default()
+    };
+    let a = m.of(&t(66)).unwrap();
+    assert_eq!(m.of(&t(66)), Some(a), "one mask per layout");
+    // IPv4 ID and checksum, TCP seq and checksum vary; PSH may; past the
+    // header nothing counts.
+    let varies = |i: usize| {
+        [18..20, 24..26, 38..42, 50..52]
+            .iter()
+            .any(|r| r.contains(&i))
+    };
+    for (i, &b) in m.get(a).iter().enumerate() {
+        let want = match i {
+            47 => !PSH,
+            _ if i >= 66 || varies(i) => 0,
+            _ => 0xff,
+        };
+        assert_eq!(b, want, "mask byte {i}");
+    }
+    for i in 1..MASKS as u16 {
+        assert!(m.of(&t(66 + 4 * i)).is_some());
+    }
+    assert_eq!(m.of(&t(54)), None, "full: a new layout gets no template");
+    assert_eq!(m.of(&t(66)), Some(a), "known layouts are still found");
+}
+
 mod props {
     use super::*;
     use proptest::prelude::*;
