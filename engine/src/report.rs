@@ -214,11 +214,13 @@ impl Report {
             push(
                 &mut s,
                 format!(
-                    "  gro: {} segments in, {} packets out, {:.2} segments/packet (max {}); flushes: {}{}",
+                    "  gro: {} segments in, {} packets out, {:.2} segments/packet (max {}); packets started {} new, {} from the flow cache; flushes: {}{}",
                     g.segments_in,
                     g.packets_out,
                     g.avg_segments_per_packet,
                     g.max_segments_per_packet,
+                    g.heads_built,
+                    g.heads_cached,
                     if reasons.is_empty() { "none".into() } else { reasons.join(", ") },
                     if pass.is_empty() { String::new() } else { format!("; passed through: {}", pass.join(", ")) }
                 ),

@@ -40,6 +40,8 @@ pub struct GroCounters {
     segments_in: AtomicU64,
     packets_out: AtomicU64,
     merged_segments: AtomicU64,
+    heads_built: AtomicU64,
+    heads_cached: AtomicU64,
     max_segments: AtomicU64,
     flush: [AtomicU64; Flush::N],
     pass: [AtomicU64; Pass::N],
@@ -86,6 +88,8 @@ impl QueueCounters {
         c.segments_in.store(g.segments_in, Relaxed);
         c.packets_out.store(g.packets_out, Relaxed);
         c.merged_segments.store(g.merged_segments, Relaxed);
+        c.heads_built.store(g.heads_built, Relaxed);
+        c.heads_cached.store(g.heads_cached, Relaxed);
         c.max_segments.store(g.max_segments, Relaxed);
         for (a, v) in c.flush.iter().zip(g.flush) {
             a.store(v, Relaxed);
@@ -101,6 +105,8 @@ impl QueueCounters {
             segments_in: c.segments_in.load(Relaxed),
             packets_out: c.packets_out.load(Relaxed),
             merged_segments: c.merged_segments.load(Relaxed),
+            heads_built: c.heads_built.load(Relaxed),
+            heads_cached: c.heads_cached.load(Relaxed),
             max_segments: c.max_segments.load(Relaxed),
             ..GroStats::default()
         };

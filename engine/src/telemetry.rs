@@ -252,6 +252,8 @@ fn sum_gro(a: GroStats, b: &GroStats) -> GroStats {
     r.segments_in = r.segments_in.saturating_add(b.segments_in);
     r.packets_out = r.packets_out.saturating_add(b.packets_out);
     r.merged_segments = r.merged_segments.saturating_add(b.merged_segments);
+    r.heads_built = r.heads_built.saturating_add(b.heads_built);
+    r.heads_cached = r.heads_cached.saturating_add(b.heads_cached);
     r.max_segments = r.max_segments.max(b.max_segments);
     for (x, y) in r.flush.iter_mut().zip(b.flush) {
         *x = x.saturating_add(y);
@@ -457,6 +459,8 @@ pub fn gro_reply(live: Option<&Live>, param: Option<&str>) -> Dict {
         u("segments_in", r.segments_in),
         u("packets_out", r.packets_out),
         u("merged_segments", r.merged_segments),
+        u("heads_built", r.heads_built),
+        u("heads_cached", r.heads_cached),
         u("max_segments", r.max_segments_per_packet),
         s(
             "avg_segments_per_packet",

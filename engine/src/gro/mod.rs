@@ -814,6 +814,7 @@ impl<B: GroBuf> Gro<B> {
         out: &mut impl FnMut(B),
     ) -> Option<B> {
         self.make_room(out);
+        self.stats.heads_cached += 1;
         let now = self.now;
         let h = self.table.reclaim(s).expect("the flow's ghost");
         let (l3, l4) = (h.t.l3 as usize, h.t.l4 as usize);
@@ -940,8 +941,12 @@ impl<B: GroBuf> Gro<B> {
         self.make_room(out);
         let (slot, h) = match found {
             // Its key and hash are this flow's already.
-            Some(s) => (s, self.table.reclaim(s).expect("the flow's ghost")),
+            Some(s) => {
+                self.stats.heads_cached += 1;
+                (s, self.table.reclaim(s).expect("the flow's ghost"))
+            }
             None => {
+                self.stats.heads_built += 1;
                 let (s, h) = self.table.insert(hash);
                 h.key = key;
                 (s, h)

@@ -139,6 +139,10 @@ pub struct GroStats {
     pub packets_out: u64,
     /// Segments appended to a held packet.
     pub merged_segments: u64,
+    /// Held packets started in a new table entry (parsed, hashed, template
+    /// built) and in the entry a remembered flow left (`--gro-flow-cache`).
+    pub heads_built: u64,
+    pub heads_cached: u64,
     /// Largest number of segments in one output packet.
     pub max_segments: u64,
     pub flush: [u64; Flush::N],
@@ -151,6 +155,8 @@ impl Default for GroStats {
             segments_in: 0,
             packets_out: 0,
             merged_segments: 0,
+            heads_built: 0,
+            heads_cached: 0,
             max_segments: 0,
             flush: [0; Flush::N],
             pass: [0; Pass::N],
@@ -164,6 +170,8 @@ pub struct GroReport {
     pub segments_in: u64,
     pub packets_out: u64,
     pub merged_segments: u64,
+    pub heads_built: u64,
+    pub heads_cached: u64,
     pub avg_segments_per_packet: f64,
     pub max_segments_per_packet: u64,
     pub flush_reasons: std::collections::BTreeMap<String, u64>,
@@ -177,6 +185,8 @@ impl GroStats {
         self.segments_in += o.segments_in;
         self.packets_out += o.packets_out;
         self.merged_segments += o.merged_segments;
+        self.heads_built += o.heads_built;
+        self.heads_cached += o.heads_cached;
         self.max_segments = self.max_segments.max(o.max_segments);
         for i in 0..Flush::N {
             self.flush[i] += o.flush[i];
@@ -191,6 +201,8 @@ impl GroStats {
             segments_in: self.segments_in,
             packets_out: self.packets_out,
             merged_segments: self.merged_segments,
+            heads_built: self.heads_built,
+            heads_cached: self.heads_cached,
             avg_segments_per_packet: if self.packets_out > 0 {
                 self.segments_in as f64 / self.packets_out as f64
             } else {

@@ -520,6 +520,47 @@ fn full_table_evicts_the_oldest() {
 }
 
 #[test]
+fn flushed_flows_restart_from_the_cache_until_it_forgets_them() {
+    // Two held at once, four remembered.
+    let cfg = GroConfig {
+        flows: 2,
+        flow_cache: 4,
+        ..Default::default()
+    };
+    let mut g = gro(cfg);
+    let mut flows: Vec<Flow> = (0..6).map(|i| Flow::new(i, false)).collect();
+    let mut out = Vec::new();
+    let mut poll = |g: &mut Gro<VecBuf>, which: &[usize]| {
+        for &i in which {
+            for _ in 0..3 {
+                g.receive(flows[i].next(MSS), 0, &mut |p| out.push(p));
+            }
+            assert!(g.held() <= 2, "never more held than --gro-flows");
+        }
+        g.flush_all(&mut |p| out.push(p));
+    };
+    let heads = |g: &Gro<VecBuf>| (g.stats().heads_built, g.stats().heads_cached);
+    poll(&mut g, &[0, 1]);
+    assert_eq!(heads(&g), (2, 0));
+    poll(&mut g, &[1, 0]);
+    assert_eq!(heads(&g), (2, 2), "both come back to their entries");
+    // A third flow while two are held: the oldest leaves (table full).
+    poll(&mut g, &[2, 0, 1]);
+    assert_eq!(heads(&g), (3, 4));
+    assert_eq!(flush_count(&g, Flush::TableFull), 1);
+    // Four flows are remembered: flows 3, 4 and 5 take the entries of the
+    // least recently flushed (the never used one, then 2, then 0).
+    poll(&mut g, &[3, 4, 5]);
+    assert_eq!(heads(&g), (6, 4));
+    poll(&mut g, &[1, 0]);
+    assert_eq!(heads(&g), (7, 5), "flow 1 is still remembered, flow 0 not");
+    // Every packet is whole and valid: 3 segments each.
+    assert!(out
+        .iter()
+        .all(|p| p.ids.len() == 3 && verify(&p.bytes()).is_ok()));
+}
+
+#[test]
 fn age_flush_takes_only_the_old() {
     let mut g = gro(GroConfig::default());
     let mut a = Flow::new(0, false);
