@@ -295,10 +295,9 @@ impl<B: GroBuf> Held<B> {
 /// then flushed): same flow, ACK, other flags, window, options, TOS/TTL/DF.
 /// It never changes once built, so a compare never waits on a store into it.
 /// A segment that matches it under its layout's mask (`Masks`), with the
-/// head's frame length,
-/// is mergeable by Linux's rules by construction: one masked compare
-/// replaces the rules for the common case; everything else takes the full
-/// path (`receive`'s slow path), which decides the same way.
+/// head's frame length, is mergeable by Linux's rules by construction: one
+/// masked compare replaces the rules for the common case; everything else
+/// takes the full path (`receive`'s slow path), which decides the same way.
 #[repr(C, align(8))]
 struct Template {
     /// Off when the layout does not fit or the flow never merges this way.
