@@ -3,7 +3,8 @@
 # nothing) and, as root, mounts hugetlbfs and reserves 1 GiB of 2 MiB pages
 # when fewer are free. Without hugepages grorx still runs (--no-huge fallback).
 set -euo pipefail
-PKGS=(dpdk dpdk-dev libdpdk-dev libclang-dev pkg-config gcc python3)
+# g++: the fuzz crate links libFuzzer (its replay tests run in scripts/test.sh).
+PKGS=(dpdk dpdk-dev libdpdk-dev libclang-dev pkg-config gcc g++ python3)
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then

@@ -9,3 +9,7 @@ scripts/setup.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo test --workspace "$@"
+# The fuzz crate (outside the workspace): its corpus replayed and a seeded
+# random smoke run, with the harness's invariants (every buffer back, the
+# held limit, valid output).
+(cd engine/fuzz && cargo test --quiet)
