@@ -88,6 +88,9 @@ pub struct SkbStats {
 #[repr(transparent)]
 pub struct Skb(NonNull<sys::rte_mbuf>);
 
+// GRO's table entry is laid out for a packet handle of one pointer.
+const _: () = assert!(std::mem::size_of::<Option<Skb>>() == std::mem::size_of::<usize>());
+
 // SAFETY: unique ownership of the chain; it may move between lcores.
 unsafe impl Send for Skb {}
 

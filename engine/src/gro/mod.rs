@@ -195,10 +195,11 @@ struct Held<B> {
     since: u64,
 }
 
-// The layout described on `Held`, for the engine's packet type: the key
-// and sizes, the running state, then the template from the third line.
+// The layout described on `Held`, for a packet handle of one pointer (as
+// the engine's `Skb` is; the GRO core does not name it): the key and
+// sizes, the running state, then the template from the third line.
 const _: () = {
-    type H = Held<crate::skb::Skb>;
+    type H = Held<std::ptr::NonNull<u8>>;
     assert!(std::mem::offset_of!(H, pkt) == 64);
     assert!(std::mem::offset_of!(H, tmpl) == 128);
     assert!(std::mem::offset_of!(H, ack) == 128 + std::mem::size_of::<Template>());
