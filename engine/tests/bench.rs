@@ -163,10 +163,15 @@ fn anchors() {
     }
 }
 
-/// The anchors on synthetic captures: more flows, IPv6.
+/// The anchors on synthetic captures: more flows, IPv6, nothing to merge.
 #[test]
 fn anchors_flows_and_ipv6() {
-    for name in ["anchors-32flows", "anchors-1024flows", "anchors-ipv6"] {
+    for name in [
+        "anchors-32flows",
+        "anchors-1024flows",
+        "anchors-ipv6",
+        "anchors-newflows",
+    ] {
         quick(name, &["gro-off", "gro-rte", "gro-on-trust", "gro-on"]);
     }
 }
