@@ -247,23 +247,6 @@ fn sum_local(a: Local, b: &Local) -> Local {
     }
 }
 
-fn sum_gro(a: GroStats, b: &GroStats) -> GroStats {
-    let mut r = a;
-    r.segments_in = r.segments_in.saturating_add(b.segments_in);
-    r.packets_out = r.packets_out.saturating_add(b.packets_out);
-    r.merged_segments = r.merged_segments.saturating_add(b.merged_segments);
-    r.heads_built = r.heads_built.saturating_add(b.heads_built);
-    r.heads_cached = r.heads_cached.saturating_add(b.heads_cached);
-    r.max_segments = r.max_segments.max(b.max_segments);
-    for (x, y) in r.flush.iter_mut().zip(b.flush) {
-        *x = x.saturating_add(y);
-    }
-    for (x, y) in r.pass.iter_mut().zip(b.pass) {
-        *x = x.saturating_add(y);
-    }
-    r
-}
-
 /// `/grorx/stats`: totals over every queue.
 pub fn stats_reply(live: Option<&Live>) -> Dict {
     let Some(l) = live else {
@@ -302,10 +285,10 @@ pub fn stats_reply(live: Option<&Live>) -> Dict {
         u("head_alloc_fail", t.head_alloc_fail),
     ];
     if l.gro_on {
-        let g = l
-            .counters
-            .iter()
-            .fold(GroStats::default(), |a, c| sum_gro(a, &c.read_gro()));
+        let g = l.counters.iter().fold(GroStats::default(), |mut a, c| {
+            a.add(&c.read_gro());
+            a
+        });
         d.extend([
             u("gro_segments_in", g.segments_in),
             u("gro_packets_out", g.packets_out),
@@ -439,9 +422,10 @@ pub fn gro_reply(live: Option<&Live>, param: Option<&str>) -> Dict {
         None => {
             d.push(s("scope", "all"));
             d.push(u("queues", l.counters.len() as u64));
-            l.counters
-                .iter()
-                .fold(GroStats::default(), |a, c| sum_gro(a, &c.read_gro()))
+            l.counters.iter().fold(GroStats::default(), |mut a, c| {
+                a.add(&c.read_gro());
+                a
+            })
         }
         Some(i) => {
             let (Some(q), Some(c)) = (l.queues.get(i), l.counters.get(i)) else {

@@ -181,18 +181,20 @@ pub struct GroReport {
 }
 
 impl GroStats {
+    /// Adds another queue's counters (saturating: a sum for a report or
+    /// the telemetry thread never panics).
     pub fn add(&mut self, o: &GroStats) {
-        self.segments_in += o.segments_in;
-        self.packets_out += o.packets_out;
-        self.merged_segments += o.merged_segments;
-        self.heads_built += o.heads_built;
-        self.heads_cached += o.heads_cached;
+        self.segments_in = self.segments_in.saturating_add(o.segments_in);
+        self.packets_out = self.packets_out.saturating_add(o.packets_out);
+        self.merged_segments = self.merged_segments.saturating_add(o.merged_segments);
+        self.heads_built = self.heads_built.saturating_add(o.heads_built);
+        self.heads_cached = self.heads_cached.saturating_add(o.heads_cached);
         self.max_segments = self.max_segments.max(o.max_segments);
-        for i in 0..Flush::N {
-            self.flush[i] += o.flush[i];
+        for (x, y) in self.flush.iter_mut().zip(o.flush) {
+            *x = x.saturating_add(y);
         }
-        for i in 0..Pass::N {
-            self.pass[i] += o.pass[i];
+        for (x, y) in self.pass.iter_mut().zip(o.pass) {
+            *x = x.saturating_add(y);
         }
     }
 
@@ -220,5 +222,47 @@ impl GroStats {
             bad_checksum: self.pass[Pass::BadTcpChecksum.index()]
                 + self.pass[Pass::Frame(NotTcp::BadIpChecksum).index()],
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_sums_add_every_counter_and_saturate() {
+        let mut a = GroStats {
+            segments_in: u64::MAX - 1,
+            heads_cached: 2,
+            max_segments: 9,
+            ..GroStats::default()
+        };
+        a.flush[Flush::Psh as usize] = 3;
+        a.pass[1] = u64::MAX;
+        let mut b = GroStats {
+            segments_in: 5,
+            packets_out: 4,
+            merged_segments: 6,
+            heads_built: 7,
+            heads_cached: 1,
+            max_segments: 17,
+            ..GroStats::default()
+        };
+        b.flush[Flush::Psh as usize] = 2;
+        b.pass[1] = 1;
+        a.add(&b);
+        assert_eq!(a.segments_in, u64::MAX, "saturates, never panics");
+        assert_eq!(
+            (
+                a.packets_out,
+                a.merged_segments,
+                a.heads_built,
+                a.heads_cached
+            ),
+            (4, 6, 7, 3)
+        );
+        assert_eq!(a.max_segments, 17);
+        assert_eq!(a.flush[Flush::Psh as usize], 5);
+        assert_eq!(a.pass[1], u64::MAX);
     }
 }
