@@ -359,12 +359,12 @@ mod tests {
             let mut slots = [Model::Never; 8];
             let mut free: VecDeque<u16> = (0..cap as u16).collect();
             let mut order: Vec<u16> = Vec::new(); // live slots, oldest first
-            let live_has = |slots: &[Model; 8], v: u32| {
+            let known = |slots: &[Model; 8], v: u32| {
                 slots.iter().any(|m| matches!(m, Model::Live(_, x) | Model::Ghost(_, x) if *x == v))
             };
             for (op, hash, val) in ops {
                 match op {
-                    0 if !t.is_full() && !live_has(&slots, val) => {
+                    0 if !t.is_full() && !known(&slots, val) => {
                         let want = free.pop_front().unwrap();
                         prop_assert_eq!(put(&mut t, hash, val), want);
                         slots[want as usize] = Model::Live(hash, val);
