@@ -35,8 +35,8 @@ command -v tshark >/dev/null || die "tshark not found (apt-get install tshark; s
 
 GRORX=${GRORX:-$ROOT/target/release/grorx}
 if [ ! -x "$GRORX" ]; then
-    echo "$PROG: $GRORX missing: cargo build --release -p grorx" >&2
-    (cd "$ROOT" && cargo build --release -p grorx) || die "build failed"
+    echo "$PROG: $GRORX missing: cargo build --release -p grorx-cli" >&2
+    (cd "$ROOT" && cargo build --release -p grorx-cli) || die "build failed"
 fi
 
 # grorx's arguments; the GRO limits grocheck must hold the output to.

@@ -29,7 +29,7 @@ fn main() {
     }
     let mut failed = 0;
     let (mut ins, mut outs, mut merged) = (0, 0, 0);
-    let mut stats = grorx::gro::GroStats::default();
+    let mut stats = grorx_gro::GroStats::default();
     for p in &paths {
         let data = std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
         let input = grorx_fuzz::decode(&data);

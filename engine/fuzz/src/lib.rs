@@ -4,7 +4,7 @@
 //! replays on stable Rust without cargo-fuzz.
 //!
 //! An input decodes into a `GroConfig` and a list of operations: receive a
-//! frame (arbitrary bytes, or a valid TCP segment built by `grorx::traffic`
+//! frame (arbitrary bytes, or a valid TCP segment built by `grorx_gro::traffic`
 //! with fuzzer-chosen fields, optionally corrupted), laid out in buffers of a
 //! fuzzer-chosen size with fuzzer-chosen NIC checksum hints; `flush_all`;
 //! `flush_older`. After a final `flush_all`, `check` asserts (independently
@@ -34,10 +34,10 @@
 //! A known finding can be tolerated to fuzz past it: see `allowed`.
 
 use arbitrary::{Arbitrary, Unstructured};
-use grorx::csum;
-use grorx::gro::{CsumHint, CsumMode, Gro, GroConfig, GroStats, OutCsum, RxHints, VecBuf};
-use grorx::traffic::{pattern_byte, FlowSpec, Segment, TCP_ACK, TCP_FIN, TCP_PSH};
-use grorx::wire::{Fields, Tcp};
+use grorx_gro::csum;
+use grorx_gro::{CsumHint, CsumMode, Gro, GroConfig, GroStats, OutCsum, RxHints, VecBuf};
+use grorx_gro::traffic::{pattern_byte, FlowSpec, Segment, TCP_ACK, TCP_FIN, TCP_PSH};
+use grorx_gro::wire::{Fields, Tcp};
 use std::collections::HashMap;
 
 /// Operations decoded from one input at most (keeps an execution short).

@@ -45,8 +45,9 @@ const MIN_HELD_QUALITY: f64 = 0.99;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("engine/ is inside the repository")
+        .ancestors()
+        .nth(2)
+        .expect("engine/cli is inside the repository")
         .to_path_buf()
 }
 

@@ -10,14 +10,11 @@
 //!   source), [`run`] (one run, start to report), [`stats`], [`report`].
 
 pub mod baseline;
-pub mod bench;
 pub mod capture;
-pub mod csum;
 pub mod eal;
 pub mod eal_args;
 pub mod forward;
 pub mod gen;
-pub mod gro;
 pub mod hist;
 pub mod lcores;
 pub mod mbuf;
@@ -34,6 +31,9 @@ pub mod signal;
 pub mod skb;
 pub mod stats;
 pub mod telemetry;
-pub mod traffic;
-pub mod wire;
 pub mod worker;
+
+// The GRO core, header views, checksums and test traffic live in grorx-gro
+// (no DPDK); the engine uses them under these names.
+pub use grorx_gro as gro;
+pub use grorx_gro::{csum, traffic, wire};

@@ -13,8 +13,8 @@
 //! the frames stay in cache: 1 vs 1024 flows.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use grorx::gro::{CsumMode, Gro, GroBuf, GroConfig, GsoInfo, RxHints};
-use grorx::traffic::{pattern_byte, FlowSpec, Segment, TCP_ACK, TCP_PSH};
+use grorx_gro::traffic::{pattern_byte, FlowSpec, Segment, TCP_ACK, TCP_PSH};
+use grorx_gro::{CsumMode, Gro, GroBuf, GroConfig, GsoInfo, RxHints};
 
 /// A frame in the run's arena; appending only adds up lengths and buffers,
 /// and dropping one frees nothing (the arena goes after the timed part).

@@ -3,9 +3,9 @@
 //! (said in the table header and the JSON).
 
 use crate::bench::config::{Peer, Source, Synth};
-use crate::pcap;
-use crate::traffic::{segment_stream, FlowSpec};
 use anyhow::{Context, Result};
+use grorx::pcap;
+use grorx_gro::traffic::{segment_stream, FlowSpec};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 

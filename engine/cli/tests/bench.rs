@@ -4,7 +4,7 @@
 //! written with the expected cells. Cells that wait on a flag an owner has
 //! not added yet must be listed as pending with their reason.
 
-use grorx::bench::config::Config;
+use grorx_cli::bench::config::Config;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
@@ -13,11 +13,11 @@ use std::sync::Mutex;
 static LOCK: Mutex<()> = Mutex::new(());
 
 fn configs() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench-configs")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench-configs")
 }
 
 fn has_testpmd() -> bool {
-    grorx::bench::process::on_path(grorx::bench::testpmd::PROGRAM)
+    grorx_cli::bench::process::on_path(grorx_cli::bench::testpmd::PROGRAM)
 }
 
 /// Runs `grorx bench NAME.toml --quick` and checks its outputs; `must_run`

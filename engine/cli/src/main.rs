@@ -10,6 +10,8 @@ use grorx::run::{self, EalSetup, PoolScope, RunOptions};
 use grorx::skb::SkbMode;
 use std::process::ExitCode;
 
+use grorx_cli::bench;
+
 #[derive(Parser)]
 #[command(
     name = "grorx",
@@ -358,7 +360,7 @@ fn huge(a: HugeArgs) -> Result<()> {
 }
 
 fn bench(a: BenchArgs) -> Result<()> {
-    let o = grorx::bench::run(&grorx::bench::Options {
+    let o = bench::run(&bench::Options {
         config: a.config,
         quick: a.quick,
         out: a.out,

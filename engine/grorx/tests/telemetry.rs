@@ -11,94 +11,11 @@ use grorx::gro::{Flush, GroStats, Pass};
 use grorx::stats::{Local, QueueCounters};
 use grorx::telemetry::{self, Live, QueueInfo};
 use serde_json::Value;
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const CLIENT: &str = "dpdk-telemetry.py";
-
-/// Runs the client once for `prefix`, one command per stdin line; returns
-/// one JSON object per command (`{"<cmd>": reply}`).
-///
-/// Non-interactive use: the client prints nothing but one compact JSON line
-/// per line that starts with '/', and exits 0 even when it cannot connect
-/// (it then prints "Error connecting to PATH"): count the replies.
-fn query(prefix: &str, cmds: &[&str]) -> Vec<Value> {
-    let mut child = Command::new(CLIENT)
-        .args(["-f", prefix])
-        // Importing readline may write terminal escapes to stdout.
-        .env("TERM", "dumb")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {CLIENT} ({e}): install Debian's dpdk-dev"));
-    let mut input = cmds.join("\n");
-    input.push('\n');
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    // stdin is closed: the client ends at EOF.
-    let mut out = String::new();
-    let mut err = String::new();
-    let (mut so, mut se) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
-    let reader = std::thread::spawn(move || {
-        let mut e = String::new();
-        se.read_to_string(&mut e).ok();
-        e
-    });
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let t = std::thread::spawn(move || {
-        so.read_to_string(&mut out).ok();
-        out
-    });
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        if Instant::now() > deadline {
-            child.kill().ok();
-            child.wait().ok();
-            panic!("{CLIENT} -f {prefix} did not finish in 20 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = t.join().unwrap();
-    err.push_str(&reader.join().unwrap());
-    let replies: Vec<Value> = out
-        .lines()
-        .filter_map(|l| l.find('{').map(|i| &l[i..]))
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect();
-    assert_eq!(
-        replies.len(),
-        cmds.len(),
-        "{CLIENT} -f {prefix}: {cmds:?}\nstdout:\n{out}\nstderr:\n{err}"
-    );
-    replies
-}
-
-/// The reply of `cmd` (the part before the comma keys the object).
-fn body<'a>(reply: &'a Value, cmd: &str) -> &'a Value {
-    let key = cmd.split(',').next().unwrap();
-    reply
-        .get(key)
-        .unwrap_or_else(|| panic!("no {key} in {reply}"))
-}
-
-/// Removes the runtime directory when the test ends, passing or not.
-struct RuntimeDir(PathBuf);
-
-impl Drop for RuntimeDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+mod telemetry_client;
+use telemetry_client::{body, query, RuntimeDir};
 
 fn fake_live() -> Arc<Live> {
     let counters: Arc<[QueueCounters]> = (0..2).map(|_| QueueCounters::default()).collect();
@@ -395,68 +312,4 @@ fn grorx_commands_answer_on_the_telemetry_socket() {
     let r = query(&prefix, &["/grorx/queues"]);
     assert_eq!(body(&r[0], "/grorx/queues")["running"], 0);
     eprintln!("telemetry test: {:.1} s", t0.elapsed().as_secs_f64());
-}
-
-/// Waits for a file to appear.
-fn wait_for(p: &Path, within: Duration) -> bool {
-    let end = Instant::now() + within;
-    while Instant::now() < end {
-        if p.exists() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    false
-}
-
-/// CLI-level check: a real `grorx sink` (embedded generator) answers
-/// `/grorx/stats` on its telemetry socket while it runs.
-#[test]
-fn sink_answers_grorx_stats_while_running() {
-    let prefix = format!("grorx-tele-cli-{}", std::process::id());
-    let dir = PathBuf::from("/var/run/dpdk").join(&prefix);
-    let _cleanup = RuntimeDir(dir.clone());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_grorx"))
-        .args(["sink", "--duration", "6", "--json", "--", "--file-prefix"])
-        .arg(&prefix)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("grorx runs");
-    let sock = dir.join("dpdk_telemetry.v2");
-    if !wait_for(&sock, Duration::from_secs(5)) {
-        child.kill().ok();
-        let o = child.wait_with_output().unwrap();
-        panic!(
-            "no telemetry socket {} after 5 s:\n{}",
-            sock.display(),
-            String::from_utf8_lossy(&o.stderr)
-        );
-    }
-    // Let the workers start, then ask twice: the counters are live.
-    std::thread::sleep(Duration::from_millis(1500));
-    let a = query(&prefix, &["/grorx/stats", "/grorx/queues", "/grorx/gro"]);
-    std::thread::sleep(Duration::from_millis(1000));
-    let b = query(&prefix, &["/grorx/stats"]);
-    let o = child.wait_with_output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-
-    let s1 = body(&a[0], "/grorx/stats");
-    let s2 = body(&b[0], "/grorx/stats");
-    assert_eq!(s1["running"], 1, "{s1}");
-    assert!(s1["queues"].as_u64().unwrap() >= 1);
-    assert!(s1["rx_packets"].as_u64().unwrap() > 0, "{s1}");
-    assert!(
-        s2["rx_packets"].as_u64().unwrap() > s1["rx_packets"].as_u64().unwrap(),
-        "{s1} then {s2}"
-    );
-    let q = body(&a[1], "/grorx/queues");
-    assert!(q["0"]["rx_packets"].as_u64().unwrap() > 0, "{q}");
-    let g = body(&a[2], "/grorx/gro");
-    assert!(g["segments_in"].as_u64().unwrap() > 0, "{g}");
-    // The run's own report: more packets than any live snapshot.
-    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON report");
-    assert!(v["rx_packets"].as_u64().unwrap() >= s2["rx_packets"].as_u64().unwrap());
-    // grorx removes its runtime directory (prefix grorx-...) at exit.
-    assert!(!dir.exists(), "{} left behind", dir.display());
 }

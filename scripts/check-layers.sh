@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The crates' layers, checked on their dependency trees (normal dependencies):
+# grorx-gro (the GRO core) has no DPDK in it; grorx (the engine library) has
+# no command-line, config-file or charting crates.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fail=0
+deps() { cargo tree -q -p "$1" -e normal --prefix none --format '{p}' | cut -d' ' -f1 | sort -u; }
+check() {
+    local crate=$1; shift
+    local tree; tree=$(deps "$crate")
+    for bad in "$@"; do
+        if grep -qx "$bad" <<<"$tree"; then
+            echo "check-layers: $crate depends on $bad:" >&2
+            cargo tree -q -p "$crate" -e normal -i "$bad" >&2
+            fail=1
+        fi
+    done
+}
+check grorx-gro dpdk-sys hugepages
+check grorx clap toml plotters dejavu
+[ "$fail" -eq 0 ] && echo "check-layers: grorx-gro has no DPDK; grorx has no CLI crates"
+exit "$fail"
