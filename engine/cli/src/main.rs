@@ -2,15 +2,18 @@
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
+use grorx::forward::Encap;
 use grorx::gen::GenConfig;
 use grorx::gro::{CsumMode, GroConfig};
 use grorx::lcores::parse_cpu_list;
+use grorx::measure::Measure;
 use grorx::port_spec::PortSpec;
-use grorx::run::{self, EalSetup, PoolScope, RunOptions};
+use grorx::run::{EalSetup, ForwardOptions, PoolScope, RunOptions};
 use grorx::skb::SkbMode;
 use std::process::ExitCode;
 
 use grorx_cli::bench;
+use grorx_cli::session::{self, Output};
 
 #[derive(Parser)]
 #[command(
@@ -32,6 +35,10 @@ enum Cmd {
     /// Receive, count and free: a packet sink. Without --port it runs on the
     /// embedded TCP generator (no NIC, no hugepages needed).
     Sink(SinkArgs),
+    /// Receive, merge, and forward to other ports: encapsulated (--encap),
+    /// segmented for the TX port (TSO where it has it, software GSO where
+    /// not). RX port i goes to the i-th --to, or all to the one given.
+    Forward(ForwardArgs),
     /// Show hugepages (sizes, free pages, mounts), or reserve them.
     Hugepages(HugeArgs),
     /// Run an experiment (bench-configs/*.toml): every cell a `grorx sink`
@@ -57,6 +64,42 @@ struct CpuList(Vec<usize>);
 
 #[derive(Args)]
 struct SinkArgs {
+    #[command(flatten)]
+    run: RunArgs,
+    /// How the sink frees: in bulk, once per burst (default), or one call per
+    /// packet (for comparison).
+    #[arg(long, value_enum, default_value = "bulk", help_heading = "Stage")]
+    free: FreeArg,
+    /// Write every packet GRO outputs (merged or passed through) to this pcap file.
+    #[arg(long, value_name = "FILE", help_heading = "Stage")]
+    capture: Option<std::path::PathBuf>,
+}
+
+#[derive(Args)]
+struct ForwardArgs {
+    #[command(flatten)]
+    run: RunArgs,
+    /// An output port (PORTSPEC, as --port); repeat to pair one with each --port, in order.
+    #[arg(long = "to", value_name = "PORTSPEC", value_parser = PortSpec::parse, required = true, help_heading = "Stage")]
+    to: Vec<PortSpec>,
+    /// Headers prepended: none, virtio (12 B virtio-net header: the peer
+    /// segments) or vxlan (50 B of outer Ethernet, IPv4, UDP and VXLAN).
+    #[arg(long, value_enum, default_value = "none", help_heading = "Stage")]
+    encap: EncapArg,
+    /// The VXLAN network identifier (--encap vxlan).
+    #[arg(long, default_value_t = 1, help_heading = "Stage")]
+    vni: u32,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum EncapArg {
+    None,
+    Virtio,
+    Vxlan,
+}
+
+#[derive(Args)]
+struct RunArgs {
     /// A port: PCI address (0000:3b:00.0), virtual device (net_null0,
     /// net_pcap0,rx_pcap=FILE, ...) or a port id. Repeat for several.
     #[arg(long = "port", value_name = "SPEC", value_parser = PortSpec::parse)]
@@ -85,10 +128,6 @@ struct SinkArgs {
     /// One mbuf pool per NUMA socket, per port, or per RX queue.
     #[arg(long, value_enum, default_value = "socket")]
     pool_scope: ScopeArg,
-    /// How the sink frees: in bulk, once per burst (default), or one call per
-    /// packet (for comparison).
-    #[arg(long, value_enum, default_value = "bulk")]
-    free: FreeArg,
     /// Stop after this many seconds (default: at Ctrl-C, or when a one-shot pcap is consumed).
     #[arg(long, value_name = "SECS")]
     duration: Option<f64>,
@@ -196,20 +235,6 @@ struct GroArgs {
     /// How the skb is built.
     #[arg(long, value_enum, default_value = "build")]
     skb_mode: SkbArg,
-    /// Write every packet GRO outputs (merged or passed through) to this pcap file.
-    #[arg(long, value_name = "FILE")]
-    capture: Option<std::path::PathBuf>,
-    /// Forward what GRO outputs to this port (TSO where it has it, software
-    /// segmentation where not), encapsulated with --encap.
-    #[arg(long, value_name = "PORTSPEC", value_parser = PortSpec::parse)]
-    forward: Option<PortSpec>,
-    /// Headers prepended when forwarding: none, virtio (12 B virtio-net
-    /// header) or vxlan (50 B).
-    #[arg(long, default_value = "none")]
-    encap: String,
-    /// The VXLAN network identifier (--encap vxlan).
-    #[arg(long, default_value_t = 1)]
-    vni: u32,
 }
 
 #[derive(Args)]
@@ -251,7 +276,21 @@ struct HugeArgs {
     page_size: Option<u64>,
 }
 
-fn sink(a: SinkArgs) -> Result<()> {
+/// The run's options from the arguments every run command shares.
+fn run_options(a: RunArgs) -> Result<(RunOptions, Output)> {
+    if let Some(d) = a.json_interval {
+        if !(d >= 0.01 && d.is_finite()) {
+            anyhow::bail!("--json-interval must be at least 0.01 seconds");
+        }
+    }
+    let out = Output {
+        json: a.json,
+        quiet: a.quiet,
+        verbose: a.verbose,
+        json_interval: a.json_interval,
+        hdr_log: a.hdr_log,
+        gro: a.gro.gro != OnOff::Off,
+    };
     let opts = RunOptions {
         ports: a.ports,
         queues: a.queues,
@@ -278,7 +317,6 @@ fn sink(a: SinkArgs) -> Result<()> {
             user_args: a.eal,
             no_huge: a.no_huge,
         },
-        live: !a.quiet,
         gro: (a.gro.gro == OnOff::On).then_some(GroConfig {
             max_frags: a.gro.max_frags,
             max_size: a.gro.gro_max_size,
@@ -296,47 +334,41 @@ fn sink(a: SinkArgs) -> Result<()> {
             SkbArg::Build => SkbMode::Build,
             SkbArg::Copy => SkbMode::Copy,
         },
-        capture: a.gro.capture,
-        cached_frames: 0,
-        verbose: a.verbose,
-        json_interval: a.json_interval,
-        hdr_log: a.hdr_log,
         cycles: a.cycles,
-        rte_gro: a.gro.gro == OnOff::Rte,
-        free_per_packet: a.free == FreeArg::PerPacket,
-        forward: match a.gro.forward {
-            Some(spec) => Some((
-                spec,
-                grorx::forward::Encap::parse(&a.gro.encap, a.gro.vni)
-                    .map_err(anyhow::Error::msg)?,
-            )),
-            None => None,
-        },
+        measure: (a.gro.gro == OnOff::Rte).then_some(Measure::RteGro),
         pool_scope: match a.pool_scope {
             ScopeArg::Socket => PoolScope::Socket,
             ScopeArg::Port => PoolScope::Port,
             ScopeArg::Queue => PoolScope::Queue,
         },
+        ..RunOptions::default()
     };
-    grorx::signal::install();
-    let report = run::run(&opts);
-    let report = match report {
-        Ok(r) => r,
-        Err(e) => {
-            run::shutdown();
-            return Err(e);
+    Ok((opts, out))
+}
+
+fn sink(a: SinkArgs) -> Result<()> {
+    let (mut opts, out) = run_options(a.run)?;
+    opts.capture = a.capture;
+    if a.free == FreeArg::PerPacket {
+        if opts.measure.is_some() {
+            anyhow::bail!("--free per-packet is a sink of its own: use it without --gro rte");
         }
-    };
-    if a.json {
-        println!("{}", serde_json::to_string(&report)?);
-    } else {
-        eprint!("{}", report.text());
+        opts.measure = Some(Measure::FreePerPacket);
     }
-    run::shutdown();
-    if report.mbufs_leaked > 0 {
-        anyhow::bail!("{} mbuf(s) leaked", report.mbufs_leaked);
-    }
-    Ok(())
+    session::run("sink", &opts, &out)
+}
+
+fn forward(a: ForwardArgs) -> Result<()> {
+    let (mut opts, out) = run_options(a.run)?;
+    opts.forward = Some(ForwardOptions {
+        to: a.to,
+        encap: match a.encap {
+            EncapArg::None => Encap::None,
+            EncapArg::Virtio => Encap::VirtioNet,
+            EncapArg::Vxlan => Encap::parse("vxlan", a.vni).map_err(anyhow::Error::msg)?,
+        },
+    });
+    session::run("forward", &opts, &out)
 }
 
 fn huge(a: HugeArgs) -> Result<()> {
@@ -376,6 +408,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Sink(a) => sink(a),
+        Cmd::Forward(a) => forward(a),
         Cmd::Hugepages(a) => huge(a),
         Cmd::Bench(a) => bench(a),
     };

@@ -170,10 +170,10 @@ fn forward_with_vxlan_counts_headroom_misses() {
     let mut misses = Vec::new();
     for headroom in ["128", "0"] {
         let o = grorx(&[
-            "sink",
+            "forward",
             "--gen-count",
             "20000",
-            "--forward",
+            "--to",
             "net_null1",
             "--encap",
             "vxlan",
@@ -198,9 +198,15 @@ fn forward_with_vxlan_counts_headroom_misses() {
         misses[1], 20_000,
         "no headroom: every segment chains a header mbuf"
     );
-    let o = grorx(&["sink", "--forward", "net_null1", "--capture", "/tmp/x.pcap"]);
+    let o = grorx(&["forward", "--to", "net_null1", "--gro", "rte"]);
     assert!(
-        !o.status.success() && error_line(&o).contains("--forward"),
+        !o.status.success() && error_line(&o).contains("forward is a stage of its own"),
+        "{}",
+        stderr(&o)
+    );
+    let o = grorx(&["forward", "--port", "net_null0", "--to", "net_null0"]);
+    assert!(
+        !o.status.success() && error_line(&o).contains("other than the RX ports"),
         "{}",
         stderr(&o)
     );

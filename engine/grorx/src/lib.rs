@@ -9,6 +9,7 @@
 //! - The engine: [`worker`] (per-queue poll loop), [`gen`] (the embedded
 //!   source), [`run`] (one run, start to report), [`stats`], [`report`].
 
+#[cfg(feature = "measure")]
 pub mod baseline;
 pub mod capture;
 pub mod eal;
@@ -18,8 +19,9 @@ pub mod gen;
 pub mod hist;
 pub mod lcores;
 pub mod mbuf;
+#[cfg(feature = "measure")]
+pub mod measure;
 pub mod mempool;
-pub mod monitor;
 pub mod pcap;
 pub mod pool_sizing;
 pub mod port;
@@ -27,8 +29,8 @@ pub mod port_spec;
 pub mod report;
 pub mod ring_port;
 pub mod run;
-pub mod signal;
 pub mod skb;
+pub mod stage;
 pub mod stats;
 pub mod telemetry;
 pub mod worker;

@@ -131,6 +131,18 @@ pub struct Report {
     pub skb: SkbReport,
     pub capture: Option<CaptureReport>,
     pub forward: Option<ForwardReport>,
+    pub stage: StageReport,
+}
+
+/// What the queues' stages did with the packets GRO delivered.
+#[derive(Debug, Clone, Serialize)]
+pub struct StageReport {
+    /// The stage's type (`Sink`, `CaptureStage`, `ForwardStage`, or the user's).
+    pub name: String,
+    /// Packets consumed (freed at their end, a sink's work).
+    pub consumed: u64,
+    /// Packets dropped, by the stage's reason.
+    pub dropped: std::collections::BTreeMap<String, u64>,
 }
 
 /// What the forward stage sent.

@@ -21,7 +21,8 @@ pub struct QueueCounters {
     pub out_bytes: AtomicU64,
     /// Buffer bytes the delivered packets pinned (skb truesize).
     pub truesize: AtomicU64,
-    /// Times the capture ring was full and the worker waited.
+    /// Times the capture ring was full and the worker waited (written by
+    /// the capture stage, not by `publish`).
     pub capture_waits: AtomicU64,
     pub headroom_miss: AtomicU64,
     pub head_alloc_fail: AtomicU64,
@@ -49,7 +50,7 @@ pub struct GroCounters {
 
 /// A worker's private running totals, published to the shared block.
 #[derive(Default, Clone, Copy, Debug)]
-pub struct Local {
+pub struct QueueCounts {
     pub rx_packets: u64,
     pub rx_bytes: u64,
     pub rx_bursts: u64,
@@ -67,7 +68,7 @@ pub struct Local {
 
 impl QueueCounters {
     #[inline(always)]
-    pub fn publish(&self, l: &Local) {
+    pub fn publish(&self, l: &QueueCounts) {
         self.rx_packets.store(l.rx_packets, Relaxed);
         self.rx_bytes.store(l.rx_bytes, Relaxed);
         self.rx_bursts.store(l.rx_bursts, Relaxed);
@@ -75,7 +76,6 @@ impl QueueCounters {
         self.out_packets.store(l.out_packets, Relaxed);
         self.out_bytes.store(l.out_bytes, Relaxed);
         self.truesize.store(l.truesize, Relaxed);
-        self.capture_waits.store(l.capture_waits, Relaxed);
         self.headroom_miss.store(l.headroom_miss, Relaxed);
         self.head_alloc_fail.store(l.head_alloc_fail, Relaxed);
         self.cycles_rx.store(l.cycles_rx, Relaxed);
@@ -119,8 +119,8 @@ impl QueueCounters {
         g
     }
 
-    pub fn read(&self) -> Local {
-        Local {
+    pub fn read(&self) -> QueueCounts {
+        QueueCounts {
             rx_packets: self.rx_packets.load(Relaxed),
             rx_bytes: self.rx_bytes.load(Relaxed),
             rx_bursts: self.rx_bursts.load(Relaxed),
@@ -174,7 +174,7 @@ mod tests {
     #[test]
     fn publish_then_read() {
         let c = QueueCounters::default();
-        let l = Local {
+        let l = QueueCounts {
             rx_packets: 5,
             rx_bytes: 700,
             rx_bursts: 2,

@@ -26,7 +26,7 @@
 
 use crate::eal::{self, Eal};
 use crate::gro::GroStats;
-use crate::stats::{Local, QueueCounters};
+use crate::stats::{QueueCounters, QueueCounts};
 use anyhow::{anyhow, bail, Result};
 use dpdk_sys as sys;
 use std::ffi::{c_char, c_int, CStr, CString};
@@ -229,8 +229,8 @@ fn ratio(a: u64, b: u64) -> String {
 }
 
 /// Sums of the per-queue counters (saturating: never a panic).
-fn sum_local(a: Local, b: &Local) -> Local {
-    Local {
+fn sum_local(a: QueueCounts, b: &QueueCounts) -> QueueCounts {
+    QueueCounts {
         rx_packets: a.rx_packets.saturating_add(b.rx_packets),
         rx_bytes: a.rx_bytes.saturating_add(b.rx_bytes),
         rx_bursts: a.rx_bursts.saturating_add(b.rx_bursts),
@@ -255,7 +255,7 @@ pub fn stats_reply(live: Option<&Live>) -> Dict {
     let t = l
         .counters
         .iter()
-        .fold(Local::default(), |a, c| sum_local(a, &c.read()));
+        .fold(QueueCounts::default(), |a, c| sum_local(a, &c.read()));
     let up = l.started.elapsed();
     let mut d = vec![
         (String::from("running"), Val::Int(1)),
@@ -618,7 +618,7 @@ mod tests {
         let counters: Arc<[QueueCounters]> = (0..n).map(|_| QueueCounters::default()).collect();
         for (i, c) in counters.iter().enumerate() {
             let i = i as u64 + 1;
-            c.publish(&Local {
+            c.publish(&QueueCounts {
                 rx_packets: 100 * i,
                 rx_bytes: 150_000 * i,
                 rx_bursts: 10 * i,

@@ -35,7 +35,6 @@ fn run_for(secs: f64, gro: bool) -> (u64, u64) {
     let before = ALLOCS.load(Relaxed);
     let r = run::run(&RunOptions {
         eal: EalSetup::Existing,
-        live: false,
         duration: Some(secs),
         gro: gro.then(Default::default),
         gen: GenConfig {

@@ -15,7 +15,6 @@ use grorx::traffic::{segment_stream, FlowSpec};
 fn quiet(opts: RunOptions) -> RunOptions {
     RunOptions {
         eal: EalSetup::Existing,
-        live: false,
         ..opts
     }
 }

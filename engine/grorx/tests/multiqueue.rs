@@ -76,7 +76,6 @@ fn flows_stay_on_their_queue_and_every_mbuf_returns() {
     let cap = dir.path().join("mq.pcap");
     let r = run::run(&RunOptions {
         eal: EalSetup::Existing,
-        live: false,
         ports: vec![PortSpec::Id(rp.port_id)],
         queues,
         duration: Some(1.0),

@@ -263,7 +263,6 @@ fn capture_writes_what_gro_delivers() {
     let n = 50_000;
     let r = run::run(&RunOptions {
         eal: EalSetup::Existing,
-        live: false,
         capture: Some(path.clone()),
         gen: grorx::gen::GenConfig {
             count: n,
@@ -298,7 +297,6 @@ fn copy_mode_and_headroom_settings_run_end_to_end() {
     for (mode, headroom) in [(SkbMode::Copy, 128), (SkbMode::Build, 0)] {
         let r = run::run(&RunOptions {
             eal: EalSetup::Existing,
-            live: false,
             skb_mode: mode,
             headroom,
             gen: grorx::gen::GenConfig {
@@ -314,7 +312,6 @@ fn copy_mode_and_headroom_settings_run_end_to_end() {
     }
     let e = run::run(&RunOptions {
         eal: EalSetup::Existing,
-        live: false,
         headroom: 200,
         ..RunOptions::default()
     })

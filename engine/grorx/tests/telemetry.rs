@@ -8,7 +8,7 @@
 
 use grorx::eal::{self, Eal};
 use grorx::gro::{Flush, GroStats, Pass};
-use grorx::stats::{Local, QueueCounters};
+use grorx::stats::{QueueCounters, QueueCounts};
 use grorx::telemetry::{self, Live, QueueInfo};
 use serde_json::Value;
 use std::sync::Arc;
@@ -19,7 +19,7 @@ use telemetry_client::{body, query, RuntimeDir};
 
 fn fake_live() -> Arc<Live> {
     let counters: Arc<[QueueCounters]> = (0..2).map(|_| QueueCounters::default()).collect();
-    counters[0].publish(&Local {
+    counters[0].publish(&QueueCounts {
         rx_packets: 1000,
         rx_bytes: 1_514_000,
         rx_bursts: 40,
@@ -29,7 +29,7 @@ fn fake_live() -> Arc<Live> {
         truesize: 2_000_000,
         ..Default::default()
     });
-    counters[1].publish(&Local {
+    counters[1].publish(&QueueCounts {
         rx_packets: 3000,
         rx_bytes: 4_542_000,
         rx_bursts: 100,
@@ -284,7 +284,7 @@ fn grorx_commands_answer_on_the_telemetry_socket() {
     // guard clears the state when dropped.
     let plan = grorx::worker::assign(&[(0, 0), (0, 1), (1, 0)], &[0]);
     let counters: Arc<[QueueCounters]> = (0..3).map(|_| QueueCounters::default()).collect();
-    counters[2].publish(&Local {
+    counters[2].publish(&QueueCounts {
         rx_packets: 77,
         ..Default::default()
     });

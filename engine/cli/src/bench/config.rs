@@ -176,6 +176,8 @@ pub enum Command {
     /// `grorx sink ... --json -q` (this binary).
     #[default]
     Sink,
+    /// `grorx forward ... --json -q` (this binary).
+    Forward,
     /// `dpdk-testpmd --forward-mode=rxonly` on the same port and cores: the
     /// DPDK floor.
     TestpmdRxonly,
@@ -194,6 +196,17 @@ pub struct CellSpec {
     pub pending: Option<String>,
     /// A remark shown with the cell.
     pub note: Option<String>,
+}
+
+impl Command {
+    /// The grorx subcommand a cell runs, or None (not grorx).
+    pub fn grorx(self) -> Option<&'static str> {
+        match self {
+            Command::Sink => Some("sink"),
+            Command::Forward => Some("forward"),
+            Command::TestpmdRxonly => None,
+        }
+    }
 }
 
 /// One flag over a list of values -> one cell per value, named
@@ -322,7 +335,7 @@ impl Config {
         }
         crate::bench::args::check_reserved(&self.args)?;
         for c in &cells {
-            if c.command == Command::Sink {
+            if c.command.grorx().is_some() {
                 crate::bench::args::check_reserved(&c.args)
                     .with_context(|| format!("cell {:?}", c.name))?;
             }

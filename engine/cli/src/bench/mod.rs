@@ -129,9 +129,9 @@ pub fn run(opts: &Options) -> Result<Outcome> {
                     testpmd::PROGRAM
                 )),
                 Command::TestpmdRxonly => None,
-                Command::Sink => {
+                Command::Sink | Command::Forward => {
                     let a = args::layer(&[&src.sink_args, &cfg.args, &c.args]);
-                    runner::probe(&exe, &a).err()
+                    runner::probe(&exe, c.command, &a).err()
                 }
             }
         };
@@ -192,7 +192,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         // grorx's own cells: testpmd's rate says nothing about added work.
         let names: Vec<String> = cells
             .iter()
-            .filter(|c| c.command == Command::Sink)
+            .filter(|c| c.command.grorx().is_some())
             .map(|c| c.name.clone())
             .collect();
         let reference = cfg.cost_reference.as_deref();
@@ -216,7 +216,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         .iter()
         .map(|c| {
             let argv = match c.command {
-                Command::Sink => runner::sink_argv(&plan, c),
+                Command::Sink | Command::Forward => runner::sink_argv(&plan, c),
                 Command::TestpmdRxonly => testpmd::rxonly_argv(
                     &eal,
                     src.port_spec.as_deref().unwrap_or("net_null0"),

@@ -84,9 +84,11 @@ pub fn schedule(n: usize, repetitions: u32) -> Vec<(u32, usize, usize)> {
     out
 }
 
-/// The full `grorx sink` command line of a cell (memif socket unfilled).
+/// The full `grorx sink` (or `forward`) command line of a cell (memif
+/// socket unfilled).
 pub fn sink_argv(plan: &Plan, cell: &Cell) -> Vec<String> {
-    let mut a = vec![plan.exe.display().to_string(), "sink".into()];
+    let sub = cell.command.grorx().unwrap_or("sink");
+    let mut a = vec![plan.exe.display().to_string(), sub.into()];
     a.extend(args::layer(&[
         &plan.source.sink_args,
         plan.args,
@@ -109,8 +111,9 @@ pub fn sink_argv(plan: &Plan, cell: &Cell) -> Vec<String> {
 /// Does this grorx take these arguments? `grorx sink ARGS --help` exits 0
 /// only if clap accepts every flag and value before `--help`. `Err` holds
 /// clap's complaint (a flag or value an owner has not added yet).
-pub fn probe(exe: &Path, sink_args: &[String]) -> Result<(), String> {
-    let mut a = vec![exe.display().to_string(), "sink".into()];
+pub fn probe(exe: &Path, command: Command, sink_args: &[String]) -> Result<(), String> {
+    let sub = command.grorx().unwrap_or("sink");
+    let mut a = vec![exe.display().to_string(), sub.into()];
     a.extend(sink_args.iter().cloned());
     a.push("--help".into());
     let f = match process::spawn(&a) {
@@ -274,7 +277,7 @@ pub fn run_one(plan: &Plan, cell: &Cell, run_id: usize) -> RunRecord {
     }
     let total = plan.warmup + plan.duration;
     let (argv, deadline) = match cell.command {
-        Command::Sink => (
+        Command::Sink | Command::Forward => (
             fill(sink_argv(plan, cell)),
             start + Duration::from_secs_f64(total + 60.0),
         ),
@@ -320,7 +323,7 @@ pub fn run_one(plan: &Plan, cell: &Cell, run_id: usize) -> RunRecord {
 
     let mut error = None;
     let (report, exit_code) = match cell.command {
-        Command::Sink => {
+        Command::Sink | Command::Forward => {
             error = status_text(&finished);
             (
                 sink_report(&finished.stdout, plan.warmup),
@@ -376,7 +379,7 @@ pub fn run_one(plan: &Plan, cell: &Cell, run_id: usize) -> RunRecord {
         }
     }
     let mut names: Vec<String> = plan.metrics.to_vec();
-    if cell.command == Command::Sink {
+    if cell.command.grorx().is_some() {
         names.extend(plan.source.extra_metrics.iter().cloned());
         names.extend(plan.record.iter().cloned());
     }

@@ -1,6 +1,6 @@
 //! The report of a finished run, from what the workers published.
 
-use super::launch::Running;
+use super::launch::Workers;
 use super::options::RunOptions;
 use super::ports::Ports;
 use crate::capture::CaptureReport;
@@ -10,9 +10,10 @@ use crate::hist::{HistReport, QueueHist};
 use crate::port;
 use crate::report::{
     Cycles, Delivered, ForwardReport, PoolReport, PortReport, QueueReport, Report, SkbReport,
-    SourceReport,
+    SourceReport, StageReport,
 };
 use crate::skb::SkbMode;
+use crate::stage::StageCounts;
 use crate::stats::rates;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -30,10 +31,10 @@ pub(super) fn report(
     eal: &Eal,
     opts: &RunOptions,
     ports: &Ports,
-    r: &Running,
+    r: &Workers,
     f: Finished,
 ) -> Report {
-    let gro_on = opts.gro.is_some() || opts.rte_gro;
+    let gro_on = opts.gro.is_some() || r.gro_elsewhere;
     let dur = f.duration_s;
     let mut queues = Vec::new();
     let mut gro_total = GroStats::default();
@@ -42,10 +43,17 @@ pub(super) fn report(
         (0, 0, 0, 0, 0);
     let (mut headroom_miss, mut head_alloc_fail, mut capture_waits) = (0, 0, 0);
     let mut cyc = (0u64, 0u64, 0u64);
+    let mut stage_total = StageCounts::default();
+    let mut drops = std::collections::BTreeMap::new();
     for a in &r.plan {
         for q in &a.queues {
-            let l = r.counters[q.slot].read();
-            let g = r.counters[q.slot].read_gro();
+            let l = r.shared.counters[q.slot].read();
+            let g = r.shared.counters[q.slot].read_gro();
+            let sc = r.shared.stage[q.slot].read();
+            stage_total.add(&sc);
+            for (name, n) in sc.named_drops(r.drop_reasons[q.slot]) {
+                *drops.entry(name).or_insert(0) += n;
+            }
             gro_total.add(&g);
             all_hist.add(&f.hists[q.slot]);
             rx_packets += l.rx_packets;
@@ -203,17 +211,27 @@ pub(super) fn report(
             head_alloc_fail,
         },
         capture: f.capture,
-        forward: opts.forward.as_ref().map(|(spec, encap)| {
+        forward: opts.forward.as_ref().map(|f| {
             let mut s = crate::forward::ForwardStats::default();
             for c in &r.forward {
                 s.add(&c.load());
             }
             ForwardReport {
-                port: spec.to_string(),
-                encap: encap.name().to_string(),
+                port: f
+                    .to
+                    .iter()
+                    .map(|p| p.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                encap: f.encap.name().to_string(),
                 stats: s,
             }
         }),
+        stage: StageReport {
+            name: r.stage_name.to_string(),
+            consumed: stage_total.consumed,
+            dropped: drops,
+        },
     }
 }
 

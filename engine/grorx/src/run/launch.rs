@@ -1,16 +1,16 @@
-//! Putting the work on lcores: which lcore polls which queues (the mapping
-//! is printed), the workers' jobs, the capture writer, the generator's job.
+//! Putting the work on lcores: which lcore polls which queues, each queue's
+//! stage, the workers' jobs, the generator's job.
 
-use super::options::{RunOptions, CAPTURE_SLOTS};
+use super::options::RunOptions;
 use super::ports::Ports;
-use crate::capture::Capture;
 use crate::eal::{Eal, Launched};
-use crate::forward::{ForwardConf, ForwardCounters, Forwarder, TxOffloads};
+use crate::forward::ForwardCounters;
 use crate::gen::{self, GenStats};
 use crate::hist::QueueHist;
 use crate::ring_port::PoolPtr;
+use crate::stage::{QueueSetup, Stage, StageCounters};
 use crate::stats::QueueCounters;
-use crate::worker::{self, Assignment, StageKind, WorkerConf};
+use crate::worker::{self, Assignment, QueueJob, Shared, WorkerConf};
 use anyhow::{bail, Result};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -52,17 +52,20 @@ impl Lcores {
     }
 }
 
-/// A run in progress: what the main lcore watches and later stops.
-pub(super) struct Running {
+/// The workers and the generator on their lcores, and what they share.
+pub(super) struct Workers {
     /// `(port, queue)` per counter slot.
     pub queue_list: Vec<(u16, u16)>,
     pub plan: Vec<Assignment>,
-    pub counters: Arc<[QueueCounters]>,
-    pub hists: Arc<[Mutex<QueueHist>]>,
-    pub capture: Option<Capture>,
+    pub shared: Shared,
     pub gen_stats: Arc<GenStats>,
-    /// The forward stage's counters, one per worker.
+    /// The forward stages' counters, one per RX queue (built-in forward only).
     pub forward: Vec<Arc<ForwardCounters>>,
+    /// Each queue's stage: its drop reasons' names, by slot.
+    pub drop_reasons: Vec<&'static [&'static str]>,
+    pub stage_name: &'static str,
+    /// A measurement stage merges instead of grorx's GRO (rte_gro): report GRO.
+    pub gro_elsewhere: bool,
     pub started: Instant,
     worker_stop: Arc<AtomicBool>,
     gen_stop: Arc<AtomicBool>,
@@ -70,49 +73,64 @@ pub(super) struct Running {
     generator: Option<Launched>,
 }
 
-impl Running {
-    /// Launches the workers (and the generator) on their lcores.
-    pub fn start(eal: &Eal, opts: &RunOptions, lc: &Lcores, ports: &Ports) -> Result<Running> {
+/// A stage per RX queue, made on the main thread before the workers start.
+pub(super) type Factory<'a, S> = dyn FnMut(&QueueSetup, &Ports) -> Result<S> + 'a;
+
+impl Workers {
+    /// Makes every queue's stage, then launches the workers (and the
+    /// generator) on their lcores. Nothing is launched if a stage fails.
+    pub fn start<S: Stage>(
+        eal: &Eal,
+        opts: &RunOptions,
+        lc: &Lcores,
+        ports: &Ports,
+        make: &mut Factory<'_, S>,
+    ) -> Result<Workers> {
         let queue_list = ports.queues();
         let plan = worker::assign(&queue_list, &lc.workers);
-        let counters: Arc<[QueueCounters]> = (0..queue_list.len())
-            .map(|_| QueueCounters::default())
-            .collect();
-        let hists: Arc<[Mutex<QueueHist>]> = (0..queue_list.len())
-            .map(|_| Mutex::new(QueueHist::default()))
-            .collect();
-        if opts.live {
-            print_mapping(eal, opts, &plan, lc.generator);
-        }
-        let capture = match &opts.capture {
-            Some(p) => {
-                let cpu = usize::try_from(eal.lcore_cpu(eal.main_lcore())).ok();
-                Some(Capture::start(p, CAPTURE_SLOTS, cpu)?)
-            }
-            None => None,
+        let n = queue_list.len();
+        let shared = Shared {
+            counters: (0..n).map(|_| QueueCounters::default()).collect(),
+            hists: (0..n).map(|_| Mutex::new(QueueHist::default())).collect(),
+            stage: (0..n).map(|_| StageCounters::default()).collect(),
         };
         let wc = WorkerConf {
             burst: opts.burst,
             drain_rounds: opts.rx_desc as u32 / opts.burst.max(1) as u32 + 4,
             gro: opts.gro,
             gro_hold_tsc: opts.gro_flush_us as u64 * eal.tsc_hz() / 1_000_000,
-            stage: match (&capture, &ports.forward) {
-                (Some(c), _) => StageKind::Capture(c.tx()),
-                (None, Some(_)) => StageKind::Forward,
-                (None, None) => StageKind::Sink,
-            },
             tsc_hz: eal.tsc_hz(),
-            rte_gro: opts.rte_gro,
-            free_per_packet: opts.free_per_packet,
-            cycles: opts.cycles,
         };
-        let mut r = Running {
+        let mut drop_reasons: Vec<&'static [&'static str]> = vec![&[]; n];
+        let mut jobs = Vec::new();
+        for a in &plan {
+            let mut qs = Vec::new();
+            for q in &a.queues {
+                let setup = QueueSetup {
+                    port: q.port,
+                    queue: q.queue,
+                    index: q.slot as u16,
+                    lcore: a.lcore,
+                    pool: ports.pool_of(q.port, q.queue).clone(),
+                };
+                let stage = make(&setup, ports)?;
+                drop_reasons[q.slot] = stage.drop_reasons();
+                qs.push(QueueJob {
+                    q: *q,
+                    skb: ports.skb_conf(opts, q.port, q.queue),
+                    stage,
+                });
+            }
+            jobs.push((a.lcore, qs));
+        }
+        let mut r = Workers {
             queue_list,
-            counters,
-            hists,
-            capture,
+            shared,
             gen_stats: Arc::new(GenStats::default()),
             forward: Vec::new(),
+            drop_reasons,
+            stage_name: short_type_name::<S>(),
+            gro_elsewhere: false,
             started: Instant::now(),
             worker_stop: Arc::new(AtomicBool::new(false)),
             gen_stop: Arc::new(AtomicBool::new(false)),
@@ -120,31 +138,20 @@ impl Running {
             generator: None,
             plan,
         };
-        for (i, a) in r.plan.iter().enumerate() {
-            let qs: Vec<_> = a
-                .queues
-                .iter()
-                .map(|q| (*q, ports.skb_conf(opts, q.port, q.queue)))
-                .collect();
-            let (c, h, st) = (r.counters.clone(), r.hists.clone(), r.worker_stop.clone());
-            // Each worker forwards on a TX queue of its own: no sharing.
-            let fwd = match (&ports.forward, &opts.forward) {
-                (Some((port, pool)), Some((_, encap))) => {
-                    let conf = ForwardConf {
-                        port: port.id,
-                        queue: i as u16,
-                        encap: *encap,
-                        offloads: TxOffloads::Port,
-                        tx_retries: 8,
-                    };
-                    let counters = Arc::new(ForwardCounters::default());
-                    r.forward.push(counters.clone());
-                    Some((Forwarder::new(conf, pool.clone())?, counters))
-                }
-                _ => None,
+        for (lcore, qs) in jobs {
+            let (sh, st) = (r.shared.clone(), r.worker_stop.clone());
+            let job = if opts.cycles {
+                eal.launch(lcore, move || worker::run::<S, true>(qs, sh, st, wc))
+            } else {
+                eal.launch(lcore, move || worker::run::<S, false>(qs, sh, st, wc))
             };
-            r.workers
-                .push(eal.launch(a.lcore, move || worker::run(qs, c, h, st, wc, fwd))?);
+            match job {
+                Ok(l) => r.workers.push(l),
+                Err(e) => {
+                    r.stop();
+                    return Err(e);
+                }
+            }
         }
         if let (Some(l), Some(rp)) = (lc.generator, &ports.ring_port) {
             let (payload, payload_sum) = ports.payload.clone().unwrap_or_default();
@@ -158,7 +165,13 @@ impl Running {
                 stop: r.gen_stop.clone(),
                 tsc_hz: eal.tsc_hz(),
             };
-            r.generator = Some(eal.launch(l, move || gen::run(job))?);
+            match eal.launch(l, move || gen::run(job)) {
+                Ok(g) => r.generator = Some(g),
+                Err(e) => {
+                    r.stop();
+                    return Err(e);
+                }
+            }
         }
         Ok(r)
     }
@@ -167,9 +180,9 @@ impl Running {
         self.generator.is_some()
     }
 
-    /// Stops the source first, then the workers (which take what is
-    /// queued and flush GRO), and returns the capture writer, if any.
-    pub fn stop(&mut self) -> Option<Capture> {
+    /// Stops the source first, then the workers (which take what is queued,
+    /// flush GRO and finish their stages).
+    pub fn stop(&mut self) {
         self.gen_stop.store(true, Relaxed);
         if let Some(g) = self.generator.take() {
             g.wait();
@@ -178,50 +191,63 @@ impl Running {
         for l in self.workers.drain(..) {
             l.wait();
         }
-        self.capture.take()
     }
 
     /// Packets received so far, all queues.
     pub fn rx_total(&self) -> u64 {
-        self.counters.iter().map(|q| q.read().rx_packets).sum()
+        self.shared
+            .counters
+            .iter()
+            .map(|q| q.read().rx_packets)
+            .sum()
     }
 
     /// Packets received so far on a port.
     pub fn rx_of_port(&self, id: u16) -> u64 {
         self.queue_list
             .iter()
-            .zip(self.counters.iter())
+            .zip(self.shared.counters.iter())
             .filter(|((p, _), _)| *p == id)
             .map(|(_, c)| c.read().rx_packets)
             .sum()
     }
+
+    /// Which lcore polls which queues, and the generator's lcore, in words.
+    pub fn mapping(&self, eal: &Eal, opts: &RunOptions, generator: Option<u32>) -> Vec<String> {
+        let mut lines = Vec::new();
+        for a in &self.plan {
+            let qs: Vec<String> = a
+                .queues
+                .iter()
+                .map(|q| format!("port {} queue {}", q.port, q.queue))
+                .collect();
+            lines.push(format!(
+                "lcore {} (cpu {}): {}",
+                a.lcore,
+                eal.lcore_cpu(a.lcore),
+                qs.join(", ")
+            ));
+        }
+        if let Some(g) = generator {
+            let rate = if opts.gen.rate_pps == 0 {
+                "max rate".to_string()
+            } else {
+                format!("{} pps", opts.gen.rate_pps)
+            };
+            lines.push(format!(
+                "lcore {g} (cpu {}): generator, {} TCP flow(s), MSS {}, {rate}",
+                eal.lcore_cpu(g),
+                opts.gen.flows,
+                opts.gen.mss
+            ));
+        }
+        lines
+    }
 }
 
-fn print_mapping(eal: &Eal, opts: &RunOptions, plan: &[Assignment], generator: Option<u32>) {
-    for a in plan {
-        let qs: Vec<String> = a
-            .queues
-            .iter()
-            .map(|q| format!("port {} queue {}", q.port, q.queue))
-            .collect();
-        eprintln!(
-            "lcore {} (cpu {}): {}",
-            a.lcore,
-            eal.lcore_cpu(a.lcore),
-            qs.join(", ")
-        );
-    }
-    if let Some(g) = generator {
-        let rate = if opts.gen.rate_pps == 0 {
-            "max rate".to_string()
-        } else {
-            format!("{} pps", opts.gen.rate_pps)
-        };
-        eprintln!(
-            "lcore {g} (cpu {}): generator, {} TCP flow(s), MSS {}, {rate}",
-            eal.lcore_cpu(g),
-            opts.gen.flows,
-            opts.gen.mss
-        );
-    }
+/// The last path segment of a type's name (`Sink`, `CaptureStage`, ...).
+fn short_type_name<T>() -> &'static str {
+    let full = std::any::type_name::<T>();
+    let base = full.split('<').next().unwrap_or(full);
+    base.rsplit("::").next().unwrap_or(base)
 }

@@ -1,67 +1,138 @@
 //! One run of the engine, start to finish, in the order it happens:
 //! options checked (`options`), hugepages and EAL (`startup`), ports and
-//! pools (`ports`), workers on their lcores (`launch`), the main lcore
-//! watching until a stop condition (`watch`), a clean stop, the report
-//! (`collect`), and teardown with every mbuf accounted.
+//! pools (`ports`), a stage per RX queue and the workers on their lcores
+//! (`launch`), then a [`Running`] handle: live stats, stop conditions
+//! (`watch`), a clean stop, the report (`collect`), and teardown with every
+//! mbuf accounted.
+//!
+//! ```no_run
+//! use grorx::run::{self, RunOptions};
+//! use grorx::stage::{Ctx, Stage};
+//! use grorx::skb::Skb;
+//!
+//! /// Counts packets and frees them.
+//! struct Count(u64);
+//!
+//! impl Stage for Count {
+//!     fn packet(&mut self, skb: Skb, ctx: &mut Ctx<'_>) {
+//!         self.0 += 1;
+//!         ctx.consume(skb);
+//!     }
+//! }
+//!
+//! let opts = RunOptions { duration: Some(1.0), ..RunOptions::default() };
+//! let running = run::start_with(&opts, |_queue| Ok(Count(0)))?;
+//! let report = running.wait()?;
+//! assert_eq!(report.mbufs_leaked, 0);
+//! # Ok::<(), anyhow::Error>(())
+//! ```
 
 mod collect;
+mod handle;
 mod launch;
 mod options;
 mod ports;
 mod startup;
 mod watch;
 
-pub use options::{EalSetup, PoolScope, RunOptions, PRIV_SIZE};
+pub use handle::{QueueStats, Running, Stats, Stopper};
+pub use options::{EalSetup, ForwardOptions, PoolScope, RunOptions, PRIV_SIZE};
 
+use crate::capture::Capture;
 use crate::eal::{self, Eal};
+use crate::forward::{ForwardConf, ForwardCounters, Forwarder, TxOffloads};
 use crate::report::Report;
+use crate::stage::{CaptureStage, ForwardStage, QueueSetup, Sink, Stage};
 use anyhow::{Context, Result};
 use dpdk_sys as sys;
+use std::sync::Arc;
 
-/// Runs the engine until a stop condition; returns the report.
+/// Starts a run with a stage of the caller's per RX queue: `make` is called
+/// once per queue, on this thread, before any worker starts; each stage then
+/// moves to the lcore that polls its queue. Returns the handle at once.
+pub fn start_with<S, F>(opts: &RunOptions, mut make: F) -> Result<Running>
+where
+    S: Stage,
+    F: FnMut(&QueueSetup) -> Result<S>,
+{
+    if opts.capture.is_some() || opts.forward.is_some() {
+        anyhow::bail!(
+            "capture and forward are the built-in stages of `start`: a run with a stage of its \
+             own takes neither"
+        );
+    }
+    let p = handle::Prepared::new(opts)?;
+    p.launch(&mut |q, _| make(q), None)
+}
+
+/// Starts a run with the built-in stage the options name: forward
+/// (`forward`), capture (`capture`), or the sink.
+pub fn start(opts: &RunOptions) -> Result<Running> {
+    let p = handle::Prepared::new(opts)?;
+    #[cfg(feature = "measure")]
+    if let Some(m) = opts.measure {
+        return start_measure(p, opts, m);
+    }
+    if let Some(path) = &opts.capture {
+        let cpu = usize::try_from(p.eal.lcore_cpu(p.eal.main_lcore())).ok();
+        let cap = Capture::start(path, options::CAPTURE_SLOTS, cpu)?;
+        let ring = cap.tx();
+        return p.launch(&mut |_, _| Ok(CaptureStage::new(ring)), Some(cap));
+    }
+    if let Some(f) = &opts.forward {
+        let mut counters: Vec<Arc<ForwardCounters>> = Vec::new();
+        let mut make = |q: &QueueSetup, ports: &ports::Ports| {
+            let rx = ports.rx_index(q.port);
+            let (port, pool) = &ports.outputs[f.output_of(rx)];
+            let conf = ForwardConf {
+                port: port.id,
+                queue: q.index,
+                encap: f.encap,
+                offloads: TxOffloads::Port,
+                tx_retries: 8,
+            };
+            let c = Arc::new(ForwardCounters::default());
+            counters.push(c.clone());
+            Ok(ForwardStage::new(Forwarder::new(conf, pool.clone())?, c))
+        };
+        let mut running = p.launch(&mut make, None)?;
+        running.set_forward_counters(counters);
+        return Ok(running);
+    }
+    p.launch(&mut |_, _| Ok(Sink), None)
+}
+
+/// A measurement-only stage (feature `measure`) in place of the sink.
+#[cfg(feature = "measure")]
+fn start_measure(
+    p: handle::Prepared,
+    opts: &RunOptions,
+    m: crate::measure::Measure,
+) -> Result<Running> {
+    use crate::measure::{FreePerPacket, Measure, RteGroStage};
+    match m {
+        Measure::FreePerPacket => p.launch(&mut |_, _| Ok(FreePerPacket), None),
+        Measure::RteGro => {
+            let (cap, ring) = match &opts.capture {
+                Some(path) => {
+                    let cpu = usize::try_from(p.eal.lcore_cpu(p.eal.main_lcore())).ok();
+                    let c = Capture::start(path, options::CAPTURE_SLOTS, cpu)?;
+                    let r = c.tx();
+                    (Some(c), Some(r))
+                }
+                None => (None, None),
+            };
+            let mut running = p.launch(&mut |_, _| Ok(RteGroStage::new(ring)), cap)?;
+            running.set_gro_elsewhere();
+            Ok(running)
+        }
+    }
+}
+
+/// Runs until a stop condition (duration, a one-shot replay consumed, the
+/// generator's count) with the built-in stage; returns the report.
 pub fn run(opts: &RunOptions) -> Result<Report> {
-    opts.validate()?;
-    // Files named by --port are read before EAL starts.
-    let replays = ports::pcap_replays(opts)?;
-    let opts = &RunOptions {
-        cached_frames: replays.cached.iter().copied().max().unwrap_or(0),
-        ..opts.clone()
-    };
-    let (eal, hugepages) = match &opts.eal {
-        EalSetup::Start { user_args, no_huge } => startup::start_eal(opts, user_args, *no_huge)?,
-        EalSetup::Existing => (
-            Eal::get().context("EAL is not running in this process")?,
-            "hugepages: as the running EAL has them".to_string(),
-        ),
-    };
-    if opts.live {
-        eprintln!("{hugepages}");
-    }
-    let lcores = launch::Lcores::choose(eal, opts)?;
-    let ports = ports::Ports::setup(opts, lcores.count, replays)?;
-    let mut running = launch::Running::start(eal, opts, &lcores, &ports)?;
-    let watched = watch::until_stop(eal, opts, &ports, &running);
-    let capture = running.stop();
-    let duration_s = running.started.elapsed().as_secs_f64();
-    let (stop_reason, hists) = watched?;
-    let capture = capture.map(|c| c.finish()).transpose()?;
-    let finished = collect::Finished {
-        stop_reason,
-        duration_s,
-        hists,
-        capture,
-        hugepages,
-    };
-    let mut report = collect::report(eal, opts, &ports, &running, finished);
-    let (freed, leaked) = ports.teardown();
-    report.freed_at_teardown = freed;
-    report.mbufs_leaked = leaked;
-    if leaked > 0 {
-        report.notes.push(format!(
-            "{leaked} mbuf(s) not back in their pool: the pool is kept (not freed)"
-        ));
-    }
-    Ok(report)
+    start(opts)?.wait()
 }
 
 /// Stops EAL and removes its runtime directory (a unique prefix per run
@@ -79,5 +150,18 @@ pub fn shutdown() {
         {
             let _ = std::fs::remove_dir_all(d);
         }
+    }
+}
+
+/// EAL as the options want it: started here, or the one already running.
+fn eal_for(opts: &RunOptions) -> Result<(&'static Eal, String)> {
+    match &opts.eal {
+        options::EalSetup::Start { user_args, no_huge } => {
+            startup::start_eal(opts, user_args, *no_huge)
+        }
+        options::EalSetup::Existing => Ok((
+            Eal::get().context("EAL is not running in this process")?,
+            "hugepages: as the running EAL has them".to_string(),
+        )),
     }
 }

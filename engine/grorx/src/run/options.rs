@@ -39,8 +39,6 @@ pub struct RunOptions {
     pub promisc: bool,
     pub gen: GenConfig,
     pub eal: EalSetup,
-    /// Print a stats line every second (to stderr).
-    pub live: bool,
     /// None: GRO off.
     pub gro: Option<GroConfig>,
     /// Hold packets across polls up to this long (0: flush every poll).
@@ -53,22 +51,34 @@ pub struct RunOptions {
     /// mbufs a port keeps for itself (net_pcap infinite_rx caches its file);
     /// filled in by `run`.
     pub cached_frames: u32,
-    /// A per-queue table under the live line.
-    pub verbose: bool,
-    /// Stream one JSON object per interval of this many seconds (stdout).
-    pub json_interval: Option<f64>,
-    /// Write the histograms in the HdrHistogram interval log format.
-    pub hdr_log: Option<std::path::PathBuf>,
     /// How widely mbuf pools are shared.
     pub pool_scope: PoolScope,
-    /// Merge with DPDK's rte_gro instead (a baseline; `gro` must be None).
-    pub rte_gro: bool,
-    /// Free each packet with its own call instead of in bulk (an experiment).
-    pub free_per_packet: bool,
-    /// Forward what GRO delivers to this port, encapsulated (instead of the sink).
-    pub forward: Option<(PortSpec, crate::forward::Encap)>,
+    /// Forward what GRO delivers, encapsulated (the built-in forward stage).
+    pub forward: Option<ForwardOptions>,
+    /// A measurement-only stage instead of the sink (`start` only).
+    #[cfg(feature = "measure")]
+    pub measure: Option<crate::measure::Measure>,
     /// Count TSC cycles per phase (RX, GRO, stage) per packet.
     pub cycles: bool,
+}
+
+/// The built-in forward stage: where to, and how encapsulated.
+#[derive(Debug, Clone)]
+pub struct ForwardOptions {
+    /// Output ports: RX port i forwards to `to[i]`, or all to the one given.
+    pub to: Vec<PortSpec>,
+    pub encap: crate::forward::Encap,
+}
+
+impl ForwardOptions {
+    /// The output (index into `to`) of RX port number `rx` (in `--port` order).
+    pub fn output_of(&self, rx: usize) -> usize {
+        if self.to.len() == 1 {
+            0
+        } else {
+            rx
+        }
+    }
 }
 
 /// How widely an mbuf pool is shared.
@@ -101,20 +111,16 @@ impl Default for RunOptions {
                 user_args: Vec::new(),
                 no_huge: false,
             },
-            live: true,
             gro: Some(GroConfig::default()),
             gro_flush_us: 0,
             headroom: sys::RTE_PKTMBUF_HEADROOM as u16,
             skb_mode: SkbMode::Build,
             capture: None,
             cached_frames: 0,
-            verbose: false,
-            json_interval: None,
-            hdr_log: None,
             pool_scope: PoolScope::Socket,
-            rte_gro: false,
-            free_per_packet: false,
             forward: None,
+            #[cfg(feature = "measure")]
+            measure: None,
             cycles: false,
         }
     }
@@ -152,11 +158,6 @@ impl RunOptions {
                 bail!("--duration must be a positive number of seconds");
             }
         }
-        if let Some(d) = self.json_interval {
-            if !(d >= 0.01 && d.is_finite()) {
-                bail!("--json-interval must be at least 0.01 seconds");
-            }
-        }
         if let Some(r) = self.data_room {
             if (r as u32) < sys::RTE_PKTMBUF_HEADROOM + 64 {
                 bail!(
@@ -180,17 +181,28 @@ impl RunOptions {
                 sys::RTE_PKTMBUF_HEADROOM
             );
         }
-        if self.rte_gro && self.gro.is_some() {
-            bail!("DPDK's rte_gro and grorx's GRO are alternatives: give --gro rte or --gro on, not both");
+        #[cfg(feature = "measure")]
+        if let Some(m) = &self.measure {
+            m.validate(self)?;
         }
-        if self.forward.is_some()
-            && (self.capture.is_some() || self.rte_gro || self.free_per_packet)
-        {
-            bail!("--forward is a stage of its own: use it without --capture, --gro rte or --free per-packet");
-        }
-        if let Some((spec, _)) = &self.forward {
-            if self.ports.contains(spec) {
-                bail!("--forward {spec}: forward to a port other than the RX ports (e.g. --forward net_null1)");
+        if let Some(f) = &self.forward {
+            if self.capture.is_some() {
+                bail!("forward and capture are stages of their own: give one of them");
+            }
+            if f.to.is_empty() {
+                bail!("forward: name an output port (--to net_null1)");
+            }
+            let rx = self.ports.len().max(1);
+            if f.to.len() != 1 && f.to.len() != rx {
+                bail!(
+                    "--to given {} times for {rx} RX port(s): give one --to for all, or one per --port, in order",
+                    f.to.len()
+                );
+            }
+            for spec in &f.to {
+                if self.ports.contains(spec) {
+                    bail!("--to {spec}: forward to a port other than the RX ports (e.g. --to net_null1)");
+                }
             }
         }
         if self.skb_mode == SkbMode::Copy && self.gro.is_none() {

@@ -75,14 +75,17 @@ struct PoolGroup {
 /// close before their rings and pools are freed (`teardown`).
 pub(super) struct Ports {
     pub slots: Vec<PortSlot>,
-    pub pools: Vec<Mempool>,
+    pub pools: Vec<Arc<Mempool>>,
     /// Copy mode's separate heads, one per pool.
     pub head_pools: Vec<Mempool>,
     pub ring_port: Option<RingPort>,
     /// The generator's payload and its sum.
     pub payload: Option<(Vec<u8>, u16)>,
-    /// The forward stage's TX port and the pool its header mbufs come from.
-    pub forward: Option<(Port, Arc<Mempool>)>,
+    /// The forward stage's TX ports (`--to`, in order), each with the pool
+    /// its header mbufs come from.
+    pub outputs: Vec<(Port, Arc<Mempool>)>,
+    /// What was set up, in words (port descriptions, notes), for the caller.
+    pub lines: Vec<String>,
 }
 
 impl Ports {
@@ -114,6 +117,7 @@ impl Ports {
         }
 
         // Each port's MTU, data room and socket; then the pool groups.
+        let total_queues = (ids.len() as u32 * opts.queues as u32).min(u16::MAX as u32) as u16;
         let mut plans = Vec::new();
         for &id in &ids {
             let mut cur = 0u16;
@@ -161,21 +165,22 @@ impl Ports {
             head_pools: Vec::new(),
             ring_port,
             payload: None,
-            forward: None,
+            outputs: Vec::new(),
+            lines: Vec::new(),
         };
         for g in &groups {
             let (socket, room, _, _) = g.key;
             let n = pool_sizing::element_count(&opts.demand(lcore_count, g.queues, g.extra));
             let cache = pool_sizing::cache_size(opts.pool_cache, n);
             let seq = POOL_SEQ.fetch_add(1, Relaxed);
-            ports.pools.push(Mempool::create(&PoolParams {
+            ports.pools.push(Arc::new(Mempool::create(&PoolParams {
                 name: format!("grorx-s{}-{seq}", socket.max(0)),
                 elements: n,
                 cache,
                 priv_size: PRIV_SIZE,
                 data_room: room,
                 socket,
-            })?);
+            })?));
             if opts.skb_mode == SkbMode::Copy {
                 ports.head_pools.push(Mempool::create(&PoolParams {
                     name: format!("grorx-h{}-{seq}", socket.max(0)),
@@ -191,7 +196,9 @@ impl Ports {
             let segs = pool_sizing::segments_per_frame(mtu as u32, room, sys::RTE_PKTMBUF_HEADROOM);
             let conf = PortConf {
                 rx_queues: opts.queues,
-                tx_queues: opts.queues,
+                // A TX queue per RX queue of the run: any queue's stage may
+                // transmit on any port without sharing a queue.
+                tx_queues: total_queues,
                 rx_desc: opts.rx_desc,
                 tx_desc: opts.rx_desc,
                 mtu: Some(mtu),
@@ -201,7 +208,7 @@ impl Ports {
                 source_steers: ports.ring_port.is_some(),
                 tx_offloads: 0,
             };
-            let qp: Vec<&Mempool> = queue_pool[pi].iter().map(|&g| &ports.pools[g]).collect();
+            let qp: Vec<&Mempool> = queue_pool[pi].iter().map(|&g| &*ports.pools[g]).collect();
             let port = Port::configure(id, &conf, &qp)?;
             ports.slots.push(PortSlot {
                 port,
@@ -210,26 +217,26 @@ impl Ports {
                 pcap_frames: once[pi],
             });
         }
-        if let Some((spec, encap)) = &opts.forward {
-            ports.forward = Some(forward_port(opts, spec, encap, lcore_count, plans[0].2)?);
+        if let Some(f) = &opts.forward {
+            for spec in &f.to {
+                let out =
+                    forward_port(opts, spec, &f.encap, lcore_count, total_queues, plans[0].2)?;
+                ports.outputs.push(out);
+            }
         }
         if ports.ring_port.is_some() {
             let pool = &ports.pools[ports.slots[0].pools[0]];
             ports.payload = Some(gen::payload(pool, &opts.gen).map_err(anyhow::Error::msg)?);
         }
-        if let Some((p, _)) = &mut ports.forward {
+        for (p, _) in &mut ports.outputs {
             p.start(false)?;
-            if opts.live {
-                eprintln!("forward to {}", p.describe());
-            }
+            ports.lines.push(format!("forward to {}", p.describe()));
         }
         for s in &mut ports.slots {
             s.port.start(opts.promisc)?;
-            if opts.live {
-                eprintln!("{}", s.port.describe());
-                for n in &s.port.notes {
-                    eprintln!("  {n}");
-                }
+            ports.lines.push(s.port.describe());
+            for n in &s.port.notes {
+                ports.lines.push(format!("  {n}"));
             }
         }
         Ok(ports)
@@ -243,8 +250,13 @@ impl Ports {
             .collect()
     }
 
+    /// The position of RX port `id` among the run's ports (`--port` order).
+    pub fn rx_index(&self, id: u16) -> usize {
+        self.slots.iter().position(|s| s.port.id == id).unwrap_or(0)
+    }
+
     /// The pool queue `q` of port `id` receives into.
-    pub fn pool_of(&self, id: u16, q: u16) -> &Mempool {
+    pub fn pool_of(&self, id: u16, q: u16) -> &Arc<Mempool> {
         let s = self
             .slots
             .iter()
@@ -280,10 +292,10 @@ impl Ports {
         for s in &mut self.slots {
             s.port.close();
         }
-        let mut fwd_pool = None;
-        if let Some((mut p, pool)) = self.forward.take() {
+        let mut fwd_pools = Vec::new();
+        for (mut p, pool) in self.outputs.drain(..) {
             p.close();
-            fwd_pool = Some(pool);
+            fwd_pools.push(pool);
         }
         let freed = self
             .ring_port
@@ -293,17 +305,20 @@ impl Ports {
         let leaked: u64 = self
             .pools
             .iter()
+            .map(|p| &**p)
             .chain(&self.head_pools)
             .map(|p| p.in_use() as u64)
             .sum();
         drop(self.slots);
         drop(self.ring_port);
-        let fwd_pool = fwd_pool.and_then(|p| Arc::try_unwrap(p).ok());
+        // A pool a stage still holds (it outlived its run) is not freed.
+        let shared = |p: Arc<Mempool>| Arc::try_unwrap(p).ok();
         for p in self
             .pools
             .into_iter()
+            .filter_map(shared)
             .chain(self.head_pools)
-            .chain(fwd_pool)
+            .chain(fwd_pools.into_iter().filter_map(shared))
         {
             if p.in_use() == 0 {
                 drop(p);
@@ -315,18 +330,19 @@ impl Ports {
     }
 }
 
-/// The forward stage's TX port: one TX queue per worker (no sharing), the
-/// TX offloads the encapsulation can use, and a pool for header mbufs and
-/// software segments.
+/// A forward stage's TX port: one TX queue per RX queue of the run (no
+/// sharing), the TX offloads the encapsulation can use, and a pool for
+/// header mbufs and software segments.
 fn forward_port(
     opts: &RunOptions,
     spec: &crate::port_spec::PortSpec,
     encap: &crate::forward::Encap,
     lcore_count: u32,
+    queues: u16,
     room: u16,
 ) -> Result<(Port, Arc<Mempool>)> {
     let id = port::open(spec)?;
-    let workers = lcore_count.saturating_sub(1).max(1) as u16;
+    let workers = queues.max(1);
     let n = pool_sizing::element_count(&pool_sizing::Demand {
         rx_queues: 1,
         rx_desc: opts.rx_desc as u32,
@@ -362,7 +378,11 @@ fn forward_port(
     };
     let port = Port::configure(id, &conf, &[&pool])?;
     if port.tx_queues < workers {
-        bail!("--forward {spec}: the port has {} TX queue(s), the run needs one per worker ({workers})", port.tx_queues);
+        bail!(
+            "--to {spec}: the port has {} TX queue(s), the run needs one per RX queue ({workers}): \
+             give fewer --queues",
+            port.tx_queues
+        );
     }
     Ok((port, pool))
 }

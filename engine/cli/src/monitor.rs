@@ -1,13 +1,13 @@
-//! What the main lcore does while workers run: once a second it drains the
-//! queues' histograms, prints the live line (and a per-queue table with
+//! What `grorx sink` prints while a run goes on: once a second it takes the
+//! run's histograms, prints the live line (and a per-queue table with
 //! `--verbose`), streams one JSON object per `--json-interval`, and writes an
-//! interval to the `--hdr-log`. It only reads what workers publish.
+//! interval to the `--hdr-log`. It only reads the run's live stats.
 
-use crate::hist::{HdrLog, HistReport, QueueHist};
-use crate::port::{self, PortStats};
-use crate::stats::{fmt_pps, rates, QueueCounters};
+use grorx::hist::{HdrLog, HistReport, QueueHist};
+use grorx::port::PortStats;
+use grorx::run::{QueueStats, Running, Stats};
+use grorx::stats::{fmt_pps, rates};
 use serde::Serialize;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Where a counter slot's queue lives.
@@ -52,16 +52,13 @@ struct IntervalLine {
 }
 
 pub struct Monitor<'a> {
-    counters: &'a [QueueCounters],
-    hists: &'a [Mutex<QueueHist>],
+    run: &'a Running,
     slots: Vec<SlotInfo>,
     ports: Vec<u16>,
     gro: bool,
     start: Instant,
     live: bool,
     verbose: bool,
-    /// Per-slot totals of every drained histogram (for the report).
-    totals: Vec<QueueHist>,
     // The live line, once a second.
     next_live: Instant,
     live_last: (Vec<Snap>, Instant),
@@ -76,22 +73,23 @@ pub struct Monitor<'a> {
     hdr_from: Instant,
 }
 
-fn snap(c: &QueueCounters) -> Snap {
-    let l = c.read();
-    let g = c.read_gro();
+fn snap(q: &QueueStats) -> Snap {
     Snap {
-        rx_packets: l.rx_packets,
-        rx_bytes: l.rx_bytes,
-        gro_in: g.segments_in,
-        gro_out: g.packets_out,
+        rx_packets: q.counts.rx_packets,
+        rx_bytes: q.counts.rx_bytes,
+        gro_in: q.gro.segments_in,
+        gro_out: q.gro.packets_out,
     }
 }
 
-fn port_totals(ports: &[u16]) -> PortStats {
-    ports.iter().fold(PortStats::default(), |mut a, &p| {
-        let s = port::stats(p);
-        a.imissed += s.imissed;
-        a.rx_nombuf += s.rx_nombuf;
+fn snaps(s: &Stats) -> Vec<Snap> {
+    s.queues.iter().map(snap).collect()
+}
+
+fn port_totals(s: &Stats) -> PortStats {
+    s.ports.iter().fold(PortStats::default(), |mut a, (_, p)| {
+        a.imissed += p.imissed;
+        a.rx_nombuf += p.rx_nombuf;
         a
     })
 }
@@ -105,20 +103,18 @@ pub struct MonitorConf {
 }
 
 impl<'a> Monitor<'a> {
-    pub fn new(
-        counters: &'a [QueueCounters],
-        hists: &'a [Mutex<QueueHist>],
-        slots: Vec<SlotInfo>,
-        ports: Vec<u16>,
-        conf: MonitorConf,
-        start: Instant,
-    ) -> Monitor<'a> {
-        let n = slots.len();
-        let zero = vec![Snap::default(); n];
+    pub fn new(run: &'a Running, conf: MonitorConf) -> Monitor<'a> {
+        let slots: Vec<SlotInfo> = run
+            .queues()
+            .into_iter()
+            .map(|(port, queue, lcore)| SlotInfo { port, queue, lcore })
+            .collect();
+        let ports = run.ports();
+        let stats = run.stats();
+        let start = Instant::now() - stats.elapsed;
+        let zero = vec![Snap::default(); slots.len()];
         Monitor {
-            counters,
-            hists,
-            totals: (0..n).map(|_| QueueHist::default()).collect(),
+            run,
             slots,
             gro: conf.gro,
             start,
@@ -128,7 +124,7 @@ impl<'a> Monitor<'a> {
             live_last: (zero.clone(), start),
             json_every: conf.json_every,
             next_json: start + conf.json_every.unwrap_or(Duration::MAX / 4),
-            json_last: (zero, start, port_totals(&ports)),
+            json_last: (zero, start, port_totals(&stats)),
             json_hist: QueueHist::default(),
             hdr: conf.hdr,
             hdr_hist: QueueHist::default(),
@@ -137,17 +133,13 @@ impl<'a> Monitor<'a> {
         }
     }
 
-    /// Takes what workers published into the totals and the open intervals.
+    /// Takes what workers published into the open intervals.
     fn drain(&mut self) {
-        for (i, h) in self.hists.iter().enumerate() {
-            let mut g = h.lock().unwrap_or_else(|p| p.into_inner());
-            if g.is_empty() {
-                continue;
+        for g in self.run.take_histograms() {
+            if !g.is_empty() {
+                self.json_hist.add(&g);
+                self.hdr_hist.add(&g);
             }
-            self.totals[i].add(&g);
-            self.json_hist.add(&g);
-            self.hdr_hist.add(&g);
-            g.reset();
         }
     }
 
@@ -159,10 +151,11 @@ impl<'a> Monitor<'a> {
             return Ok(());
         }
         self.drain();
+        let stats = self.run.stats();
         if live_due {
             self.next_live += Duration::from_secs(1);
             if self.live {
-                self.print_live(now);
+                self.print_live(now, &stats);
             }
             if let Some(log) = &mut self.hdr {
                 log.interval(
@@ -173,19 +166,19 @@ impl<'a> Monitor<'a> {
             }
             self.hdr_hist.reset();
             self.hdr_from = now;
-            self.live_last = (self.counters.iter().map(snap).collect(), now);
+            self.live_last = (snaps(&stats), now);
         }
         if json_due {
-            self.print_json(now);
+            self.print_json(now, &stats);
             self.next_json += self.json_every.unwrap_or(Duration::MAX / 4);
         }
         Ok(())
     }
 
-    fn print_live(&self, now: Instant) {
+    fn print_live(&self, now: Instant, stats: &Stats) {
         let (last, t0) = &self.live_last;
         let dt = (now - *t0).as_secs_f64();
-        let cur: Vec<Snap> = self.counters.iter().map(snap).collect();
+        let cur = snaps(stats);
         let sum = |v: &[Snap]| {
             v.iter().fold(Snap::default(), |a, s| Snap {
                 rx_packets: a.rx_packets + s.rx_packets,
@@ -224,7 +217,7 @@ impl<'a> Monitor<'a> {
                 (c.gro_in - l.gro_in) as f64 / (c.gro_out - l.gro_out) as f64
             ));
         }
-        let ps = port_totals(&self.ports);
+        let ps = port_totals(stats);
         line.push_str(&format!(
             " | missed {} no-mbuf {}",
             ps.imissed, ps.rx_nombuf
@@ -253,11 +246,11 @@ impl<'a> Monitor<'a> {
         }
     }
 
-    fn print_json(&mut self, now: Instant) {
+    fn print_json(&mut self, now: Instant, stats: &Stats) {
         let (last, t0, last_ps) = &self.json_last;
         let dt = (now - *t0).as_secs_f64();
-        let cur: Vec<Snap> = self.counters.iter().map(snap).collect();
-        let ps = port_totals(&self.ports);
+        let cur = snaps(stats);
+        let ps = port_totals(stats);
         let mut queues = Vec::new();
         let (mut p, mut b, mut gi, mut go) = (0u64, 0u64, 0u64, 0u64);
         for (s, (c, l)) in self.slots.iter().zip(cur.iter().zip(last)) {
@@ -299,8 +292,8 @@ impl<'a> Monitor<'a> {
         self.json_last = (cur, now, ps);
     }
 
-    /// After the workers stopped: the last histograms, per slot (for the report).
-    pub fn finish(mut self) -> anyhow::Result<Vec<QueueHist>> {
+    /// At the end of the run: the last interval of the HDR log.
+    pub fn finish(mut self) -> anyhow::Result<()> {
         self.drain();
         if let Some(mut log) = self.hdr.take() {
             let now = Instant::now();
@@ -311,6 +304,6 @@ impl<'a> Monitor<'a> {
             )?;
             log.finish()?;
         }
-        Ok(self.totals)
+        Ok(())
     }
 }

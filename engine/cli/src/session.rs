@@ -1,0 +1,93 @@
+//! One `grorx sink` or `grorx forward` run as the command shows it: start
+//! the engine, print what was set up, watch it (live line, JSON stream, HDR
+//! log) until a stop condition or a signal, then print the report.
+
+use crate::monitor::{Monitor, MonitorConf};
+use crate::signal;
+use anyhow::Result;
+use grorx::hist::HdrLog;
+use grorx::run::{self, RunOptions};
+use std::time::{Duration, Instant};
+
+/// How the command reports on a run.
+pub struct Output {
+    /// The final report as one JSON object on stdout.
+    pub json: bool,
+    /// No live line.
+    pub quiet: bool,
+    /// A per-queue table under the live line.
+    pub verbose: bool,
+    /// One JSON object per interval of this many seconds on stdout.
+    pub json_interval: Option<f64>,
+    /// The histograms in the HdrHistogram interval log format.
+    pub hdr_log: Option<std::path::PathBuf>,
+    /// Show GRO figures (grorx's or rte_gro's).
+    pub gro: bool,
+}
+
+/// Runs `opts` with its built-in stage; the report goes to stdout (JSON) or
+/// stderr (text). Fails when the run fails or leaked mbufs.
+pub fn run(command: &str, opts: &RunOptions, out: &Output) -> Result<()> {
+    // Found before EAL starts: a log file that cannot be created.
+    let hdr = match &out.hdr_log {
+        Some(p) => Some(HdrLog::create(p)?),
+        None => None,
+    };
+    signal::install();
+    let running = match run::start(opts) {
+        Ok(r) => r,
+        Err(e) => {
+            run::shutdown();
+            return Err(e);
+        }
+    };
+    if !out.quiet {
+        for l in running.describe() {
+            eprintln!("{l}");
+        }
+    }
+    let watched = watch(&running, out, hdr);
+    let report = running.wait();
+    run::shutdown();
+    let mut report = report?;
+    watched?;
+    report.command = command.into();
+    if out.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        eprint!("{}", report.text());
+    }
+    if report.mbufs_leaked > 0 {
+        anyhow::bail!("{} mbuf(s) leaked", report.mbufs_leaked);
+    }
+    Ok(())
+}
+
+/// Prints while the run goes on; returns when it should stop (a signal
+/// stops it, with "signal" as the reason).
+fn watch(running: &run::Running, out: &Output, hdr: Option<HdrLog>) -> Result<()> {
+    let mut monitor = Monitor::new(
+        running,
+        MonitorConf {
+            live: !out.quiet,
+            verbose: out.verbose,
+            gro: out.gro,
+            json_every: out.json_interval.map(Duration::from_secs_f64),
+            hdr,
+        },
+    );
+    loop {
+        if signal::requested() {
+            running.stop_because("signal");
+        }
+        if running.stop_reason().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        if let Err(e) = monitor.tick(Instant::now()) {
+            running.stop_because("monitor error");
+            return Err(e);
+        }
+    }
+    monitor.finish()
+}

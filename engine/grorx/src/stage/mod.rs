@@ -1,0 +1,172 @@
+//! Stages: what happens to the packets GRO delivers. Every RX queue has a
+//! stage of its own, on the worker lcore that polls the queue: it takes the
+//! queue's packets one by one (`Stage::packet`), merged or passed through,
+//! in the order GRO lets them out, and at the end of every poll
+//! (`Stage::end_of_poll`) delivers what it batched. A packet is an owned
+//! [`Skb`]: the stage transmits it ([`TxQueue`]), consumes or drops it
+//! ([`Ctx`]: freed in bulk and counted), or keeps it. Nothing is shared
+//! between queues, so a stage needs no lock.
+//!
+//! The built-in stages use this same trait: [`Sink`] (count and free),
+//! [`CaptureStage`] (hand to the pcap writer), [`ForwardStage`]
+//! (encapsulate, segment, transmit).
+
+mod capture;
+mod forward;
+mod sink;
+mod tx;
+
+pub use capture::CaptureStage;
+pub use forward::ForwardStage;
+pub use sink::Sink;
+pub use tx::{TxQueue, TxStats};
+
+use crate::mbuf::BulkFree;
+use crate::skb::Skb;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// The most drop reasons a stage may name.
+pub const MAX_DROP_REASONS: usize = 8;
+
+/// What happens to the packets of one RX queue after GRO.
+///
+/// A stage is created on the main thread (its factory gets the queue's
+/// [`QueueSetup`]) and then moved to the worker lcore that polls the queue.
+pub trait Stage: Send + 'static {
+    /// One packet out of GRO. The stage owns it from here: transmit it,
+    /// consume or drop it through `ctx`, or keep it (dropping an [`Skb`]
+    /// frees it, uncounted).
+    fn packet(&mut self, skb: Skb, ctx: &mut Ctx<'_>);
+
+    /// The end of a poll: deliver what was batched (a transmit burst).
+    #[inline(always)]
+    fn end_of_poll(&mut self, _ctx: &mut Ctx<'_>) {}
+
+    /// The worker is stopping: GRO has let out everything it held. What the
+    /// stage still keeps is freed when it is dropped.
+    fn finish(&mut self, ctx: &mut Ctx<'_>) {
+        self.end_of_poll(ctx);
+    }
+
+    /// Names of the reasons this stage drops packets for, indexed by
+    /// [`Ctx::drop`]'s `reason` (at most [`MAX_DROP_REASONS`]).
+    fn drop_reasons(&self) -> &'static [&'static str] {
+        &[]
+    }
+}
+
+/// Where a stage's queue is, and what it may use, when it is created.
+#[derive(Clone)]
+pub struct QueueSetup {
+    /// The RX port and queue.
+    pub port: u16,
+    pub queue: u16,
+    /// This queue's index among all the run's RX queues (0..n): the TX queue
+    /// a stage of this queue may use on any port.
+    pub index: u16,
+    /// The lcore that will poll it.
+    pub lcore: u32,
+    /// The pool the queue receives into: header mbufs for a prepend that
+    /// does not fit the headroom ([`Skb::prepend`]) may come from it.
+    pub pool: std::sync::Arc<crate::mempool::Mempool>,
+}
+
+impl QueueSetup {
+    /// A transmit queue on `port` reserved for this RX queue's stage (the
+    /// port's TX queue `index`): the port must be one of the run's RX ports
+    /// or outputs, configured with a TX queue per RX queue of the run.
+    pub fn tx(&self, port: u16) -> anyhow::Result<TxQueue> {
+        TxQueue::new(port, self.index)
+    }
+}
+
+/// What a stage may do with packets besides keeping them: free them
+/// (in bulk, once per poll) under a counted reason.
+pub struct Ctx<'a> {
+    pub(crate) freer: &'a mut BulkFree,
+    pub(crate) counts: &'a mut StageCounts,
+    /// The run's shared counters and this queue's slot in them (for the
+    /// measurement stages that keep GRO counters of their own).
+    pub(crate) shared: &'a crate::worker::Shared,
+    pub(crate) slot: usize,
+    pub(crate) port: u16,
+    pub(crate) queue: u16,
+}
+
+impl Ctx<'_> {
+    /// The RX port and queue whose packets these are.
+    pub fn rx_queue(&self) -> (u16, u16) {
+        (self.port, self.queue)
+    }
+
+    /// The packet reached its end here (a sink): freed, counted as consumed.
+    #[inline(always)]
+    pub fn consume(&mut self, skb: Skb) {
+        self.counts.consumed += 1;
+        // SAFETY: the skb owned the chain and gives it up to be freed once.
+        unsafe { self.freer.chain(skb.into_mbuf()) };
+    }
+
+    /// The stage refuses the packet: freed, counted under `reason` (an index
+    /// into [`Stage::drop_reasons`]; one past them counts as "other").
+    #[inline(always)]
+    pub fn drop(&mut self, skb: Skb, reason: usize) {
+        self.counts.dropped[reason.min(MAX_DROP_REASONS)] += 1;
+        // SAFETY: as in `consume`.
+        unsafe { self.freer.chain(skb.into_mbuf()) };
+    }
+}
+
+/// A stage's counters on its worker.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StageCounts {
+    pub consumed: u64,
+    /// Per reason; the last counts reasons beyond the stage's names.
+    pub dropped: [u64; MAX_DROP_REASONS + 1],
+}
+
+/// `StageCounts` as single-writer atomics, read by the stats thread.
+#[derive(Default)]
+pub struct StageCounters {
+    consumed: AtomicU64,
+    dropped: [AtomicU64; MAX_DROP_REASONS + 1],
+}
+
+impl StageCounters {
+    pub fn publish(&self, c: &StageCounts) {
+        self.consumed.store(c.consumed, Relaxed);
+        for (a, v) in self.dropped.iter().zip(c.dropped) {
+            a.store(v, Relaxed);
+        }
+    }
+
+    pub fn read(&self) -> StageCounts {
+        StageCounts {
+            consumed: self.consumed.load(Relaxed),
+            dropped: std::array::from_fn(|i| self.dropped[i].load(Relaxed)),
+        }
+    }
+}
+
+impl StageCounts {
+    pub fn add(&mut self, o: &StageCounts) {
+        self.consumed = self.consumed.saturating_add(o.consumed);
+        for (a, b) in self.dropped.iter_mut().zip(o.dropped) {
+            *a = a.saturating_add(b);
+        }
+    }
+
+    /// Drops by name (`names` from the stage; "other" beyond them), the
+    /// reasons that dropped nothing left out.
+    pub fn named_drops(&self, names: &[&'static str]) -> Vec<(String, u64)> {
+        self.dropped
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(i, &n)| {
+                let name = names.get(i).filter(|_| i < MAX_DROP_REASONS);
+                (name.copied().unwrap_or("other").to_string(), n)
+            })
+            .collect()
+    }
+}
