@@ -707,6 +707,57 @@ fn mixed_junk_keeps_arrival_order_within_flows() {
     f.assert_none("mixed_junk, arrival order");
 }
 
+// ---------------------------------------------------------------- forward
+
+/// `grorx forward` from a replay to a net_pcap output (no TSO there: the
+/// forwarder segments in software): what comes out is the very segments
+/// that went in, per flow in order, every mbuf back.
+fn forward_round_trip(input: &Path, name: &str, work: &Work, extra: &[&str]) {
+    let out = work.path("forwarded.pcap");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_grorx"));
+    cmd.arg("forward")
+        .arg("--port")
+        .arg(format!("net_pcap0,rx_pcap={}", input.display()))
+        .arg("--to")
+        .arg(format!("net_pcap1,tx_pcap={}", out.display()))
+        .args(["--json", "-q"])
+        .args(extra)
+        .args(["--", "--no-huge", "-m", "512"]);
+    let o = run(&mut cmd, GRORX_TIMEOUT);
+    assert!(
+        o.status.success(),
+        "{name}: grorx forward failed ({}):\n{}",
+        o.status,
+        tail(&o.stderr, 30)
+    );
+    let report: Value = serde_json::from_str(&o.stdout)
+        .unwrap_or_else(|e| panic!("{name}: not one JSON report ({e}):\n{}", o.stdout));
+    let n_in = pcap_frames(input).len() as u64;
+    assert_eq!(report["mbufs_leaked"], 0, "{name}: {}", o.stdout);
+    assert_eq!(report["rx_packets"].as_u64(), Some(n_in), "{name}");
+    let fwd = &report["forward"];
+    assert!(
+        fwd["gso_packets"].as_u64().unwrap_or(0) > 0,
+        "{name}: nothing was merged then segmented: {fwd}"
+    );
+    assert_eq!(fwd["tx_dropped"], 0, "{name}: {fwd}");
+    assert_eq!(fwd["tx_packets"].as_u64(), Some(n_in), "{name}: {fwd}");
+    let g = grocheck(input, &out, &["--same-segments", "--strict-order"]);
+    assert!(g.ok, "{name}: forwarded segments differ:\n{}", g.output);
+    eprintln!("real_traffic: {name} forwarded: {}", g.line());
+}
+
+#[test]
+fn forward_gives_back_the_very_segments() {
+    let (_g, caps) = setup();
+    for name in ["tcp4", "tcp6", "tcp4_vlan"] {
+        let work = Work::new(&format!("fwd-{name}"));
+        let input = caps.join(format!("{name}.pcap"));
+        forward_round_trip(&input, name, &work, &[]);
+        forward_round_trip(&input, name, &work, &["--gro-flush-us", "200"]);
+    }
+}
+
 // ---------------------------------------------------------------- shared
 
 #[test]
