@@ -9,84 +9,176 @@ use crate::{rte_mbuf, rte_mempool};
 use core::sync::atomic::{AtomicU16, Ordering};
 
 /// `rte_pktmbuf_mtod(m, uint8_t *)`: the first data byte of this segment.
+///
+/// # Safety
+///
+/// `m` points to a live mbuf the caller may read, whose `data_off` lies
+/// within its buffer (as DPDK keeps it).
 #[inline(always)]
 pub unsafe fn mtod(m: *const rte_mbuf) -> *mut u8 {
-    ((*m).buf_addr as *mut u8).add((*m).data_off as usize)
+    // SAFETY: the caller guarantees `m` is a live, readable mbuf whose
+    // `data_off` is within the buffer at `buf_addr`, so the offset stays in bounds.
+    unsafe { ((*m).buf_addr as *mut u8).add((*m).data_off as usize) }
 }
 
+/// `rte_pktmbuf_data_len`: the data length of this segment.
+///
+/// # Safety
+///
+/// `m` points to a live mbuf the caller may read.
 #[inline(always)]
 pub unsafe fn data_len(m: *const rte_mbuf) -> u16 {
-    (*m).data_len
+    // SAFETY: the caller guarantees `m` points to a live mbuf it may read.
+    unsafe { (*m).data_len }
 }
 
+/// `rte_pktmbuf_pkt_len`: the length of the whole packet, all segments.
+///
+/// # Safety
+///
+/// `m` points to a live mbuf the caller may read.
 #[inline(always)]
 pub unsafe fn pkt_len(m: *const rte_mbuf) -> u32 {
-    (*m).pkt_len
+    // SAFETY: the caller guarantees `m` points to a live mbuf it may read.
+    unsafe { (*m).pkt_len }
 }
 
+/// The number of segments in the chain starting at `m`.
+///
+/// # Safety
+///
+/// `m` points to a live mbuf the caller may read.
 #[inline(always)]
 pub unsafe fn nb_segs(m: *const rte_mbuf) -> u16 {
-    (*m).nb_segs
+    // SAFETY: the caller guarantees `m` points to a live mbuf it may read.
+    unsafe { (*m).nb_segs }
 }
 
+/// The next segment, or null for the last one.
+///
+/// # Safety
+///
+/// `m` points to a live mbuf the caller may read.
 #[inline(always)]
 pub unsafe fn next(m: *const rte_mbuf) -> *mut rte_mbuf {
-    (*m).next
+    // SAFETY: the caller guarantees `m` points to a live mbuf it may read.
+    unsafe { (*m).next }
 }
 
+/// The offload flags (`RTE_MBUF_F_*`).
+///
+/// # Safety
+///
+/// `m` points to a live mbuf the caller may read.
 #[inline(always)]
 pub unsafe fn ol_flags(m: *const rte_mbuf) -> u64 {
-    (*m).ol_flags
+    // SAFETY: the caller guarantees `m` points to a live mbuf it may read.
+    unsafe { (*m).ol_flags }
 }
 
+/// The mempool this mbuf came from.
+///
+/// # Safety
+///
+/// `m` points to a live mbuf the caller may read.
 #[inline(always)]
 pub unsafe fn pool(m: *const rte_mbuf) -> *mut rte_mempool {
-    (*m).pool
+    // SAFETY: the caller guarantees `m` points to a live mbuf it may read.
+    unsafe { (*m).pool }
 }
 
 /// `rte_pktmbuf_headroom`.
+///
+/// # Safety
+///
+/// `m` points to a live mbuf the caller may read.
 #[inline(always)]
 pub unsafe fn headroom(m: *const rte_mbuf) -> u16 {
-    (*m).data_off
+    // SAFETY: the caller guarantees `m` points to a live mbuf it may read.
+    unsafe { (*m).data_off }
 }
 
 /// `rte_pktmbuf_tailroom`: room after this segment's data.
+///
+/// # Safety
+///
+/// `m` points to a live mbuf the caller may read, with
+/// `data_off + data_len <= buf_len` (as DPDK keeps it).
 #[inline(always)]
 pub unsafe fn tailroom(m: *const rte_mbuf) -> u16 {
-    (*m).buf_len - (*m).data_off - (*m).data_len
+    // SAFETY: the caller guarantees `m` points to a live mbuf it may read.
+    unsafe { (*m).buf_len - (*m).data_off - (*m).data_len }
 }
 
+/// The packet type (`RTE_PTYPE_*`) the driver or software set.
+///
+/// # Safety
+///
+/// `m` points to a live mbuf the caller may read.
 #[inline(always)]
 pub unsafe fn packet_type(m: *const rte_mbuf) -> u32 {
-    (*m).__bindgen_anon_1.packet_type
+    // SAFETY: the caller guarantees `m` points to a live mbuf it may read.
+    unsafe { (*m).__bindgen_anon_1.packet_type }
 }
 
+/// Sets the packet type (`RTE_PTYPE_*`).
+///
+/// # Safety
+///
+/// `m` points to a live mbuf the caller may write.
 #[inline(always)]
 pub unsafe fn set_packet_type(m: *mut rte_mbuf, ptype: u32) {
-    (*m).__bindgen_anon_1.packet_type = ptype;
+    // SAFETY: the caller guarantees `m` points to a live mbuf it may write.
+    unsafe {
+        (*m).__bindgen_anon_1.packet_type = ptype;
+    }
 }
 
+/// The RSS hash; meaningful only with `RTE_MBUF_F_RX_RSS_HASH` set.
+///
+/// # Safety
+///
+/// `m` points to a live mbuf the caller may read.
 #[inline(always)]
 pub unsafe fn rss_hash(m: *const rte_mbuf) -> u32 {
-    (*m).__bindgen_anon_2.hash.rss
+    // SAFETY: the caller guarantees `m` points to a live mbuf it may read.
+    unsafe { (*m).__bindgen_anon_2.hash.rss }
 }
 
 /// `rte_mbuf_to_priv`: the private area right after the mbuf header.
+///
+/// # Safety
+///
+/// `m` points to a live mbuf allocated from a DPDK mempool, whose element
+/// holds the private area (possibly empty) right after the header.
 #[inline(always)]
 pub unsafe fn priv_area(m: *mut rte_mbuf) -> *mut u8 {
-    (m as *mut u8).add(core::mem::size_of::<rte_mbuf>())
+    // SAFETY: the caller guarantees `m` is a mempool mbuf, so the element extends
+    // at least to the end of the header and the offset stays in bounds.
+    unsafe { (m as *mut u8).add(core::mem::size_of::<rte_mbuf>()) }
 }
 
 /// The reference count, read atomically: C updates it with atomics.
+///
+/// # Safety
+///
+/// `m` points to a live mbuf the caller may read.
 #[inline(always)]
 pub unsafe fn refcnt(m: *const rte_mbuf) -> u16 {
-    // SAFETY: refcnt is a naturally aligned u16 that C only touches atomically.
-    (*(core::ptr::addr_of!((*m).refcnt) as *const AtomicU16)).load(Ordering::Relaxed)
+    // SAFETY: the caller guarantees `m` points to a live, readable mbuf; refcnt is
+    // a naturally aligned u16 that C only touches atomically.
+    unsafe { (*(core::ptr::addr_of!((*m).refcnt) as *const AtomicU16)).load(Ordering::Relaxed) }
 }
 
+/// The `tx_offload` word (l2/l3/l4 lengths, TSO segment size, outer lengths).
+///
+/// # Safety
+///
+/// `m` points to a live mbuf the caller may read.
 #[inline(always)]
 pub unsafe fn tx_offload(m: *const rte_mbuf) -> u64 {
-    (*m).__bindgen_anon_3.tx_offload
+    // SAFETY: the caller guarantees `m` points to a live mbuf it may read.
+    unsafe { (*m).__bindgen_anon_3.tx_offload }
 }
 
 /// The `tx_offload` word as the C bit-fields lay it out (x86-64, LSB first):
@@ -97,7 +189,14 @@ pub const fn tx_offload_word(l2: u64, l3: u64, l4: u64, tso_segsz: u64) -> u64 {
 }
 
 /// Sets l2_len, l3_len, l4_len and tso_segsz in one store (outer lengths zeroed).
+///
+/// # Safety
+///
+/// `m` points to a live mbuf the caller may write.
 #[inline(always)]
 pub unsafe fn set_tx_offload(m: *mut rte_mbuf, l2: u64, l3: u64, l4: u64, tso_segsz: u64) {
-    (*m).__bindgen_anon_3.tx_offload = tx_offload_word(l2, l3, l4, tso_segsz);
+    // SAFETY: the caller guarantees `m` points to a live mbuf it may write.
+    unsafe {
+        (*m).__bindgen_anon_3.tx_offload = tx_offload_word(l2, l3, l4, tso_segsz);
+    }
 }

@@ -5,11 +5,21 @@
 //! this crate holds only what bindgen cannot produce: constants written with
 //! `RTE_BIT64()`, and the per-packet mbuf accessors that are C macros or static
 //! inlines, written as plain field reads so no FFI call happens per packet.
-#![allow(non_upper_case_globals, non_camel_case_types, non_snake_case)]
-#![allow(clippy::all)]
-#![allow(unnecessary_transmutes)]
 
-include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
+/// bindgen's output, exempt from the workspace lints it cannot meet.
+#[allow(non_upper_case_globals, non_camel_case_types, non_snake_case)]
+#[allow(clippy::all)]
+#[allow(unnecessary_transmutes)]
+#[allow(
+    unsafe_op_in_unsafe_fn,
+    clippy::undocumented_unsafe_blocks,
+    clippy::missing_safety_doc
+)]
+mod bindings {
+    include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
+}
+
+pub use bindings::*;
 
 pub mod consts;
 pub mod inline;

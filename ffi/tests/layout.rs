@@ -8,6 +8,7 @@ use std::mem::{offset_of, size_of};
 
 #[test]
 fn mbuf_layout_matches_c() {
+    // SAFETY: a C function with no arguments that only returns a constant.
     assert_eq!(size_of::<rte_mbuf>(), unsafe { grorx_sizeof_rte_mbuf() });
     assert_eq!(size_of::<rte_mbuf>(), 128, "two cache lines in 22.11");
     let rust: &[(&str, usize)] = &[
@@ -31,6 +32,8 @@ fn mbuf_layout_matches_c() {
     ];
     for (name, off) in rust {
         let c = CString::new(*name).unwrap();
+        // SAFETY: `c` is a NUL-terminated string that outlives the call, which
+        // only reads it.
         let c_off = unsafe { grorx_offsetof_rte_mbuf(c.as_ptr()) };
         assert_eq!(*off, c_off, "offset of rte_mbuf.{name}");
     }
@@ -38,10 +41,13 @@ fn mbuf_layout_matches_c() {
 
 #[test]
 fn bit64_constants_match_c() {
+    // SAFETY: helpers.c defines `grorx_consts` as a static array of exactly
+    // `grorx_consts_len` entries, never written.
     let table = unsafe { std::slice::from_raw_parts(grorx_consts.as_ptr(), grorx_consts_len) };
     let c: std::collections::HashMap<String, u64> = table
         .iter()
         .map(|e| {
+            // SAFETY: every entry's `name` is a static NUL-terminated string literal.
             let n = unsafe { CStr::from_ptr(e.name) }
                 .to_str()
                 .unwrap()
@@ -63,6 +69,8 @@ fn bit64_constants_match_c() {
 #[test]
 fn tx_offload_packing_matches_bitfields() {
     let mut m: rte_mbuf = Default::default();
+    // SAFETY: `m` is a zeroed, owned rte_mbuf; both union views are plain
+    // integer bits, so any value is valid to read through either.
     unsafe {
         let bf = &mut m.__bindgen_anon_3.__bindgen_anon_1;
         bf.set_l2_len(14);

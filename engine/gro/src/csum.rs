@@ -38,7 +38,8 @@ fn sum_native(data: &[u8]) -> u64 {
     #[cfg(target_arch = "x86_64")]
     {
         if avx2() {
-            // SAFETY: the CPU has AVX2 (checked once, cached).
+            // SAFETY: the CPU has AVX2 (checked once, cached) and
+            // data.len() >= 64 (checked above).
             return unsafe { sum_wide_avx2(data) };
         }
     }
@@ -83,9 +84,16 @@ fn sum_wide(data: &[u8]) -> u64 {
     }
 }
 
+/// Payloads, AVX2.
+///
+/// # Safety
+///
+/// The CPU supports AVX2, and `data.len() >= 64`.
 #[cfg(target_arch = "x86_64")]
 unsafe fn sum_wide_avx2(data: &[u8]) -> u64 {
-    simd::sum_avx2(data)
+    // SAFETY: the caller guarantees AVX2 and at least 64 bytes, more than
+    // sum_avx2 needs at any alignment.
+    unsafe { simd::sum_avx2(data) }
 }
 
 /// u32 words zero-extended into u64 lanes (unpack with zero, add): two
@@ -95,6 +103,11 @@ unsafe fn sum_wide_avx2(data: &[u8]) -> u64 {
 mod simd {
     use core::arch::x86_64::*;
 
+    /// SSE2: 32 bytes a step, the tail summed as words.
+    ///
+    /// # Safety
+    ///
+    /// The CPU supports SSE2 (every x86-64 CPU does).
     #[target_feature(enable = "sse2")]
     pub unsafe fn sum_sse2(data: &[u8]) -> u64 {
         let z = _mm_setzero_si128();
@@ -102,9 +115,14 @@ mod simd {
         let p = data.as_ptr();
         let n = data.len() / 32;
         for i in 0..n {
-            // SAFETY: i * 32 + 32 <= len.
-            let v = _mm_loadu_si128(p.add(i * 32) as *const __m128i);
-            let w = _mm_loadu_si128(p.add(i * 32 + 16) as *const __m128i);
+            // SAFETY: i < len / 32, so both unaligned 16-byte loads, ending at
+            // i * 32 + 32 <= len, lie inside data.
+            let (v, w) = unsafe {
+                (
+                    _mm_loadu_si128(p.add(i * 32) as *const __m128i),
+                    _mm_loadu_si128(p.add(i * 32 + 16) as *const __m128i),
+                )
+            };
             a = _mm_add_epi64(a, _mm_unpacklo_epi32(v, z));
             b = _mm_add_epi64(b, _mm_unpackhi_epi32(v, z));
             c = _mm_add_epi64(c, _mm_unpacklo_epi32(w, z));
@@ -112,7 +130,8 @@ mod simd {
         }
         let t = _mm_add_epi64(_mm_add_epi64(a, b), _mm_add_epi64(c, d));
         let mut lanes = [0u64; 2];
-        _mm_storeu_si128(lanes.as_mut_ptr() as *mut __m128i, t);
+        // SAFETY: lanes is 16 writable bytes, one unaligned __m128i.
+        unsafe { _mm_storeu_si128(lanes.as_mut_ptr() as *mut __m128i, t) };
         lanes[0] + lanes[1] + super::sum_small(&data[n * 32..])
     }
 
@@ -132,7 +151,12 @@ mod simd {
     /// four adds in flight. A TCP payload starts 66 bytes into a frame, 2
     /// past a cache line: this sums a 1448-byte one in ~10% less time than
     /// unaligned loads with a scalar tail, and a 100-byte one in ~20% less.
-    /// `data.len() >= 32` (callers pass 64 or more; 63 after an odd start).
+    ///
+    /// # Safety
+    ///
+    /// The CPU supports AVX2, and `data.len() >= 32`, or `>= 33` if `data`
+    /// starts at an odd address (callers pass 64 or more; 63 after an odd
+    /// start): every load reads 32 bytes inside `data`.
     #[target_feature(enable = "avx2")]
     pub unsafe fn sum_avx2(data: &[u8]) -> u64 {
         let p = data.as_ptr();
@@ -141,7 +165,9 @@ mod simd {
         if p as usize & 1 == 1 {
             // Words start on odd addresses: sum from one byte later and
             // swap (the same sum one position over is a byte rotation).
-            let rest = super::fold(sum_avx2(&data[1..]));
+            // SAFETY: AVX2 per our contract; data[1..] starts at an even
+            // address and, by our contract, holds at least 32 bytes.
+            let rest = super::fold(unsafe { sum_avx2(&data[1..]) });
             return u16::from_ne_bytes([data[0], 0]) as u64 + rest.swap_bytes() as u64;
         }
         // Every load below starts an even number of bytes past p, so words
@@ -155,34 +181,48 @@ mod simd {
         let z = _mm256_setzero_si256();
         let mut acc = [z; 4];
         let mut vectors = 0;
-        // SAFETY (every load): it lies inside data (len >= 32), and
-        // those after the head start on a 32-byte boundary.
         let head = (p as usize).wrapping_neg() & 31;
         if head != 0 {
             // Bytes [0, head) only.
-            let v = _mm256_andnot_si256(mask(head), _mm256_lddqu_si256(p as *const __m256i));
+            // SAFETY: head < 32, as mask requires; the 32 bytes at p lie inside
+            // data (len >= 32) and AVX2 is present, both by our contract.
+            let v =
+                unsafe { _mm256_andnot_si256(mask(head), _mm256_lddqu_si256(p as *const __m256i)) };
             acc[0] = add(acc[0], v);
             vectors += 1;
         }
         let mut i = head;
         while i + 128 <= even {
             for (k, a) in acc.iter_mut().enumerate() {
-                *a = add(*a, _mm256_load_si256(p.add(i + 32 * k) as *const __m256i));
+                // SAFETY: i + 32 * k + 32 <= i + 128 <= even <= len, and p + i is
+                // 32-byte aligned (i is head plus a multiple of 32).
+                *a = add(*a, unsafe {
+                    _mm256_load_si256(p.add(i + 32 * k) as *const __m256i)
+                });
             }
             i += 128;
             vectors += 4;
         }
         while i + 32 <= even {
-            acc[1] = add(acc[1], _mm256_load_si256(p.add(i) as *const __m256i));
+            // SAFETY: i + 32 <= even <= len, and p + i is 32-byte aligned (i is
+            // head plus a multiple of 32).
+            acc[1] = add(acc[1], unsafe {
+                _mm256_load_si256(p.add(i) as *const __m256i)
+            });
             i += 32;
             vectors += 1;
         }
         if i < even {
             // The 32 bytes that end at `even`, of which [i, even) are new.
-            let v = _mm256_and_si256(
-                mask(32 - (even - i)),
-                _mm256_lddqu_si256(p.add(even - 32) as *const __m256i),
-            );
+            // SAFETY: 0 < even - i < 32, so the skip is below 32 as mask
+            // requires; even >= 32 (len >= 32 by our contract), so the 32
+            // bytes ending at even lie inside data; AVX2 by our contract.
+            let v = unsafe {
+                _mm256_and_si256(
+                    mask(32 - (even - i)),
+                    _mm256_lddqu_si256(p.add(even - 32) as *const __m256i),
+                )
+            };
             acc[2] = add(acc[2], v);
             vectors += 1;
         }
@@ -191,7 +231,8 @@ mod simd {
             _mm256_add_epi32(acc[2], acc[3]),
         );
         let mut lanes = [0i32; 8];
-        _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, t);
+        // SAFETY: lanes is 32 writable bytes, one unaligned __m256i.
+        unsafe { _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, t) };
         let signed: i64 = lanes.iter().map(|&x| x as i64).sum();
         // Each of the 16 words of every vector was lowered by 0x8000.
         let mut s = (signed + vectors as i64 * 16 * 0x8000) as u64;
@@ -203,6 +244,10 @@ mod simd {
 
     /// Bytes [0, skip) 0x00, the rest 0xff (`skip <= 32`): a window into a
     /// constant.
+    ///
+    /// # Safety
+    ///
+    /// `skip <= 32`, and the CPU supports AVX2.
     #[inline(always)]
     unsafe fn mask(skip: usize) -> __m256i {
         static W: [u8; 64] = {
@@ -214,8 +259,9 @@ mod simd {
             }
             w
         };
-        // SAFETY: 32 - skip + 32 <= 64.
-        _mm256_loadu_si256(W.as_ptr().add(32 - skip) as *const __m256i)
+        // SAFETY: the caller guarantees skip <= 32, so the 32 bytes from
+        // 32 - skip end within W's 64; and AVX2.
+        unsafe { _mm256_loadu_si256(W.as_ptr().add(32 - skip) as *const __m256i) }
     }
 }
 

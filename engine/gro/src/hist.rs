@@ -34,6 +34,7 @@ impl<const N: usize> Default for Counts<N> {
 }
 
 impl<const N: usize> Counts<N> {
+    /// Counts one value.
     #[inline(always)]
     pub fn record(&mut self, v: usize) {
         self.0[v.min(N - 1)] += 1;
@@ -93,6 +94,7 @@ impl LogCounts {
         (((sub + i % sub) as u64) << shift, 1 << shift)
     }
 
+    /// Counts one value.
     #[inline(always)]
     pub fn record(&mut self, v: u64) {
         let c = &mut self.0[Self::index(v)];

@@ -11,6 +11,8 @@
 //! - `traffic` (feature `traffic`): valid TCP flows as frames, for tests,
 //!   benchmarks and the engine's generator.
 
+#![warn(missing_docs)]
+
 pub mod csum;
 pub mod hist;
 #[cfg(any(test, feature = "traffic"))]

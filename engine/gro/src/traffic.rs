@@ -4,10 +4,15 @@
 
 use crate::csum;
 
+/// Ethernet header bytes, untagged.
 pub const ETH_LEN: usize = 14;
+/// Bytes one 802.1Q or 802.1ad tag adds.
 pub const VLAN_LEN: usize = 4;
+/// IPv4 header bytes, without options.
 pub const IPV4_LEN: usize = 20;
+/// IPv6 header bytes.
 pub const IPV6_LEN: usize = 40;
+/// TCP header bytes, without options.
 pub const TCP_LEN: usize = 20;
 /// NOP, NOP, timestamps (kind 8, length 10): what Linux sends on every segment.
 pub const TCP_TS_OPT_LEN: usize = 12;
@@ -17,21 +22,39 @@ pub use crate::wire::{
     TCP_RST, TCP_SYN, TCP_URG,
 };
 
+/// A flow's IP version and addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Addrs {
-    V4 { src: [u8; 4], dst: [u8; 4] },
-    V6 { src: [u8; 16], dst: [u8; 16] },
+    /// IPv4.
+    V4 {
+        /// Source address.
+        src: [u8; 4],
+        /// Destination address.
+        dst: [u8; 4],
+    },
+    /// IPv6.
+    V6 {
+        /// Source address.
+        src: [u8; 16],
+        /// Destination address.
+        dst: [u8; 16],
+    },
 }
 
 /// What stays the same for every segment of one direction of a connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlowSpec {
+    /// Source MAC.
     pub src_mac: [u8; 6],
+    /// Destination MAC.
     pub dst_mac: [u8; 6],
     /// VLAN tags, outermost first (0, 1 or 2: QinQ uses 0x88a8 outside).
     pub vlans: Vec<u16>,
+    /// IP version and addresses.
     pub addrs: Addrs,
+    /// TCP source port.
     pub sport: u16,
+    /// TCP destination port.
     pub dport: u16,
     /// IPv4 TOS / IPv6 traffic class.
     pub tos: u8,
@@ -39,20 +62,30 @@ pub struct FlowSpec {
     pub ttl: u8,
     /// IPv4 don't-fragment bit.
     pub df: bool,
+    /// IPv6 flow label (20 bits; unused with IPv4).
     pub flow_label: u32,
+    /// Whether every segment carries the timestamps option.
     pub timestamps: bool,
+    /// TCP window field, as sent.
     pub window: u16,
 }
 
 /// What changes per segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Segment {
+    /// Sequence number of the first payload byte.
     pub seq: u32,
+    /// Acknowledgment number.
     pub ack: u32,
+    /// TCP flags (`TCP_ACK`, `TCP_PSH`...).
     pub flags: u8,
+    /// IPv4 ID (unused with IPv6).
     pub ip_id: u16,
+    /// Timestamps option: TSval.
     pub tsval: u32,
+    /// Timestamps option: TSecr.
     pub tsecr: u32,
+    /// TCP payload bytes.
     pub payload_len: u16,
 }
 
@@ -91,10 +124,12 @@ impl FlowSpec {
         }
     }
 
+    /// Ethernet header bytes, tags included.
     pub fn l2_len(&self) -> usize {
         ETH_LEN + VLAN_LEN * self.vlans.len()
     }
 
+    /// IP header bytes.
     pub fn l3_len(&self) -> usize {
         match self.addrs {
             Addrs::V4 { .. } => IPV4_LEN,
@@ -102,6 +137,7 @@ impl FlowSpec {
         }
     }
 
+    /// TCP header bytes, the timestamps option included when sent.
     pub fn l4_len(&self) -> usize {
         TCP_LEN + if self.timestamps { TCP_TS_OPT_LEN } else { 0 }
     }

@@ -30,6 +30,7 @@ pub enum NotTcp {
 }
 
 impl NotTcp {
+    /// Every reason, in index order.
     pub const ALL: [NotTcp; 8] = [
         NotTcp::Malformed,
         NotTcp::NotIp,
@@ -40,6 +41,7 @@ impl NotTcp {
         NotTcp::BadIpChecksum,
         NotTcp::Padded,
     ];
+    /// The reason's name in the report's `passthrough`.
     pub fn name(self) -> &'static str {
         match self {
             NotTcp::Malformed => "malformed",
@@ -54,20 +56,32 @@ impl NotTcp {
     }
 }
 
+/// Ethertype of IPv4.
 pub const ETH_P_IPV4: u16 = 0x0800;
+/// Ethertype of IPv6.
 pub const ETH_P_IPV6: u16 = 0x86dd;
+/// Ethertype of an 802.1Q VLAN tag.
 pub const ETH_P_8021Q: u16 = 0x8100;
+/// Ethertype of an 802.1ad tag (QinQ's outer one).
 pub const ETH_P_8021AD: u16 = 0x88a8;
+/// IP protocol number of TCP.
 pub const IPPROTO_TCP: u8 = 6;
 
-/// TCP flags (byte 13 of the header).
+/// TCP flag FIN (flags are byte 13 of the header): the sender's last byte.
 pub const TCP_FIN: u8 = 0x01;
+/// TCP flag SYN: opens a connection.
 pub const TCP_SYN: u8 = 0x02;
+/// TCP flag RST: resets the connection.
 pub const TCP_RST: u8 = 0x04;
+/// TCP flag PSH: deliver to the application now.
 pub const TCP_PSH: u8 = 0x08;
+/// TCP flag ACK: the acknowledgment number is valid.
 pub const TCP_ACK: u8 = 0x10;
+/// TCP flag URG: the urgent pointer is valid.
 pub const TCP_URG: u8 = 0x20;
+/// TCP flag ECE: ECN echo.
 pub const TCP_ECE: u8 = 0x40;
+/// TCP flag CWR: congestion window reduced.
 pub const TCP_CWR: u8 = 0x80;
 
 /// Where the headers of a TCP segment are, and the fields GRO needs.
@@ -79,9 +93,11 @@ pub struct Tcp {
     pub l4: u16,
     /// Offset of the payload (= total header length).
     pub payload: u16,
+    /// TCP over IPv6 (else IPv4).
     pub ipv6: bool,
     /// VLAN TCIs, outermost first; `vlans` says how many are valid.
     pub tci: [u16; 2],
+    /// VLAN tags in front of IP (0, 1 or 2).
     pub vlans: u8,
     /// TCP payload bytes (from the IP length).
     pub payload_len: u32,
@@ -212,6 +228,7 @@ impl Tcp {
         (self.payload - self.l4) as usize
     }
 
+    /// IP header length.
     #[inline(always)]
     pub fn l3_len(&self) -> usize {
         (self.l4 - self.l3) as usize
@@ -224,9 +241,13 @@ impl Tcp {
 /// padding are all tolerated; only the bytes needed must be present.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FlowHint {
+    /// VLAN TCIs, outermost first; `vlans` says how many are valid.
     pub tci: [u16; 2],
+    /// VLAN tags in front of IP (0, 1 or 2).
     pub vlans: u8,
+    /// IPv6 (else IPv4).
     pub ipv6: bool,
+    /// IPv6 flow label (0 for IPv4).
     pub flow_label: u32,
     /// Source then destination address (IPv4 uses the first 8 bytes).
     pub addrs: [u8; 32],
@@ -313,6 +334,7 @@ impl<'a> Fields<'a> {
         Fields { b, t }
     }
 
+    /// The header layout the reads follow.
     #[inline(always)]
     pub fn layout(&self) -> Tcp {
         self.t
@@ -357,10 +379,12 @@ impl<'a> Fields<'a> {
     pub fn macs(&self) -> &'a [u8] {
         self.slice(0, 12)
     }
+    /// TCP sequence number.
     #[inline(always)]
     pub fn seq(&self) -> u32 {
         self.u32_at(self.t.l4 as usize + 4)
     }
+    /// TCP acknowledgment number.
     #[inline(always)]
     pub fn ack(&self) -> u32 {
         self.u32_at(self.t.l4 as usize + 8)
@@ -370,22 +394,27 @@ impl<'a> Fields<'a> {
     pub fn flag_word(&self) -> u32 {
         self.u32_at(self.t.l4 as usize + 12)
     }
+    /// TCP flags byte.
     #[inline(always)]
     pub fn flags(&self) -> u8 {
         self.u8_at(self.t.l4 as usize + 13)
     }
+    /// Source and destination ports, as one big-endian word.
     #[inline(always)]
     pub fn ports(&self) -> u32 {
         self.u32_at(self.t.l4 as usize)
     }
+    /// TCP options: the header bytes after the first 20.
     #[inline(always)]
     pub fn options(&self) -> &'a [u8] {
         self.slice(self.t.l4 as usize + 20, self.t.payload as usize)
     }
+    /// The TCP header, options included.
     #[inline(always)]
     pub fn tcp_header(&self) -> &'a [u8] {
         self.slice(self.t.l4 as usize, self.t.payload as usize)
     }
+    /// The TCP checksum field.
     #[inline(always)]
     pub fn tcp_csum(&self) -> u16 {
         self.u16_at(self.t.l4 as usize + 16)

@@ -83,7 +83,7 @@ impl RteGro {
         let n = u16::try_from(pkts.len()).expect("a burst of at most 65535 packets");
         // SAFETY: the array holds n owned, classified mbufs (the caller's
         // contract); rte_gro writes at most n pointers back into it.
-        sys::rte_gro_reassemble_burst(pkts.as_mut_ptr(), n, &self.param) as usize
+        unsafe { sys::rte_gro_reassemble_burst(pkts.as_mut_ptr(), n, &self.param) as usize }
     }
 }
 
@@ -97,10 +97,13 @@ impl RteGro {
 pub unsafe fn classify(pkts: &mut [*mut rte_mbuf]) {
     for &m in pkts.iter() {
         let mut hl = sys::rte_net_hdr_lens::default();
-        // SAFETY: m is a valid mbuf (caller's contract); hl is ours to write.
-        let ptype = sys::rte_net_get_ptype(m, &mut hl, sys::RTE_PTYPE_ALL_MASK);
-        mb::set_packet_type(m, ptype);
-        mb::set_tx_offload(m, hl.l2_len as u64, hl.l3_len as u64, hl.l4_len as u64, 0);
+        // SAFETY: m is a valid mbuf the caller owns and lets us write (its
+        // contract); hl is ours to write.
+        unsafe {
+            let ptype = sys::rte_net_get_ptype(m, &mut hl, sys::RTE_PTYPE_ALL_MASK);
+            mb::set_packet_type(m, ptype);
+            mb::set_tx_offload(m, hl.l2_len as u64, hl.l3_len as u64, hl.l4_len as u64, 0);
+        }
     }
 }
 
@@ -117,12 +120,13 @@ pub unsafe fn classify(pkts: &mut [*mut rte_mbuf]) {
 /// headers contiguous in the first segment (rte_gro's output always has them
 /// there: it chains payload behind the first packet's head).
 pub unsafe fn fix_checksums(m: *mut rte_mbuf) -> Result<(), NotTcp> {
-    let pkt_len = mb::pkt_len(m);
+    // SAFETY: the caller guarantees `m` is a valid chain head.
+    let pkt_len = unsafe { mb::pkt_len(m) };
     let (l4, pseudo) = {
         // SAFETY: the first segment's data_len bytes from mtod belong to m,
         // which the caller owns exclusively; this borrow ends with the block,
         // before the chain is read through raw pointers.
-        let head = std::slice::from_raw_parts_mut(mb::mtod(m), mb::data_len(m) as usize);
+        let head = unsafe { std::slice::from_raw_parts_mut(mb::mtod(m), mb::data_len(m) as usize) };
         let t = Tcp::parse(head, pkt_len as usize, false)?;
         let (l3, l4) = (t.l3 as usize, t.l4 as usize);
         let tcp_len = pkt_len - l4 as u32;
@@ -142,10 +146,11 @@ pub unsafe fn fix_checksums(m: *mut rte_mbuf) -> Result<(), NotTcp> {
         head[l4 + 16..l4 + 18].copy_from_slice(&[0, 0]);
         (l4, pseudo)
     };
-    let c = csum::finish(csum::add(pseudo, chain_sum(m, l4)));
+    // SAFETY: the caller guarantees `m` is a valid chain it may read.
+    let c = csum::finish(csum::add(pseudo, unsafe { chain_sum(m, l4) }));
     // SAFETY: Tcp::parse checked that the TCP header (20 bytes at least) lies
-    // inside the first segment.
-    std::ptr::copy_nonoverlapping(c.to_be_bytes().as_ptr(), mb::mtod(m).add(l4 + 16), 2);
+    // inside the first segment, which the caller lets us write.
+    unsafe { std::ptr::copy_nonoverlapping(c.to_be_bytes().as_ptr(), mb::mtod(m).add(l4 + 16), 2) };
     Ok(())
 }
 
@@ -158,19 +163,22 @@ pub unsafe fn fix_checksums(m: *mut rte_mbuf) -> Result<(), NotTcp> {
 unsafe fn chain_sum(mut m: *const rte_mbuf, mut off: usize) -> u16 {
     let mut s = 0u16;
     let mut odd = false;
-    while !m.is_null() {
-        let dl = mb::data_len(m) as usize;
-        if off < dl {
-            // SAFETY: [off, dl) lies inside this segment's data.
-            let c = std::slice::from_raw_parts(mb::mtod(m).add(off), dl - off);
-            let cs = csum::sum(c);
-            s = csum::add(s, if odd { cs.swap_bytes() } else { cs });
-            odd ^= c.len() & 1 == 1;
-            off = 0;
-        } else {
-            off -= dl;
+    // SAFETY: the caller guarantees a readable chain: each segment is read only
+    // when non-null, and [off, dl) lies inside its data.
+    unsafe {
+        while !m.is_null() {
+            let dl = mb::data_len(m) as usize;
+            if off < dl {
+                let c = std::slice::from_raw_parts(mb::mtod(m).add(off), dl - off);
+                let cs = csum::sum(c);
+                s = csum::add(s, if odd { cs.swap_bytes() } else { cs });
+                odd ^= c.len() & 1 == 1;
+                off = 0;
+            } else {
+                off -= dl;
+            }
+            m = mb::next(m);
         }
-        m = mb::next(m);
     }
     s
 }
@@ -311,7 +319,7 @@ mod tests {
         let mut arp = vec![0u8; 60];
         arp[12..14].copy_from_slice(&[0x08, 0x06]);
         let mut c = FakeChain::new(vec![arp.clone()]);
-        // SAFETY: as above.
+        // SAFETY: a well-formed fake chain we own.
         assert_eq!(unsafe { fix_checksums(c.head()) }, Err(NotTcp::NotIp));
         assert_eq!(c.bytes(), arp);
     }

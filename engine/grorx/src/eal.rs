@@ -107,6 +107,7 @@ impl Eal {
         let mut i = unsafe { sys::rte_get_next_lcore(u32::MAX, 1, 0) };
         while i < sys::RTE_MAX_LCORE {
             v.push(i);
+            // SAFETY: EAL is up; i is an lcore id from its own walk.
             i = unsafe { sys::rte_get_next_lcore(i, 1, 0) };
         }
         v
@@ -201,6 +202,7 @@ pub fn runtime_dir() -> Option<std::path::PathBuf> {
     if p.is_null() {
         return None;
     }
+    // SAFETY: p is non-null and points to EAL's NUL-terminated static buffer.
     let s = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
     (!s.is_empty()).then(|| s.into())
 }

@@ -25,12 +25,16 @@ use dpdk_sys::{self as sys, inline as mb};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
+/// What the embedded generator sends (`RunOptions::gen`, the `--gen-*` options).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GenConfig {
+    /// TCP flows; flow f goes to queue f % queues.
     pub flows: u32,
+    /// TCP payload bytes per segment (1..=9000).
     pub mss: u16,
     /// Packets per second in total; 0 = as fast as the rings take them.
     pub rate_pps: u64,
+    /// IPv6 instead of IPv4.
     pub ipv6: bool,
     /// 802.1Q tag on every frame.
     pub vlan: Option<u16>,
@@ -40,6 +44,7 @@ pub struct GenConfig {
     pub interleave: u32,
     /// Stop after this many packets; 0 = never.
     pub count: u64,
+    /// mbufs allocated and enqueued at a time (1..=[`MAX_BURST`]).
     pub burst: u16,
 }
 
@@ -60,6 +65,7 @@ impl Default for GenConfig {
 }
 
 impl GenConfig {
+    /// Checks every setting's range; the error names the option to change.
     pub fn validate(&self) -> Result<(), String> {
         if self.flows == 0 {
             return Err("--gen-flows must be at least 1".into());
@@ -84,6 +90,7 @@ impl GenConfig {
         Ok(())
     }
 
+    /// The headers of flow `flow` (addresses, ports, VLAN tag).
     pub fn spec(&self, flow: u32) -> FlowSpec {
         let mut s = FlowSpec::numbered(flow, self.ipv6);
         s.vlans = self.vlan.into_iter().collect();
@@ -101,19 +108,24 @@ impl GenConfig {
     }
 }
 
+/// Largest generator burst.
 pub const MAX_BURST: usize = 64;
 
 /// Counters the generator publishes (single writer).
 #[derive(Default)]
 #[repr(C, align(64))]
 pub struct GenStats {
+    /// Frames enqueued to the RX rings.
     pub sent: AtomicU64,
+    /// Bytes of those frames.
     pub bytes: AtomicU64,
     /// Times a ring had no room (the generator waits: nothing is dropped).
     pub ring_full: AtomicU64,
+    /// Bursts the pool could not supply (tried again on the next pass).
     pub alloc_fail: AtomicU64,
     /// TSC cycles spent producing (for the source's own cost per packet).
     pub busy_cycles: AtomicU64,
+    /// Set when the generator's loop has ended (stopped, or its count sent).
     pub done: AtomicBool,
 }
 
@@ -207,37 +219,43 @@ impl Flow {
     /// `dst` has room for `hdr_len` bytes.
     #[inline(always)]
     unsafe fn emit(&mut self, dst: *mut u8, tsval: u32, psh_every: u32, mss: u16) {
-        std::ptr::copy_nonoverlapping(self.hdr.as_ptr(), dst, self.hdr_len);
-        let put16 = |at: usize, v: u16| {
-            std::ptr::copy_nonoverlapping(v.to_be_bytes().as_ptr(), dst.add(at), 2)
-        };
-        let put32 = |at: usize, v: u32| {
-            std::ptr::copy_nonoverlapping(v.to_be_bytes().as_ptr(), dst.add(at), 4)
-        };
-        if let (Some(id_at), Some(c_at)) = (self.ip_id_at, self.ip_csum_at) {
-            put16(id_at, self.ip_id);
-            put16(c_at, csum::finish(csum::add(self.ip_sum, self.ip_id)));
+        // SAFETY: the caller guarantees `dst` has room for hdr_len bytes; every
+        // offset written (IP id and checksum, seq, flags, tsval, TCP checksum)
+        // lies inside those headers, as `new` placed them.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.hdr.as_ptr(), dst, self.hdr_len);
+            let put16 = |at: usize, v: u16| {
+                std::ptr::copy_nonoverlapping(v.to_be_bytes().as_ptr(), dst.add(at), 2)
+            };
+            let put32 = |at: usize, v: u32| {
+                std::ptr::copy_nonoverlapping(v.to_be_bytes().as_ptr(), dst.add(at), 4)
+            };
+            if let (Some(id_at), Some(c_at)) = (self.ip_id_at, self.ip_csum_at) {
+                put16(id_at, self.ip_id);
+                put16(c_at, csum::finish(csum::add(self.ip_sum, self.ip_id)));
+            }
+            put32(self.seq_at, self.seq);
+            let mut s = csum::add(self.tcp_sum, (self.seq >> 16) as u16);
+            s = csum::add(s, self.seq as u16);
+            if let Some(ts_at) = self.tsval_at {
+                put32(ts_at, tsval);
+                s = csum::add(s, (tsval >> 16) as u16);
+                s = csum::add(s, tsval as u16);
+            }
+            self.segs = self.segs.wrapping_add(1);
+            if psh_every != 0 && self.segs.is_multiple_of(psh_every) {
+                *dst.add(self.flags_at) |= traffic::TCP_PSH;
+                s = csum::add(s, traffic::TCP_PSH as u16);
+            }
+            put16(self.tcp_csum_at, csum::finish(s));
+            self.seq = self.seq.wrapping_add(mss as u32);
+            self.ip_id = self.ip_id.wrapping_add(1);
         }
-        put32(self.seq_at, self.seq);
-        let mut s = csum::add(self.tcp_sum, (self.seq >> 16) as u16);
-        s = csum::add(s, self.seq as u16);
-        if let Some(ts_at) = self.tsval_at {
-            put32(ts_at, tsval);
-            s = csum::add(s, (tsval >> 16) as u16);
-            s = csum::add(s, tsval as u16);
-        }
-        self.segs = self.segs.wrapping_add(1);
-        if psh_every != 0 && self.segs.is_multiple_of(psh_every) {
-            *dst.add(self.flags_at) |= traffic::TCP_PSH;
-            s = csum::add(s, traffic::TCP_PSH as u16);
-        }
-        put16(self.tcp_csum_at, csum::finish(s));
-        self.seq = self.seq.wrapping_add(mss as u32);
-        self.ip_id = self.ip_id.wrapping_add(1);
     }
 }
 
 /// What the generator's lcore needs.
+#[doc(hidden)]
 pub struct GenJob {
     pub cfg: GenConfig,
     /// The RX ring of each queue of the embedded port.
@@ -252,6 +270,7 @@ pub struct GenJob {
 }
 
 /// The generator's loop; runs on its own lcore until `stop` or `cfg.count`.
+#[doc(hidden)]
 pub fn run(job: GenJob) -> i32 {
     let GenJob {
         cfg,
@@ -385,6 +404,7 @@ mod tests {
                     let mut got = [0u8; 128];
                     let (seq, id) = (f.seq, f.ip_id);
                     let tsval = 0xdead_0000 + k * 977;
+                    // SAFETY: got's 128 bytes hold the flow's headers (hdr_len).
                     unsafe { f.emit(got.as_mut_ptr(), tsval, cfg.psh_every, cfg.mss) };
                     let seg = Segment {
                         seq,

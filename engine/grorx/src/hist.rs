@@ -33,6 +33,7 @@ impl Default for QueueHist {
 }
 
 impl QueueHist {
+    /// Adds another queue's (or interval's) distributions into these.
     pub fn add(&mut self, o: &QueueHist) {
         // Same bounds on both sides: add cannot fail. Empty ones are skipped
         // (adding walks the whole counts array).
@@ -47,12 +48,14 @@ impl QueueHist {
         }
     }
 
+    /// Empties every distribution.
     pub fn reset(&mut self) {
         self.burst.reset();
         self.gro_segs.reset();
         self.gro_hold_ns.reset();
     }
 
+    /// Whether nothing was recorded.
     pub fn is_empty(&self) -> bool {
         self.burst.is_empty() && self.gro_segs.is_empty() && self.gro_hold_ns.is_empty()
     }
@@ -61,15 +64,23 @@ impl QueueHist {
 /// Percentiles of one distribution.
 #[derive(Debug, Clone, Serialize, Default, PartialEq)]
 pub struct Summary {
+    /// Values recorded.
     pub count: u64,
+    /// Mean of the values.
     pub mean: f64,
+    /// Median.
     pub p50: u64,
+    /// 90th percentile.
     pub p90: u64,
+    /// 99th percentile.
     pub p99: u64,
+    /// 99.9th percentile.
     pub p999: u64,
+    /// Largest value recorded.
     pub max: u64,
 }
 
+/// The percentiles of `h` (all zero when it is empty).
 pub fn summary(h: &Histogram<u64>) -> Summary {
     if h.is_empty() {
         return Summary::default();
@@ -88,12 +99,16 @@ pub fn summary(h: &Histogram<u64>) -> Summary {
 /// The report's `histograms`.
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct HistReport {
+    /// Packets per non-empty poll.
     pub burst: Summary,
+    /// Segments per packet GRO delivered.
     pub gro_segments: Summary,
+    /// Nanoseconds a held packet waited, first segment to flush.
     pub gro_hold_ns: Summary,
 }
 
 impl HistReport {
+    /// The percentiles of one queue's (or the merged) distributions.
     pub fn of(h: &QueueHist) -> HistReport {
         HistReport {
             burst: summary(&h.burst),
@@ -129,6 +144,7 @@ pub struct HdrLog {
 }
 
 impl HdrLog {
+    /// Creates (or truncates) the log at `path` and writes its header.
     pub fn create(path: &std::path::Path) -> anyhow::Result<HdrLog> {
         let f = std::fs::File::create(path)
             .map_err(|e| anyhow::anyhow!("--hdr-log {}: {e}", path.display()))?;
@@ -168,6 +184,7 @@ impl HdrLog {
         Ok(())
     }
 
+    /// Flushes the log to its file.
     pub fn finish(mut self) -> anyhow::Result<()> {
         self.file.flush()?;
         Ok(())

@@ -52,7 +52,7 @@ impl Mbuf {
 
     #[inline(always)]
     pub fn nb_segs(&self) -> u16 {
-        // SAFETY: as above.
+        // SAFETY: we own a valid mbuf.
         unsafe { mb::nb_segs(self.as_ptr()) }
     }
 
@@ -70,7 +70,8 @@ impl Mbuf {
 
     #[inline(always)]
     pub fn data_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as above, and we own it exclusively.
+        // SAFETY: data_len bytes from mtod are inside the buffer, which we own
+        // exclusively (&mut self).
         unsafe {
             std::slice::from_raw_parts_mut(
                 mb::mtod(self.as_ptr()),
@@ -326,17 +327,22 @@ pub unsafe fn for_chunks(
     mut len: usize,
     mut f: impl FnMut(*mut u8, usize),
 ) -> bool {
-    while !m.is_null() && len > 0 {
-        let dl = mb::data_len(m) as usize;
-        if off >= dl {
-            off -= dl;
-        } else {
-            let n = (dl - off).min(len);
-            f(mb::mtod(m).add(off), n);
-            len -= n;
-            off = 0;
+    // SAFETY: the caller guarantees `m` is null or a readable chain; each
+    // segment is read only when non-null, and off < data_len keeps the
+    // pointer given to `f` inside that segment's data.
+    unsafe {
+        while !m.is_null() && len > 0 {
+            let dl = mb::data_len(m) as usize;
+            if off >= dl {
+                off -= dl;
+            } else {
+                let n = (dl - off).min(len);
+                f(mb::mtod(m).add(off), n);
+                len -= n;
+                off = 0;
+            }
+            m = mb::next(m);
         }
-        m = mb::next(m);
     }
     len == 0
 }
@@ -378,22 +384,27 @@ impl BulkFree {
     #[inline(always)]
     pub unsafe fn seg(&mut self, m: *mut sys::rte_mbuf) {
         const NOT_DIRECT: u64 = sys::RTE_MBUF_F_INDIRECT | sys::RTE_MBUF_F_EXTERNAL;
-        if mb::refcnt(m) == 1 && mb::ol_flags(m) & NOT_DIRECT == 0 {
-            if !(*m).next.is_null() {
-                (*m).next = std::ptr::null_mut();
+        // SAFETY: the caller guarantees `m` is a valid segment it owns and no
+        // longer uses: we may read and reset it, then hand it to its pool
+        // (sole owner, direct buffer) or to DPDK's free.
+        unsafe {
+            if mb::refcnt(m) == 1 && mb::ol_flags(m) & NOT_DIRECT == 0 {
+                if !(*m).next.is_null() {
+                    (*m).next = std::ptr::null_mut();
+                }
+                if (*m).nb_segs != 1 {
+                    (*m).nb_segs = 1;
+                }
+                let p = mb::pool(m);
+                if self.n == self.pending.len() || (self.n > 0 && p != self.pool) {
+                    self.flush();
+                }
+                self.pool = p;
+                self.pending[self.n] = m;
+                self.n += 1;
+            } else {
+                sys::rte_pktmbuf_free_seg(m);
             }
-            if (*m).nb_segs != 1 {
-                (*m).nb_segs = 1;
-            }
-            let p = mb::pool(m);
-            if self.n == self.pending.len() || (self.n > 0 && p != self.pool) {
-                self.flush();
-            }
-            self.pool = p;
-            self.pending[self.n] = m;
-            self.n += 1;
-        } else {
-            sys::rte_pktmbuf_free_seg(m);
         }
     }
 
@@ -403,13 +414,17 @@ impl BulkFree {
     /// `m` is a valid chain head the caller owns and no longer uses.
     #[inline(always)]
     pub unsafe fn chain(&mut self, mut m: *mut sys::rte_mbuf) -> u32 {
-        let len = mb::pkt_len(m);
-        while !m.is_null() {
-            let next = mb::next(m); // read before seg() clears it
-            self.seg(m);
-            m = next;
+        // SAFETY: the caller guarantees `m` is a valid chain head it owns and
+        // no longer uses, so every segment is ours to read and free once.
+        unsafe {
+            let len = mb::pkt_len(m);
+            while !m.is_null() {
+                let next = mb::next(m); // read before seg() clears it
+                self.seg(m);
+                m = next;
+            }
+            len
         }
-        len
     }
 
     /// Returns the batched segments to their pool.

@@ -19,19 +19,30 @@ pub struct Mempool {
 
 // SAFETY: an rte_mempool is built for concurrent use from many lcores.
 unsafe impl Send for Mempool {}
+// SAFETY: rte_mempool operations are safe from many lcores at once, and the
+// rest of Mempool is never mutated after creation.
 unsafe impl Sync for Mempool {}
 
+/// The pool `Mempool::create` makes.
 #[derive(Debug, Clone)]
 pub struct PoolParams {
+    /// The pool's name (unique in the EAL).
     pub name: String,
+    /// mbufs in the pool.
     pub elements: u32,
+    /// mbufs each lcore caches (0: none).
     pub cache: u32,
+    /// Private-area bytes per mbuf, a multiple of 8 (`skb::PRIV_SIZE` or
+    /// more for pools that carry skbs).
     pub priv_size: u16,
+    /// Buffer bytes per mbuf, headroom included.
     pub data_room: u16,
+    /// NUMA socket to allocate on (`SOCKET_ID_ANY` is -1).
     pub socket: i32,
 }
 
 impl Mempool {
+    /// Creates the pool in EAL memory; fails with what to do when memory is short.
     pub fn create(p: &PoolParams) -> Result<Mempool> {
         let cname = cstring("pool name", &p.name)?;
         if !(p.priv_size as usize).is_multiple_of(sys::RTE_MBUF_PRIV_ALIGN as usize) {
@@ -77,21 +88,28 @@ impl Mempool {
         })
     }
 
+    /// The raw `rte_mempool`.
+    #[doc(hidden)]
     pub fn as_ptr(&self) -> *mut sys::rte_mempool {
         self.mp.as_ptr()
     }
+    /// The pool's name.
     pub fn name(&self) -> &str {
         &self.name
     }
+    /// mbufs in the pool.
     pub fn size(&self) -> u32 {
         self.size
     }
+    /// mbufs each lcore caches.
     pub fn cache(&self) -> u32 {
         self.cache
     }
+    /// Private-area bytes per mbuf.
     pub fn priv_size(&self) -> u16 {
         self.priv_size
     }
+    /// Buffer bytes per mbuf, headroom included.
     pub fn data_room(&self) -> u16 {
         self.data_room
     }
@@ -110,6 +128,7 @@ impl Mempool {
 
     /// Calls `f` once per mbuf of the pool (taken or not): for one-time
     /// initialisation of buffer contents before traffic starts.
+    #[doc(hidden)]
     pub fn for_each_mbuf<F: FnMut(*mut sys::rte_mbuf)>(&self, mut f: F) {
         unsafe extern "C" fn cb<F: FnMut(*mut sys::rte_mbuf)>(
             _mp: *mut sys::rte_mempool,

@@ -5,16 +5,24 @@
 use std::fmt;
 use std::path::Path;
 
+/// A port as `--port` names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PortSpec {
     /// A PCI device, `0000:3b:00.0` or `3b:00.0`, optionally `,devargs`:
     /// passed to EAL as `-a` so only it is probed.
     Pci {
+        /// The PCI address as given.
         addr: String,
+        /// Device arguments after the first comma.
         devargs: Option<String>,
     },
     /// A virtual device `net_xxxN[,args]`, created after EAL starts.
-    Vdev { name: String, args: String },
+    Vdev {
+        /// The driver name with an instance number (`net_null0`).
+        name: String,
+        /// The comma-separated `key=value` arguments (empty: none).
+        args: String,
+    },
     /// A port EAL already created from the user's own EAL arguments.
     Id(u16),
 }
@@ -64,6 +72,8 @@ fn is_pci(addr: &str) -> bool {
 }
 
 impl PortSpec {
+    /// Parses a `--port` value and checks the files a vdev reads or writes; the
+    /// error says what forms are accepted.
     pub fn parse(spec: &str) -> Result<PortSpec, String> {
         let spec = spec.trim();
         if spec.is_empty() {
@@ -118,6 +128,7 @@ impl PortSpec {
         }
     }
 
+    /// The value of vdev argument `key`, if given.
     pub fn arg(&self, key: &str) -> Option<&str> {
         self.kv()
             .into_iter()

@@ -15,6 +15,8 @@ pub struct RingPtr(pub *mut sys::rte_ring);
 // SAFETY: rte_rings are made for use from other lcores; each one here has a
 // single producer and a single consumer, as its flags say.
 unsafe impl Send for RingPtr {}
+// SAFETY: sharing the pointer only copies it; each ring still has a single
+// producer and a single consumer, as its flags say.
 unsafe impl Sync for RingPtr {}
 
 pub struct RingPort {

@@ -7,29 +7,36 @@
 use crate::gro::{Flush, GroStats, Pass};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
+/// One RX queue's counters, as its worker publishes them for the stats thread.
 #[derive(Default)]
 #[repr(C, align(64))]
 pub struct QueueCounters {
+    /// Packets received (before GRO).
     pub rx_packets: AtomicU64,
+    /// Bytes of those packets, as received.
     pub rx_bytes: AtomicU64,
     /// Polls that returned at least one packet.
     pub rx_bursts: AtomicU64,
     /// Every poll, empty or not.
     pub rx_polls: AtomicU64,
-    /// Packets and bytes the stage delivered (after GRO).
+    /// Packets the stage delivered (after GRO).
     pub out_packets: AtomicU64,
+    /// Bytes of those packets.
     pub out_bytes: AtomicU64,
     /// Buffer bytes the delivered packets pinned (skb truesize).
     pub truesize: AtomicU64,
     /// Times the capture ring was full and the worker waited (written by
     /// the capture stage, not by `publish`).
     pub capture_waits: AtomicU64,
+    /// Prepends that did not fit the headroom (a header mbuf was chained).
     pub headroom_miss: AtomicU64,
+    /// Copy-mode heads the head pool could not supply.
     pub head_alloc_fail: AtomicU64,
-    /// TSC cycles in RX, GRO (skb build, merge, flush) and the stage, over
-    /// polls that received packets (`--cycles`).
+    /// TSC cycles in RX, over polls that received packets (`--cycles`).
     pub cycles_rx: AtomicU64,
+    /// TSC cycles in skb build and GRO (merge, flush), over the same polls.
     pub cycles_gro: AtomicU64,
+    /// TSC cycles in the stage, over the same polls.
     pub cycles_stage: AtomicU64,
     /// The queue's GRO counters, published every few polls.
     pub gro: GroCounters,
@@ -51,22 +58,37 @@ pub struct GroCounters {
 /// A worker's private running totals, published to the shared block.
 #[derive(Default, Clone, Copy, Debug)]
 pub struct QueueCounts {
+    /// Packets received (before GRO).
     pub rx_packets: u64,
+    /// Bytes of those packets, as received.
     pub rx_bytes: u64,
+    /// Polls that returned at least one packet.
     pub rx_bursts: u64,
+    /// Every poll, empty or not.
     pub rx_polls: u64,
+    /// Packets the stage delivered (after GRO).
     pub out_packets: u64,
+    /// Bytes of those packets.
     pub out_bytes: u64,
+    /// Buffer bytes the delivered packets pinned (skb truesize).
     pub truesize: u64,
+    /// Times the capture ring was full and the worker waited.
     pub capture_waits: u64,
+    /// Prepends that did not fit the headroom (a header mbuf was chained).
     pub headroom_miss: u64,
+    /// Copy-mode heads the head pool could not supply.
     pub head_alloc_fail: u64,
+    /// TSC cycles in RX, over polls that received packets (`--cycles`).
     pub cycles_rx: u64,
+    /// TSC cycles in skb build and GRO (merge, flush), over the same polls.
     pub cycles_gro: u64,
+    /// TSC cycles in the stage, over the same polls.
     pub cycles_stage: u64,
 }
 
 impl QueueCounters {
+    /// Publishes the worker's running totals (all but `capture_waits`, which the
+    /// capture stage writes itself).
     #[inline(always)]
     pub fn publish(&self, l: &QueueCounts) {
         self.rx_packets.store(l.rx_packets, Relaxed);
@@ -83,6 +105,7 @@ impl QueueCounters {
         self.cycles_stage.store(l.cycles_stage, Relaxed);
     }
 
+    /// Publishes the queue's GRO counters.
     pub fn publish_gro(&self, g: &GroStats) {
         let c = &self.gro;
         c.segments_in.store(g.segments_in, Relaxed);
@@ -99,6 +122,7 @@ impl QueueCounters {
         }
     }
 
+    /// The GRO counters as last published.
     pub fn read_gro(&self) -> GroStats {
         let c = &self.gro;
         let mut g = GroStats {
@@ -119,6 +143,7 @@ impl QueueCounters {
         g
     }
 
+    /// The counters as last published.
     pub fn read(&self) -> QueueCounts {
         QueueCounts {
             rx_packets: self.rx_packets.load(Relaxed),

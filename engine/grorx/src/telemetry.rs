@@ -549,16 +549,20 @@ unsafe fn emit(d: *mut sys::rte_tel_data, dict: &Dict) {
     for (k, v) in dict.iter().take(MAX_DICT_ENTRIES) {
         let name = tel_name(k);
         match v {
-            // SAFETY (all three): d is a dict; name/value are NUL-terminated
-            // and DPDK copies them before returning.
+            // SAFETY: d is a valid dict (the caller's contract, started above);
+            // name is NUL-terminated and DPDK copies it before returning.
             Val::U64(x) => unsafe {
                 sys::rte_tel_data_add_dict_u64(d, name.as_ptr(), *x);
             },
+            // SAFETY: d is a valid dict (the caller's contract, started above);
+            // name is NUL-terminated and DPDK copies it before returning.
             Val::Int(x) => unsafe {
                 sys::rte_tel_data_add_dict_int(d, name.as_ptr(), *x);
             },
             Val::Str(x) => {
                 let val = tel_str(x);
+                // SAFETY: d is a valid dict (the caller's contract); name and val
+                // are NUL-terminated and DPDK copies them before returning.
                 unsafe { sys::rte_tel_data_add_dict_string(d, name.as_ptr(), val.as_ptr()) };
             }
             Val::Dict(sub) => {
@@ -596,7 +600,8 @@ extern "C" fn callback(
     // stay valid for the call.
     let cmd = unsafe { CStr::from_ptr(cmd) }.to_bytes();
     let param = (!params.is_null())
-        // SAFETY: as above.
+        // SAFETY: params is non-null here, and DPDK passes it NUL-terminated,
+        // valid for the call.
         .then(|| unsafe { CStr::from_ptr(params) }.to_string_lossy());
     let built = std::panic::catch_unwind(|| reply(cmd, param.as_deref()));
     match built {

@@ -15,16 +15,28 @@ static ALLOCS: AtomicU64 = AtomicU64::new(0);
 
 // SAFETY: forwards to the system allocator, counting calls.
 unsafe impl GlobalAlloc for Counting {
+    /// # Safety
+    /// `l` has a non-zero size (GlobalAlloc::alloc's contract).
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         ALLOCS.fetch_add(1, Relaxed);
-        System.alloc(l)
+        // SAFETY: the caller guarantees a non-zero size, as System requires.
+        unsafe { System.alloc(l) }
     }
+    /// # Safety
+    /// `p` was allocated by this allocator with layout `l`.
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        System.dealloc(p, l)
+        // SAFETY: every block of ours came from System with this layout (the
+        // caller's contract), so System may free it.
+        unsafe { System.dealloc(p, l) }
     }
+    /// # Safety
+    /// `p` was allocated by this allocator with layout `l`; `n` is non-zero
+    /// and, rounded up to `l.align()`, does not overflow `isize`.
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
         ALLOCS.fetch_add(1, Relaxed);
-        System.realloc(p, l, n)
+        // SAFETY: `p` came from System with layout `l`, and `n` is valid
+        // (the caller's contract), as System's realloc requires.
+        unsafe { System.realloc(p, l, n) }
     }
 }
 

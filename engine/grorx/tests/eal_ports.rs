@@ -36,6 +36,7 @@ fn pool_gives_one_segment_frames_with_a_private_area() {
     // A full 1514 B frame fits one mbuf, after the headroom.
     assert!(m.append(&[0xab; 1514]));
     assert_eq!(m.nb_segs(), 1);
+    // SAFETY: field reads of the live mbuf `m` owns, before it is pushed.
     unsafe {
         let raw = m.as_ptr();
         assert_eq!((*raw).priv_size, run::PRIV_SIZE);
@@ -78,6 +79,8 @@ fn net_ring_loops_frames_back_byte_for_byte() {
     let mut rx: Burst<64> = Burst::new();
     assert_eq!(rx.rx(id, 0, 64), frames.len());
     for (i, &m) in rx.as_slice().iter().enumerate() {
+        // SAFETY: a valid mbuf the burst received; into_raw below hands it
+        // back unfreed, so the burst stays its only owner.
         let got = unsafe { Mbuf::from_raw(m).unwrap() };
         assert_eq!(got.to_vec(), frames[i], "frame {i}");
         got.into_raw(); // still owned by the burst

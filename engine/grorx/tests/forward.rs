@@ -727,6 +727,7 @@ fn measure(hz: f64) -> String {
     let _ = writeln!(
         r,
         "VXLAN forward on lcore {}, {} TCP frames of 1514 B per batch, {rounds} rounds",
+        // SAFETY: rte_lcore_id only reads this thread's lcore id (EAL is up).
         unsafe { sys::rte_lcore_id() },
         frames.len()
     );

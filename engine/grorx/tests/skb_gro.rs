@@ -126,6 +126,7 @@ fn merged_chains_are_valid_and_bytes_survive() {
                 "truesize per buffer"
             );
             // The TX offload fields say how to segment it again.
+            // SAFETY: field reads of the live head mbuf the skb `s` owns.
             unsafe {
                 let w = mb::tx_offload(s.as_ptr());
                 assert_eq!(
@@ -177,6 +178,7 @@ fn header_only_first_buffers_are_dropped_when_merged() {
     let mut out = Vec::new();
     for f in &frames {
         let m = common::chain(&p, [&f[..66], &f[66..]]);
+        // SAFETY: a fresh chain from our pool (skb private area), given to the skb.
         let s = unsafe { Skb::build(m, &sc, &mut st) };
         gro.receive(s, 0, &mut |o| out.push(o));
     }
@@ -204,6 +206,7 @@ fn prepend_uses_headroom_then_chains_a_counted_header() {
     let mut st = SkbStats::default();
     // Enough headroom: a pointer move.
     let sc = conf(&p, None, 128);
+    // SAFETY: a fresh chain from our pool (skb private area), given to the skb.
     let mut s = unsafe { Skb::build(mbuf_of(&p, &frame, 4096), &sc, &mut st) };
     let vxlan = [0xabu8; 50];
     s.prepend(50, &p, &mut st).unwrap().copy_from_slice(&vxlan);
@@ -216,6 +219,7 @@ fn prepend_uses_headroom_then_chains_a_counted_header() {
     drop(s);
     // No headroom allowed: a header mbuf is chained in front, and counted.
     let sc = conf(&p, None, 0);
+    // SAFETY: a fresh chain from our pool (skb private area), given to the skb.
     let mut s = unsafe { Skb::build(mbuf_of(&p, &frame, 4096), &sc, &mut st) };
     s.prepend(12, &p, &mut st)
         .unwrap()

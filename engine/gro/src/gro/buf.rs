@@ -5,31 +5,41 @@
 /// What the NIC said about a checksum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CsumHint {
+    /// The NIC said nothing: check in software.
     #[default]
     Unknown,
+    /// The NIC checked it: correct.
     Good,
+    /// The NIC checked it: wrong.
     Bad,
     /// The data was verified but the checksum field is not final (DPDK's
     /// `..._CKSUM_NONE`, e.g. virtio's NEEDS_CSUM): sum the bytes, compare nothing.
     DataGood,
 }
 
+/// What the NIC said about a received frame's checksums.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RxHints {
+    /// The IPv4 header checksum.
     pub ip: CsumHint,
+    /// The TCP checksum.
     pub l4: CsumHint,
 }
 
 /// How a packet leaving GRO is laid out (for TX offloads and the skb).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct GsoInfo {
+    /// Ethernet header bytes, VLAN tags included.
     pub l2_len: u16,
+    /// IP header bytes.
     pub l3_len: u16,
+    /// TCP header bytes, options included.
     pub l4_len: u16,
     /// Payload bytes per original segment (the first segment's size).
     pub mss: u16,
     /// Segments merged into this packet (1: not merged).
     pub segs: u16,
+    /// TCP over IPv6 (else IPv4).
     pub ipv6: bool,
     /// The TCP checksum field holds the pseudo-header sum for TSO, not the
     /// full checksum (see `OutCsum::Pseudo`).
@@ -42,14 +52,17 @@ pub struct GsoInfo {
 pub trait GroBuf {
     /// The first segment's bytes.
     fn head(&self) -> &[u8];
+    /// The first segment's bytes, to rewrite headers in place.
     fn head_mut(&mut self) -> &mut [u8];
     /// Bytes in all segments.
     fn len(&self) -> usize;
+    /// Whether the packet has no bytes.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
     /// Buffers in the chain.
     fn segs(&self) -> u16;
+    /// What the NIC said about the frame's checksums.
     fn rx_hints(&self) -> RxHints;
     /// Calls `f` on the bytes `[off, off + len)`, chunk by chunk, in order.
     fn for_each_chunk<F: FnMut(&[u8])>(&self, off: usize, len: usize, f: F);
@@ -72,14 +85,18 @@ pub trait GroBuf {
 /// A packet as a list of byte vectors (one per "buffer"), for tests and fuzzing.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct VecBuf {
+    /// The buffers, in order.
     pub segs: Vec<Vec<u8>>,
+    /// What a NIC would have said about the checksums.
     pub hints: RxHints,
+    /// The layout GRO gave the packet when it let it out (`set_gso`).
     pub gso: Option<GsoInfo>,
     /// Ids of the input packets this one is made of, in order.
     pub ids: Vec<u64>,
 }
 
 impl VecBuf {
+    /// A one-buffer packet, input id `id`.
     pub fn new(id: u64, frame: Vec<u8>) -> VecBuf {
         VecBuf {
             segs: vec![frame],
@@ -98,6 +115,7 @@ impl VecBuf {
         }
     }
 
+    /// The whole packet, buffers joined.
     pub fn bytes(&self) -> Vec<u8> {
         self.segs.concat()
     }

@@ -4,6 +4,8 @@
 
 use crate::wire::Fields;
 
+/// A flow's identity (MAC addresses, VLAN tags, IP addresses, IPv6 flow
+/// label, TCP ports) packed in seven words.
 #[derive(Debug, Clone, Copy, Eq, Default)]
 pub struct FlowKey {
     w: [u64; 7],

@@ -59,6 +59,7 @@ pub enum OutCsum {
     Pseudo,
 }
 
+/// GRO's settings for one queue (the `--gro-*` options).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GroConfig {
     /// Buffers one merged packet may span (1..=64; Linux's MAX_SKB_FRAGS is 17).
@@ -72,7 +73,9 @@ pub struct GroConfig {
     /// (ghosts; the least recently flushed is forgotten first). At least
     /// `flows` are: the table has `max(flows, flow_cache)` entries.
     pub flow_cache: usize,
+    /// Software checksum validation of the segments received.
     pub csum: CsumMode,
+    /// What a merged packet's TCP checksum field holds.
     pub out_csum: OutCsum,
 }
 
@@ -90,6 +93,7 @@ impl Default for GroConfig {
 }
 
 impl GroConfig {
+    /// Checks every setting's range; the error names the option to change.
     pub fn validate(&self) -> Result<(), String> {
         if !(1..=64).contains(&self.max_frags) {
             return Err(format!(
@@ -561,6 +565,8 @@ impl GroHist {
 }
 
 impl<B: GroBuf> Gro<B> {
+    /// An instance with an empty table of `cfg.table_entries()` entries
+    /// (allocated here, never per packet).
     pub fn new(cfg: GroConfig) -> Gro<B> {
         Gro {
             cfg,
@@ -575,6 +581,7 @@ impl<B: GroBuf> Gro<B> {
         }
     }
 
+    /// The settings it was made with.
     pub fn config(&self) -> &GroConfig {
         &self.cfg
     }
@@ -589,6 +596,8 @@ impl<B: GroBuf> Gro<B> {
         }));
     }
 
+    /// The histograms, once `enable_histograms` was called (drain them with
+    /// `GroHist::drain_into`).
     pub fn histograms_mut(&mut self) -> Option<&mut GroHist> {
         self.hist.as_deref_mut()
     }
@@ -599,6 +608,7 @@ impl<B: GroBuf> Gro<B> {
         self.now = now;
     }
 
+    /// The counters so far.
     pub fn stats(&self) -> &GroStats {
         &self.stats
     }

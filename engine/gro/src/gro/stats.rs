@@ -16,6 +16,7 @@ pub enum Flush {
     Flags,
     /// The next segment is not the next byte.
     SeqGap,
+    /// The ACK number differs.
     AckChange,
     /// TCP options (timestamps included) differ.
     OptionMismatch,
@@ -39,6 +40,7 @@ pub enum Flush {
     Age,
     /// Evicted (the oldest) to make room for a new flow.
     TableFull,
+    /// Let out by `Gro::flush_all` (the end of a poll, or of the run).
     EndOfPoll,
     /// A frame of this flow GRO cannot merge (IP fragment, IP options, bad IP
     /// checksum, malformed TCP, padding) passes through: the flow's held data
@@ -47,7 +49,9 @@ pub enum Flush {
 }
 
 impl Flush {
+    /// How many reasons there are (the length of `GroStats::flush`).
     pub const N: usize = 18;
+    /// Every reason, in index order.
     pub const ALL: [Flush; Flush::N] = [
         Flush::Psh,
         Flush::Fin,
@@ -68,6 +72,7 @@ impl Flush {
         Flush::EndOfPoll,
         Flush::Unmergeable,
     ];
+    /// The reason's name in the report's `flush_reasons`.
     pub fn name(self) -> &'static str {
         match self {
             Flush::Psh => "psh",
@@ -97,6 +102,7 @@ impl Flush {
 pub enum Pass {
     /// Not a TCP segment GRO considers (see `NotTcp`).
     Frame(NotTcp),
+    /// The TCP checksum is wrong.
     BadTcpChecksum,
     /// TCP without payload (a pure ACK, a bare SYN...).
     NoPayload,
@@ -105,7 +111,9 @@ pub enum Pass {
 }
 
 impl Pass {
+    /// How many reasons there are (the length of `GroStats::pass`).
     pub const N: usize = NotTcp::ALL.len() + 3;
+    /// The reason's index in `GroStats::pass`.
     pub fn index(self) -> usize {
         match self {
             Pass::Frame(r) => r as usize,
@@ -114,6 +122,7 @@ impl Pass {
             Pass::Flags => NotTcp::ALL.len() + 2,
         }
     }
+    /// Every reason, in index order.
     pub fn all() -> impl Iterator<Item = Pass> {
         NotTcp::ALL.iter().map(|&r| Pass::Frame(r)).chain([
             Pass::BadTcpChecksum,
@@ -121,6 +130,7 @@ impl Pass {
             Pass::Flags,
         ])
     }
+    /// The reason's name in the report's `passthrough`.
     pub fn name(self) -> &'static str {
         match self {
             Pass::Frame(r) => r.name(),
@@ -131,6 +141,7 @@ impl Pass {
     }
 }
 
+/// One queue's GRO counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GroStats {
     /// Every packet given to GRO.
@@ -140,12 +151,16 @@ pub struct GroStats {
     /// Segments appended to a held packet.
     pub merged_segments: u64,
     /// Held packets started in a new table entry (parsed, hashed, template
-    /// built) and in the entry a remembered flow left (`--gro-flow-cache`).
+    /// built).
     pub heads_built: u64,
+    /// Held packets started in the entry a remembered flow left
+    /// (`--gro-flow-cache`): nothing rebuilt.
     pub heads_cached: u64,
     /// Largest number of segments in one output packet.
     pub max_segments: u64,
+    /// Held packets let out, by reason (indexed by `Flush as usize`).
     pub flush: [u64; Flush::N],
+    /// Packets passed through without being held, by reason (indexed by `Pass::index`).
     pub pass: [u64; Pass::N],
 }
 
@@ -167,16 +182,27 @@ impl Default for GroStats {
 /// The report form (names instead of indices).
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct GroReport {
+    /// Packets given to GRO.
     pub segments_in: u64,
+    /// Packets GRO gave back (merged, held and flushed alone, passed through).
     pub packets_out: u64,
+    /// Segments appended to a held packet.
     pub merged_segments: u64,
+    /// Held packets started in a new table entry (parsed, hashed, template built).
     pub heads_built: u64,
+    /// Held packets started in the entry a remembered flow left (`--gro-flow-cache`).
     pub heads_cached: u64,
+    /// Packets in per packet out (`segments_in / packets_out`; 0 when none left).
     pub avg_segments_per_packet: f64,
+    /// Most segments in one packet out.
     pub max_segments_per_packet: u64,
+    /// Held packets let out, by reason (every reason, zeros included).
     pub flush_reasons: std::collections::BTreeMap<String, u64>,
+    /// Packets passed through without being held, by reason (zeros included).
     pub passthrough: std::collections::BTreeMap<String, u64>,
+    /// Frames shorter than their headers or with contradictory lengths (also in `passthrough`).
     pub malformed: u64,
+    /// Frames with a wrong IPv4 header or TCP checksum (also in `passthrough`).
     pub bad_checksum: u64,
 }
 
@@ -198,6 +224,7 @@ impl GroStats {
         }
     }
 
+    /// The report form: reasons by name, the average worked out.
     pub fn report(&self) -> GroReport {
         GroReport {
             segments_in: self.segments_in,

@@ -61,6 +61,8 @@ fn unlink(prev: &mut [u16], next: &mut [u16], l: &mut Ends, s: u16) {
     }
 }
 
+/// The per-queue table of held packets: bounded, O(1) by hash, in arrival
+/// order, with the ghosts of flushed flows kept until their slot is needed.
 pub struct Table<E> {
     /// Every slot holds an entry; `used` says which are live.
     entries: Vec<E>,
@@ -81,6 +83,7 @@ pub struct Table<E> {
 }
 
 impl<E: Default> Table<E> {
+    /// A table of `cap` entries (1..65534), all allocated now.
     pub fn new(cap: usize) -> Table<E> {
         assert!((1..NIL as usize).contains(&cap), "table capacity 1..65534");
         let isize = (cap * 4).next_power_of_two();
@@ -103,21 +106,25 @@ impl<E: Default> Table<E> {
         t
     }
 
+    /// Live entries.
     #[inline(always)]
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether no entry is live.
     #[inline(always)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    /// Whether every slot is live (an insert needs a removal first).
     #[inline(always)]
     pub fn is_full(&self) -> bool {
         self.free.first == NIL
     }
 
+    /// Slots in the table.
     pub fn capacity(&self) -> usize {
         self.entries.len()
     }
@@ -140,6 +147,7 @@ impl<E: Default> Table<E> {
         }
     }
 
+    /// Whether the slot holds a live entry (not free, not a ghost).
     #[inline(always)]
     pub fn is_live(&self, slot: u16) -> bool {
         self.used[slot as usize]
@@ -166,6 +174,7 @@ impl<E: Default> Table<E> {
         &mut self.entries[slot as usize]
     }
 
+    /// A live entry (the slot came from `insert` and was not removed since).
     #[inline(always)]
     pub fn get(&self, slot: u16) -> &E {
         debug_assert!(self.used[slot as usize]);

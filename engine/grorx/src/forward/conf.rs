@@ -4,20 +4,28 @@
 use anyhow::Result;
 use dpdk_sys as sys;
 
-/// TX offload bits dpdk-sys does not name (`RTE_BIT64` in rte_ethdev.h, 22.11).
+/// `RTE_ETH_TX_OFFLOAD_OUTER_IPV4_CKSUM`, which dpdk-sys does not name
+/// (`RTE_BIT64` in rte_ethdev.h, 22.11).
 pub const TX_OFFLOAD_OUTER_IPV4_CKSUM: u64 = 1 << 7;
+/// `RTE_ETH_TX_OFFLOAD_VXLAN_TNL_TSO`, which dpdk-sys does not name either.
 pub const TX_OFFLOAD_VXLAN_TNL_TSO: u64 = 1 << 9;
 
-/// `struct virtio_net_hdr_mrg_rxbuf`.
+/// Bytes of a `struct virtio_net_hdr_mrg_rxbuf`.
 pub const VIRTIO_NET_HDR_LEN: u16 = 12;
+/// virtio_net_hdr `flags`: the TCP checksum is partial (`csum_start`, `csum_offset`).
 pub const VIRTIO_NET_HDR_F_NEEDS_CSUM: u8 = 1;
+/// virtio_net_hdr `gso_type`: one packet, nothing to segment.
 pub const VIRTIO_NET_HDR_GSO_NONE: u8 = 0;
+/// virtio_net_hdr `gso_type`: TCP over IPv4, to be segmented.
 pub const VIRTIO_NET_HDR_GSO_TCPV4: u8 = 1;
+/// virtio_net_hdr `gso_type`: TCP over IPv6, to be segmented.
 pub const VIRTIO_NET_HDR_GSO_TCPV6: u8 = 4;
+/// virtio_net_hdr `gso_type` flag: the first segment has CWR (the flow uses ECN).
 pub const VIRTIO_NET_HDR_GSO_ECN: u8 = 0x80;
 
 /// Outer Ethernet + IPv4 + UDP + VXLAN.
 pub const VXLAN_ENCAP_LEN: u16 = 50;
+/// The IANA VXLAN UDP port.
 pub const VXLAN_UDP_PORT: u16 = 4789;
 
 /// The outer headers of `Encap::Vxlan`.
@@ -25,14 +33,20 @@ pub const VXLAN_UDP_PORT: u16 = 4789;
 pub struct VxlanConf {
     /// 24-bit VXLAN network identifier.
     pub vni: u32,
+    /// Outer source MAC.
     pub src_mac: [u8; 6],
+    /// Outer destination MAC (the next hop's).
     pub dst_mac: [u8; 6],
+    /// Outer IPv4 source: the local VTEP.
     pub src_ip: [u8; 4],
+    /// Outer IPv4 destination: the remote VTEP.
     pub dst_ip: [u8; 4],
     /// Outer UDP source port; 0: derived from the inner flow (RFC 7348
     /// entropy, 49152..=65535), so one flow keeps one underlay path.
     pub src_port: u16,
+    /// Outer UDP destination port.
     pub dst_port: u16,
+    /// Outer IPv4 TTL.
     pub ttl: u8,
 }
 
@@ -54,6 +68,7 @@ impl Default for VxlanConf {
 /// What is prepended to every packet forwarded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Encap {
+    /// Nothing prepended: packets leave as GRO built them (segmented for the port).
     #[default]
     None,
     /// A 12 B virtio_net_hdr_mrg_rxbuf (little endian, as virtio 1.0 and
@@ -64,6 +79,7 @@ pub enum Encap {
     /// CHECKSUM_PARTIAL); the peer segments. `num_buffers` is left 0 (the
     /// receiving device fills it).
     VirtioNet,
+    /// VXLAN over IPv4 with these outer headers (50 B: Ethernet, IPv4, UDP, VXLAN).
     Vxlan(VxlanConf),
 }
 
@@ -77,6 +93,7 @@ impl Encap {
         }
     }
 
+    /// The name the CLI takes and the report shows: `none`, `virtio` or `vxlan`.
     pub fn name(&self) -> &'static str {
         match self {
             Encap::None => "none",
@@ -119,11 +136,16 @@ pub enum TxOffloads {
     Given(u64),
 }
 
+/// One forwarder's settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ForwardConf {
+    /// TX port id (configured and started by the caller).
     pub port: u16,
+    /// TX queue on that port: one per forwarding worker.
     pub queue: u16,
+    /// What is prepended to every packet.
     pub encap: Encap,
+    /// Which TX offloads the forwarder may use.
     pub offloads: TxOffloads,
     /// `rte_eth_tx_burst` calls that take nothing before the rest of a batch
     /// is dropped.
@@ -158,16 +180,21 @@ pub fn tx_offloads_wanted(encap: &Encap) -> u64 {
 /// What segmentation the TX port does, from its offload bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TxCaps {
+    /// TSO of TCP over IPv4 (with the IPv4 checksum offload it needs).
     pub tso_v4: bool,
+    /// TSO of TCP over IPv6.
     pub tso_v6: bool,
     /// VXLAN tunnel TSO (with the outer IPv4 checksum the NIC must redo).
     pub vxlan_tso_v4: bool,
+    /// VXLAN tunnel TSO of inner TCP over IPv6.
     pub vxlan_tso_v6: bool,
     /// Buffers one TSO packet may span (0: no limit known).
     pub max_segs: u16,
 }
 
 impl TxCaps {
+    /// What a port with these `RTE_ETH_TX_OFFLOAD_*` bits segments; `max_segs`
+    /// as in [`TxCaps::max_segs`].
     pub fn from_offloads(bits: u64, max_segs: u16) -> TxCaps {
         let has = |b: u64| bits & b == b;
         let v4csum = has(sys::RTE_ETH_TX_OFFLOAD_IPV4_CKSUM);

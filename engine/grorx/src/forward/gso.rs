@@ -6,6 +6,10 @@ use super::*;
 impl Forwarder {
     /// Hands a merged packet whole to a virtio peer: the header says how to
     /// segment it, the TCP checksum is partial (pseudo-header with length).
+    ///
+    /// # Safety
+    /// `m` is a valid mbuf chain head the caller owns and hands over: it is
+    /// queued for transmit.
     pub(super) unsafe fn virtio_gso(
         &mut self,
         m: *mut sys::rte_mbuf,
@@ -14,7 +18,8 @@ impl Forwarder {
     ) {
         let hl = lay.hdr_len();
         let tcp = lay.tcp();
-        let tcp_len = mb::pkt_len(m) as usize - tcp;
+        // SAFETY: the caller guarantees `m` is a valid chain head.
+        let tcp_len = unsafe { mb::pkt_len(m) } as usize - tcp;
         let inner_hdr = (lay.l2 + lay.l3 + lay.l4) as u16;
         let mut gso_type = if lay.ipv6 {
             VIRTIO_NET_HDR_GSO_TCPV6
@@ -34,14 +39,22 @@ impl Forwarder {
         v[10..12].copy_from_slice(&0u16.to_le_bytes());
         let p = pseudo(h, lay, tcp_len);
         h[tcp + 16..tcp + 18].copy_from_slice(&p.to_be_bytes());
-        scatter(m, 0, &h[..hl]);
-        clear_tx_flags(m);
+        // SAFETY: the caller hands us `m`, a valid chain we now own and may
+        // write; scatter stays within its data.
+        unsafe {
+            scatter(m, 0, &h[..hl]);
+            clear_tx_flags(m);
+        }
         self.stats.virtio_gso_packets += 1;
         self.queue(m);
     }
 
     /// Hands a merged packet to the port's TSO (DPDK's contract: TCP
     /// checksum = pseudo-header sum without the length, IPv4 checksum 0).
+    ///
+    /// # Safety
+    /// `m` is a valid mbuf chain head the caller owns and hands over: it is
+    /// queued for transmit.
     pub(super) unsafe fn tso(
         &mut self,
         m: *mut sys::rte_mbuf,
@@ -64,7 +77,8 @@ impl Forwarder {
             mb::tx_offload_word(lay.l2 as u64, lay.l3 as u64, lay.l4 as u64, lay.mss as u64);
         if lay.elen > 0 {
             let id = self.next_outer_id();
-            let total = mb::pkt_len(m) as usize;
+            // SAFETY: the caller guarantees `m` is a valid chain head.
+            let total = unsafe { mb::pkt_len(m) } as usize;
             write_outer(&mut h[..lay.elen], &self.outer, total, id, sport, false);
             flags |= sys::RTE_MBUF_F_TX_OUTER_IPV4
                 | sys::RTE_MBUF_F_TX_OUTER_IP_CKSUM
@@ -77,9 +91,13 @@ impl Forwarder {
                 lay.mss as u64,
             ) | outer_lens_word(20, 14);
         }
-        scatter(m, 0, &h[..hl]);
-        (*m).ol_flags = ((*m).ol_flags & !sys::RTE_MBUF_F_TX_OFFLOAD_MASK) | flags;
-        (*m).__bindgen_anon_3.tx_offload = word;
+        // SAFETY: the caller hands us `m`, a valid chain we now own and may
+        // write; scatter stays within its data.
+        unsafe {
+            scatter(m, 0, &h[..hl]);
+            (*m).ol_flags = ((*m).ol_flags & !sys::RTE_MBUF_F_TX_OFFLOAD_MASK) | flags;
+            (*m).__bindgen_anon_3.tx_offload = word;
+        }
         self.stats.tso_packets += 1;
         self.needs_prepare = true;
         self.queue(m);
@@ -87,6 +105,10 @@ impl Forwarder {
 
     /// Software GSO: the merged chain `m` (headers `tmpl`) back into
     /// MSS-sized segments, in place where the chain allows.
+    ///
+    /// # Safety
+    /// `m` is a valid mbuf chain head the caller owns and hands over: its
+    /// segments are queued for transmit or freed.
     pub(super) unsafe fn gso(
         &mut self,
         m: *mut sys::rte_mbuf,
@@ -95,66 +117,76 @@ impl Forwarder {
         sport: u16,
         reserve: usize,
     ) {
-        let hl = lay.hdr_len();
-        let payload = mb::pkt_len(m) as usize - hl;
-        let mss = lay.mss;
-        let nseg = payload.div_ceil(mss);
-        self.stats.gso_packets += 1;
-        let mut hdr = [0u8; MAX_HDR];
-        // Segment 0 keeps the head (and whatever prepend chained in front).
-        let len0 = mss.min(payload);
-        let (x, cnt, acc) = walk(m, hl + len0);
-        let mut cur;
-        if acc == hl + len0 && !x.is_null() {
-            cur = Cursor {
-                m: (*x).next,
-                off: 0,
-            };
-            (*x).next = std::ptr::null_mut();
-            (*m).nb_segs = cnt;
-            (*m).pkt_len = (hl + len0) as u32;
-            let ps = chain_sum(m, hl, len0);
-            self.seg_header(&mut hdr, tmpl, lay, 0, len0, nseg == 1, ps, sport);
-            scatter(m, 0, &hdr[..hl]);
-            clear_tx_flags(m);
-            self.stats.gso_segments += 1;
-            self.queue(m);
-        } else {
-            cur = Cursor { m, off: hl };
-            if !self.copy_segment(&mut cur, tmpl, lay, 0, len0, nseg == 1, sport) {
-                return free_cursor(&mut cur);
-            }
-        }
-        for k in 1..nseg {
-            let seglen = mss.min(payload - k * mss);
-            let last = k + 1 == nseg;
-            normalize(&mut cur);
-            if cur.m.is_null() {
-                self.stats.malformed += 1;
-                return;
-            }
-            if cur.off == 0 {
-                let (x, cnt, acc) = walk(cur.m, seglen);
-                if acc == seglen && !x.is_null() {
-                    let first = cur.m;
-                    cur.m = (*x).next;
-                    (*x).next = std::ptr::null_mut();
-                    let ps = chain_sum(first, 0, seglen);
-                    self.seg_header(&mut hdr, tmpl, lay, k, seglen, last, ps, sport);
-                    self.emit_aligned(first, cnt, &hdr[..hl], seglen, reserve);
-                    continue;
+        // SAFETY: the caller hands us the chain `m`. Each segment's chain is
+        // cut off (its last `next` nulled) before it is queued, the cursor owns
+        // what follows, and the helpers stay within each buffer's data.
+        unsafe {
+            let hl = lay.hdr_len();
+            let payload = mb::pkt_len(m) as usize - hl;
+            let mss = lay.mss;
+            let nseg = payload.div_ceil(mss);
+            self.stats.gso_packets += 1;
+            let mut hdr = [0u8; MAX_HDR];
+            // Segment 0 keeps the head (and whatever prepend chained in front).
+            let len0 = mss.min(payload);
+            let (x, cnt, acc) = walk(m, hl + len0);
+            let mut cur;
+            if acc == hl + len0 && !x.is_null() {
+                cur = Cursor {
+                    m: (*x).next,
+                    off: 0,
+                };
+                (*x).next = std::ptr::null_mut();
+                (*m).nb_segs = cnt;
+                (*m).pkt_len = (hl + len0) as u32;
+                let ps = chain_sum(m, hl, len0);
+                self.seg_header(&mut hdr, tmpl, lay, 0, len0, nseg == 1, ps, sport);
+                scatter(m, 0, &hdr[..hl]);
+                clear_tx_flags(m);
+                self.stats.gso_segments += 1;
+                self.queue(m);
+            } else {
+                cur = Cursor { m, off: hl };
+                if !self.copy_segment(&mut cur, tmpl, lay, 0, len0, nseg == 1, sport) {
+                    return free_cursor(&mut cur);
                 }
             }
-            if !self.copy_segment(&mut cur, tmpl, lay, k, seglen, last, sport) {
-                return free_cursor(&mut cur);
+            for k in 1..nseg {
+                let seglen = mss.min(payload - k * mss);
+                let last = k + 1 == nseg;
+                normalize(&mut cur);
+                if cur.m.is_null() {
+                    self.stats.malformed += 1;
+                    return;
+                }
+                if cur.off == 0 {
+                    let (x, cnt, acc) = walk(cur.m, seglen);
+                    if acc == seglen && !x.is_null() {
+                        let first = cur.m;
+                        cur.m = (*x).next;
+                        (*x).next = std::ptr::null_mut();
+                        let ps = chain_sum(first, 0, seglen);
+                        self.seg_header(&mut hdr, tmpl, lay, k, seglen, last, ps, sport);
+                        self.emit_aligned(first, cnt, &hdr[..hl], seglen, reserve);
+                        continue;
+                    }
+                }
+                if !self.copy_segment(&mut cur, tmpl, lay, k, seglen, last, sport) {
+                    return free_cursor(&mut cur);
+                }
             }
+            free_cursor(&mut cur);
         }
-        free_cursor(&mut cur);
     }
 
     /// A segment whose payload is exactly the chain `first` (`cnt` buffers):
     /// headers written in front of it (a pointer move) or, when the room is
     /// short, in a header mbuf chained in front (a headroom miss).
+    ///
+    /// # Safety
+    /// `first` is a valid chain of `cnt` mbufs the caller owns, that nothing
+    /// links to, and hands over: it is queued for transmit or freed.
+    /// `hdr.len() <= MAX_HDR`.
     pub(super) unsafe fn emit_aligned(
         &mut self,
         first: *mut sys::rte_mbuf,
@@ -165,42 +197,53 @@ impl Forwarder {
     ) {
         let hl = hdr.len();
         const NOT_DIRECT: u64 = sys::RTE_MBUF_F_INDIRECT | sys::RTE_MBUF_F_EXTERNAL;
-        let writable = mb::refcnt(first) == 1 && mb::ol_flags(first) & NOT_DIRECT == 0;
-        let room = if writable {
-            (mb::headroom(first) as usize).saturating_sub(reserve)
-        } else {
-            0
-        };
-        let seg = if room >= hl {
-            (*first).data_off -= hl as u16;
-            (*first).data_len += hl as u16;
-            std::ptr::copy_nonoverlapping(hdr.as_ptr(), mb::mtod(first), hl);
-            (*first).nb_segs = cnt;
-            (*first).pkt_len = (hl + seglen) as u32;
-            clear_tx_flags(first);
-            first
-        } else {
-            self.stats.headroom_miss += 1;
-            let h = sys::rte_pktmbuf_alloc(self.pool.as_ptr());
-            if h.is_null() {
-                self.stats.no_mbuf += 1;
-                return sys::rte_pktmbuf_free(first);
-            }
-            std::ptr::copy_nonoverlapping(hdr.as_ptr(), mb::mtod(h), hl);
-            (*h).data_len = hl as u16;
-            (*h).pkt_len = (hl + seglen) as u32;
-            (*h).nb_segs = cnt + 1;
-            (*h).next = first;
-            (*h).port = (*first).port;
-            h
-        };
-        self.stats.gso_segments += 1;
-        self.queue(seg);
+        // SAFETY: the caller hands us the detached chain `first`. Its headroom
+        // is written only when we are its sole user (refcnt 1, direct buffer)
+        // and it has `hl` bytes; else a fresh header mbuf, checked non-null,
+        // takes the `hl` <= MAX_HDR bytes (the caller's contract), which its
+        // data room holds (checked in `new`).
+        unsafe {
+            let writable = mb::refcnt(first) == 1 && mb::ol_flags(first) & NOT_DIRECT == 0;
+            let room = if writable {
+                (mb::headroom(first) as usize).saturating_sub(reserve)
+            } else {
+                0
+            };
+            let seg = if room >= hl {
+                (*first).data_off -= hl as u16;
+                (*first).data_len += hl as u16;
+                std::ptr::copy_nonoverlapping(hdr.as_ptr(), mb::mtod(first), hl);
+                (*first).nb_segs = cnt;
+                (*first).pkt_len = (hl + seglen) as u32;
+                clear_tx_flags(first);
+                first
+            } else {
+                self.stats.headroom_miss += 1;
+                let h = sys::rte_pktmbuf_alloc(self.pool.as_ptr());
+                if h.is_null() {
+                    self.stats.no_mbuf += 1;
+                    return sys::rte_pktmbuf_free(first);
+                }
+                std::ptr::copy_nonoverlapping(hdr.as_ptr(), mb::mtod(h), hl);
+                (*h).data_len = hl as u16;
+                (*h).pkt_len = (hl + seglen) as u32;
+                (*h).nb_segs = cnt + 1;
+                (*h).next = first;
+                (*h).port = (*first).port;
+                h
+            };
+            self.stats.gso_segments += 1;
+            self.queue(seg);
+        }
     }
 
     /// A segment copied from the cursor into fresh mbufs (a chain whose
     /// payload does not fall on buffer boundaries). False if the chain ran
     /// short (the rest is dropped, counted malformed).
+    ///
+    /// # Safety
+    /// `cur.m` is null or a valid chain the caller owns from there on (no one
+    /// else uses those segments), as `take` requires.
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn copy_segment(
         &mut self,
@@ -216,53 +259,59 @@ impl Forwarder {
         let cap = (self.pool.data_room() as usize) - sys::RTE_PKTMBUF_HEADROOM as usize;
         let need = (hl + seglen).div_ceil(cap);
         let mut d = [std::ptr::null_mut::<sys::rte_mbuf>(); MAX_COPY_SEGS];
-        let ok = need <= MAX_COPY_SEGS
-            && sys::rte_pktmbuf_alloc_bulk(self.pool.as_ptr(), d.as_mut_ptr(), need as u32) == 0;
-        if !ok {
-            self.stats.no_mbuf += 1;
-            // Skip the segment's payload.
-            return take(cur, seglen, |_| {}) == seglen;
-        }
-        let d = &mut d[..need];
-        (*d[0]).data_len = hl as u16;
-        let (mut i, mut sum) = (0usize, Sum::default());
-        let got = take(cur, seglen, |mut piece: &[u8]| {
-            sum.add(piece);
-            while !piece.is_empty() {
-                let dm = d[i];
-                let room = mb::tailroom(dm) as usize;
-                if room == 0 {
-                    i += 1;
-                    continue;
-                }
-                let n = room.min(piece.len());
-                std::ptr::copy_nonoverlapping(
-                    piece.as_ptr(),
-                    mb::mtod(dm).add(mb::data_len(dm) as usize),
-                    n,
-                );
-                (*dm).data_len += n as u16;
-                piece = &piece[n..];
+        // SAFETY: the caller's contract on `cur` is take's. The `need` fresh
+        // mbufs are ours; each copy fits the target's tailroom, and `need`
+        // buffers of `cap` bytes hold the `hl + seglen` bytes.
+        unsafe {
+            let ok = need <= MAX_COPY_SEGS
+                && sys::rte_pktmbuf_alloc_bulk(self.pool.as_ptr(), d.as_mut_ptr(), need as u32)
+                    == 0;
+            if !ok {
+                self.stats.no_mbuf += 1;
+                // Skip the segment's payload.
+                return take(cur, seglen, |_| {}) == seglen;
             }
-        });
-        if got < seglen {
-            sys::rte_pktmbuf_free_bulk(d.as_mut_ptr(), need as u32);
-            self.stats.malformed += 1;
-            return false;
+            let d = &mut d[..need];
+            (*d[0]).data_len = hl as u16;
+            let (mut i, mut sum) = (0usize, Sum::default());
+            let got = take(cur, seglen, |mut piece: &[u8]| {
+                sum.add(piece);
+                while !piece.is_empty() {
+                    let dm = d[i];
+                    let room = mb::tailroom(dm) as usize;
+                    if room == 0 {
+                        i += 1;
+                        continue;
+                    }
+                    let n = room.min(piece.len());
+                    std::ptr::copy_nonoverlapping(
+                        piece.as_ptr(),
+                        mb::mtod(dm).add(mb::data_len(dm) as usize),
+                        n,
+                    );
+                    (*dm).data_len += n as u16;
+                    piece = &piece[n..];
+                }
+            });
+            if got < seglen {
+                sys::rte_pktmbuf_free_bulk(d.as_mut_ptr(), need as u32);
+                self.stats.malformed += 1;
+                return false;
+            }
+            for j in 1..need {
+                (*d[j - 1]).next = d[j];
+            }
+            let h = d[0];
+            (*h).nb_segs = need as u16;
+            (*h).pkt_len = (hl + seglen) as u32;
+            let mut hdr = [0u8; MAX_HDR];
+            self.seg_header(&mut hdr, tmpl, lay, k, seglen, last, sum.s, sport);
+            std::ptr::copy_nonoverlapping(hdr.as_ptr(), mb::mtod(h), hl);
+            self.stats.gso_segments += 1;
+            self.stats.copied_segments += 1;
+            self.queue(h);
+            true
         }
-        for j in 1..need {
-            (*d[j - 1]).next = d[j];
-        }
-        let h = d[0];
-        (*h).nb_segs = need as u16;
-        (*h).pkt_len = (hl + seglen) as u32;
-        let mut hdr = [0u8; MAX_HDR];
-        self.seg_header(&mut hdr, tmpl, lay, k, seglen, last, sum.s, sport);
-        std::ptr::copy_nonoverlapping(hdr.as_ptr(), mb::mtod(h), hl);
-        self.stats.gso_segments += 1;
-        self.stats.copied_segments += 1;
-        self.queue(h);
-        true
     }
 
     /// Segment `k`'s headers from the merged packet's (`tmpl`), for a payload

@@ -192,14 +192,17 @@ impl Forwarder {
         })
     }
 
+    /// The forwarder's counters so far.
     pub fn stats(&self) -> &ForwardStats {
         &self.stats
     }
 
+    /// What the TX port segments itself, as the forwarder found it.
     pub fn caps(&self) -> TxCaps {
         self.caps
     }
 
+    /// What the forwarder prepends.
     pub fn encap(&self) -> &Encap {
         &self.encap
     }

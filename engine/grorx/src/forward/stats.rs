@@ -7,16 +7,18 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 pub struct ForwardStats {
     /// Packets handed to `push`.
     pub packets_in: u64,
-    /// Packets (segments, TSO packets) the PMD took, and their bytes.
+    /// Packets (segments, TSO packets) the PMD took.
     pub tx_packets: u64,
+    /// Bytes of those packets, encapsulation included.
     pub tx_bytes: u64,
     /// Packets the PMD did not take after the retries: freed.
     pub tx_dropped: u64,
     /// Prepends (and software segments) that did not fit the headroom: a
     /// header mbuf was chained in front.
     pub headroom_miss: u64,
-    /// Merged packets segmented in software, and the segments made.
+    /// Merged packets segmented in software.
     pub gso_packets: u64,
+    /// Segments software GSO made of them.
     pub gso_segments: u64,
     /// Software segments whose payload was copied (unaligned chains).
     pub copied_segments: u64,
@@ -87,12 +89,14 @@ impl ForwardStats {
 pub struct ForwardCounters([AtomicU64; ForwardStats::N]);
 
 impl ForwardCounters {
+    /// Publishes the forwarder's counters (its lcore only).
     pub fn publish(&self, s: &ForwardStats) {
         for (c, v) in self.0.iter().zip(s.to_array()) {
             c.store(v, Relaxed);
         }
     }
 
+    /// The counters as last published.
     pub fn load(&self) -> ForwardStats {
         let mut a = [0u64; ForwardStats::N];
         for (v, c) in a.iter_mut().zip(&self.0) {
