@@ -12,6 +12,9 @@
 #   sink args `--gro on --gro-csum trust`
 # e.g. cp target/release/grorx /tmp/grorx-before; (change, build);
 #      scripts/ab-cycles.sh /tmp/grorx-before target/release/grorx
+# CMD_A / CMD_B replace the subcommand (default `sink`) with words of their
+# own, e.g. the forward stage against the sink of the same binary:
+#      CMD_B="forward --to net_null1" scripts/ab-cycles.sh G G
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 A=${1:?usage: ab-cycles.sh BIN_A BIN_B [PAIRS] [SECS] [PCAP] [-- SINK ARGS]}
@@ -37,7 +40,9 @@ PCAP=$(realpath "$PCAP")
 
 # One run: the cycles per packet after RX (process + stage).
 run() {
-    "$1" sink --port "net_pcap0,rx_pcap=$PCAP,infinite_rx=1" --duration "$SECS" \
+    local bin=$1 cmd=$2
+    # shellcheck disable=SC2086
+    "$bin" $cmd --port "net_pcap0,rx_pcap=$PCAP,infinite_rx=1" --duration "$SECS" \
         --cycles --json "${ARGS[@]}" 2>/dev/null |
         python3 -c 'import json,sys; c=json.load(sys.stdin)["cycles"]; print(c["process"]+c["stage"])'
 }
@@ -45,16 +50,20 @@ run() {
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 for i in $(seq "$PAIRS"); do
-    if [ $((i % 2)) = 1 ]; then a=$(run "$A"); b=$(run "$B"); else b=$(run "$B"); a=$(run "$A"); fi
+    if [ $((i % 2)) = 1 ]; then
+        a=$(run "$A" "${CMD_A:-sink}"); b=$(run "$B" "${CMD_B:-sink}")
+    else
+        b=$(run "$B" "${CMD_B:-sink}"); a=$(run "$A" "${CMD_A:-sink}")
+    fi
     echo "$a $b" >>"$out"
     echo "pair $i/$PAIRS: A $a  B $b" >&2
 done
-python3 - "$out" "$A" "$B" "${ARGS[*]}" <<'PY'
+python3 - "$out" "$A ${CMD_A:-sink}" "$B ${CMD_B:-sink}" "${ARGS[*]}" <<'PY'
 import statistics as st, sys
 rows = [tuple(map(float, l.split())) for l in open(sys.argv[1])]
 d = [b - a for a, b in rows]
 r = [b / a for a, b in rows if a > 0]
-print(f"sink args: {sys.argv[4]}")
+print(f"args: {sys.argv[4]}")
 print(f"A {sys.argv[2]}: median {st.median(a for a, _ in rows):.1f} cycles/packet after RX")
 print(f"B {sys.argv[3]}: median {st.median(b for _, b in rows):.1f}")
 print(f"paired: B - A median {st.median(d):+.1f} cycles, B / A median {st.median(r):.3f}, "

@@ -133,6 +133,7 @@ extern "C" fn remove_captures() {
 }
 
 fn make_captures() -> Result<PathBuf, String> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         return Err(
             "these tests need root: scripts/captures/make-captures.sh creates network \
@@ -164,6 +165,8 @@ fn make_captures() -> Result<PathBuf, String> {
     }
     let dir = base.join(format!("real_traffic.{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    // SAFETY: remove_captures is an argument-less extern "C" fn that only reads
+    // statics and removes files, fine to run at exit.
     unsafe { libc::atexit(remove_captures) };
     let script = repo().join("scripts/captures/make-captures.sh");
     let t0 = Instant::now();
@@ -362,6 +365,39 @@ struct Run {
     label: String,
 }
 
+/// `grorx COMMAND` replaying `input` once, with the stage's own arguments
+/// and `extra`; fails unless it exits 0 with one JSON report on stdout.
+fn replay(
+    label: &str,
+    command: &str,
+    input: &Path,
+    stage: &[String],
+    extra: &[&str],
+) -> (Out, Value) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_grorx"));
+    cmd.arg(command)
+        .arg("--port")
+        .arg(format!("net_pcap0,rx_pcap={}", input.display()))
+        .args(stage)
+        .args(["--json", "-q"])
+        .args(extra)
+        .args(["--", "--no-huge", "-m", "512"]);
+    let o = run(&mut cmd, GRORX_TIMEOUT);
+    assert!(
+        o.status.success(),
+        "{label}: grorx {command} failed ({}):\n{}",
+        o.status,
+        tail(&o.stderr, 30)
+    );
+    let report: Value = serde_json::from_str(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{label}: not one JSON report on stdout ({e}):\n{}",
+            o.stdout
+        )
+    });
+    (o, report)
+}
+
 /// grorx on one capture, writing every packet it delivers to `out`; checks
 /// the run itself (exit status, leaks, every frame received and delivered).
 fn grorx(input: &Path, out: &Path, extra: &[&str], f: &mut Failures) -> Run {
@@ -381,28 +417,8 @@ fn grorx(input: &Path, out: &Path, extra: &[&str], f: &mut Failures) -> Run {
             extra.join(" ")
         }
     );
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_grorx"));
-    cmd.arg("sink")
-        .arg("--port")
-        .arg(format!("net_pcap0,rx_pcap={}", input.display()))
-        .arg("--capture")
-        .arg(out)
-        .args(["--json", "-q"])
-        .args(extra)
-        .args(["--", "--no-huge", "-m", "512"]);
-    let o = run(&mut cmd, GRORX_TIMEOUT);
-    assert!(
-        o.status.success(),
-        "{label}: grorx failed ({}):\n{}",
-        o.status,
-        tail(&o.stderr, 30)
-    );
-    let report: Value = serde_json::from_str(&o.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{label}: not one JSON report on stdout ({e}):\n{}",
-            o.stdout
-        )
-    });
+    let stage = ["--capture".to_string(), out.display().to_string()];
+    let (_, report) = replay(&label, "sink", input, &stage, extra);
     let n_in = pcap_frames(input).len() as u64;
     let n_out = pcap_frames(out).len() as u64;
     let u = |p: &str| report.pointer(p).and_then(Value::as_u64);
@@ -714,24 +730,11 @@ fn mixed_junk_keeps_arrival_order_within_flows() {
 /// that went in, per flow in order, every mbuf back.
 fn forward_round_trip(input: &Path, name: &str, work: &Work, extra: &[&str]) {
     let out = work.path("forwarded.pcap");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_grorx"));
-    cmd.arg("forward")
-        .arg("--port")
-        .arg(format!("net_pcap0,rx_pcap={}", input.display()))
-        .arg("--to")
-        .arg(format!("net_pcap1,tx_pcap={}", out.display()))
-        .args(["--json", "-q"])
-        .args(extra)
-        .args(["--", "--no-huge", "-m", "512"]);
-    let o = run(&mut cmd, GRORX_TIMEOUT);
-    assert!(
-        o.status.success(),
-        "{name}: grorx forward failed ({}):\n{}",
-        o.status,
-        tail(&o.stderr, 30)
-    );
-    let report: Value = serde_json::from_str(&o.stdout)
-        .unwrap_or_else(|e| panic!("{name}: not one JSON report ({e}):\n{}", o.stdout));
+    let stage = [
+        "--to".to_string(),
+        format!("net_pcap1,tx_pcap={}", out.display()),
+    ];
+    let (o, report) = replay(name, "forward", input, &stage, extra);
     let n_in = pcap_frames(input).len() as u64;
     assert_eq!(report["mbufs_leaked"], 0, "{name}: {}", o.stdout);
     assert_eq!(report["rx_packets"].as_u64(), Some(n_in), "{name}");

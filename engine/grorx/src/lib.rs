@@ -1,41 +1,110 @@
-//! grorx: a DPDK poll-mode receive engine with per-queue software GRO.
+//! grorx: a DPDK poll-mode receive engine with per-queue software GRO, as a
+//! library for NFV datapaths and packet sinks.
 //!
-//! The data path, one way: port RX queue -> worker lcore -> stage (sink,
-//! capture, forward) -> buffers back to their pool in bulk.
+//! The data path runs one way: port RX queue -> worker lcore -> skb built in
+//! the mbuf's private area -> the queue's GRO table -> the queue's [`Stage`]
+//! -> transmit or free, buffers back to their pool in bulk. Every RX queue
+//! has its own GRO table and stage on the lcore that polls it: nothing is
+//! shared, nothing is locked.
 //!
-//! - DPDK side: [`eal`], [`mempool`], [`mbuf`], [`port`], [`ring_port`].
-//! - Pure logic (no EAL): [`csum`], [`traffic`], [`pool_sizing`],
-//!   [`lcores`], [`eal_args`], [`port_spec`].
-//! - The engine: [`worker`] (per-queue poll loop), [`gen`] (the embedded
-//!   source), [`run`] (one run, start to report), [`stats`], [`report`].
+//! An embedder describes a run with [`RunOptions`] (ports, queues, cores,
+//! pools, GRO settings, headroom: the knobs of the `grorx` command), writes a
+//! [`Stage`] that decides per packet (transmit on a [`TxQueue`], consume or
+//! drop through [`Ctx`], or keep the [`Skb`]), and starts it with
+//! [`start_with`]. The [`Running`] handle serves live [`Stats`], stops the
+//! run, and `wait` gives the final [`Report`], in which every mbuf is
+//! accounted. A minimal stage, on the embedded TCP generator (no NIC needed):
+//!
+//! ```
+//! use grorx::{start_with, Ctx, EalSetup, RunOptions, Skb, Stage};
+//!
+//! /// Counts the TCP payload bytes GRO delivers, then frees each packet.
+//! struct PayloadBytes(u64);
+//!
+//! impl Stage for PayloadBytes {
+//!     fn packet(&mut self, skb: Skb, ctx: &mut Ctx<'_>) {
+//!         if let Some(tcp) = skb.tcp() {
+//!             self.0 += (skb.len() - tcp.payload as usize) as u64;
+//!         }
+//!         ctx.consume(skb);
+//!     }
+//! }
+//!
+//! let opts = RunOptions {
+//!     duration: Some(0.5),
+//!     eal: EalSetup::Start { user_args: vec![], no_huge: true },
+//!     ..RunOptions::default()
+//! };
+//! let running = start_with(&opts, |_queue| Ok(PayloadBytes(0)))?;
+//! let report = running.wait()?;
+//! assert!(report.rx_packets > 0);
+//! assert_eq!(report.mbufs_leaked, 0);
+//! grorx::shutdown();
+//! # Ok::<(), anyhow::Error>(())
+//! ```
+//!
+//! The built-in stages use the same trait: [`Sink`], the capture writer and
+//! the forwarder (`RunOptions::capture`, `RunOptions::forward`, started with
+//! [`start`]). The GRO core itself, without DPDK, is the `grorx-gro` crate,
+//! re-exported here as [`gro`] (with [`wire`] header views and [`csum`]).
+//!
+//! Modules marked hidden in these docs (mbuf, ring, worker, port set-up,
+//! EAL arguments, telemetry, measurement stages) are the engine's own, for
+//! its tests and the `grorx` command: they hand out raw DPDK pointers and
+//! are not part of the API.
+
+#![warn(missing_docs)]
 
 #[cfg(feature = "measure")]
+#[doc(hidden)]
 pub mod baseline;
+#[doc(hidden)]
 pub mod capture;
+#[doc(hidden)]
 pub mod eal;
+#[doc(hidden)]
 pub mod eal_args;
 pub mod forward;
 pub mod gen;
 pub mod hist;
+#[doc(hidden)]
 pub mod lcores;
+#[doc(hidden)]
 pub mod mbuf;
 #[cfg(feature = "measure")]
+#[doc(hidden)]
 pub mod measure;
 pub mod mempool;
+#[doc(hidden)]
 pub mod pcap;
+#[doc(hidden)]
 pub mod pool_sizing;
 pub mod port;
 pub mod port_spec;
 pub mod report;
+#[doc(hidden)]
 pub mod ring_port;
 pub mod run;
 pub mod skb;
 pub mod stage;
 pub mod stats;
+#[doc(hidden)]
 pub mod telemetry;
+#[doc(hidden)]
 pub mod worker;
 
 // The GRO core, header views, checksums and test traffic live in grorx-gro
 // (no DPDK); the engine uses them under these names.
 pub use grorx_gro as gro;
 pub use grorx_gro::{csum, traffic, wire};
+
+pub use gen::GenConfig;
+pub use gro::{CsumMode, GroConfig};
+pub use port_spec::PortSpec;
+pub use report::Report;
+pub use run::{
+    run, shutdown, start, start_with, EalSetup, ForwardOptions, PoolScope, RunOptions, Running,
+    Stats, Stopper,
+};
+pub use skb::Skb;
+pub use stage::{Ctx, QueueSetup, Sink, Stage, TxQueue};

@@ -12,12 +12,17 @@ use std::ffi::{c_char, CStr};
 /// What the engine asks of a port.
 #[derive(Debug, Clone)]
 pub struct PortConf {
+    /// RX queues, one pool each.
     pub rx_queues: u16,
+    /// TX queues (capped at what the device has).
     pub tx_queues: u16,
+    /// Descriptors per RX ring (the device may adjust it).
     pub rx_desc: u16,
+    /// Descriptors per TX ring (the device may adjust it).
     pub tx_desc: u16,
     /// None: keep the port's MTU.
     pub mtu: Option<u16>,
+    /// Receive every frame, whatever its destination MAC.
     pub promisc: bool,
     /// Ask the NIC to check IPv4/TCP/UDP checksums (when it can).
     pub rx_csum: bool,
@@ -51,18 +56,31 @@ impl Default for PortConf {
 /// A configured port (stopped until `start`).
 #[derive(Debug)]
 pub struct Port {
+    /// DPDK port id.
     pub id: u16,
+    /// The ethdev name (PCI address or vdev name).
     pub name: String,
+    /// The PMD's name (`net_ice`, `net_null`...).
     pub driver: String,
+    /// NUMA socket of the device (-1: unknown).
     pub socket: i32,
+    /// MTU configured, bytes.
     pub mtu: u16,
+    /// RX queues configured.
     pub rx_queues: u16,
+    /// TX queues configured.
     pub tx_queues: u16,
+    /// Descriptors per RX ring, as the device took it.
     pub rx_desc: u16,
+    /// Descriptors per TX ring, as the device took it.
     pub tx_desc: u16,
+    /// `RTE_ETH_RX_OFFLOAD_*` bits enabled.
     pub rx_offloads: u64,
+    /// `RTE_ETH_TX_OFFLOAD_*` bits enabled.
     pub tx_offloads: u64,
+    /// RSS hash functions enabled (`RTE_ETH_RSS_*` bits; 0: no RSS).
     pub rss_hf: u64,
+    /// What the device could not do as asked, for the start-up banner.
     pub notes: Vec<String>,
     started: bool,
     closed: bool,
@@ -71,21 +89,32 @@ pub struct Port {
 /// Link state as DPDK reports it.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Link {
+    /// Whether the link is up.
     pub up: bool,
+    /// Link speed, Mbit/s.
     pub speed_mbps: u32,
+    /// DPDK's one-line description (`Link up at 100 Gbps FDX Autoneg`).
     pub text: String,
 }
 
 /// The port's basic counters.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct PortStats {
+    /// Packets received.
     pub ipackets: u64,
+    /// Bytes received.
     pub ibytes: u64,
+    /// Packets the NIC dropped for want of an RX descriptor (imissed).
     pub imissed: u64,
+    /// Packets received with errors.
     pub ierrors: u64,
+    /// RX mbuf allocations that failed (the pool was empty).
     pub rx_nombuf: u64,
+    /// Packets transmitted.
     pub opackets: u64,
+    /// Bytes transmitted.
     pub obytes: u64,
+    /// Packets that failed to transmit.
     pub oerrors: u64,
 }
 
@@ -97,6 +126,7 @@ fn check(ret: i32, what: impl FnOnce() -> String) -> Result<()> {
 }
 
 /// Device information (a plain struct DPDK fills).
+#[doc(hidden)]
 pub fn dev_info(id: u16) -> Result<sys::rte_eth_dev_info> {
     let mut info = sys::rte_eth_dev_info::default();
     // SAFETY: info is a valid out-pointer.
@@ -105,12 +135,14 @@ pub fn dev_info(id: u16) -> Result<sys::rte_eth_dev_info> {
     Ok(info)
 }
 
+/// The ethdev name of port `id` (`port<id>` if DPDK has none).
 pub fn port_name(id: u16) -> String {
     let mut buf = [0 as c_char; sys::RTE_ETH_NAME_MAX_LEN as usize];
     // SAFETY: buf has RTE_ETH_NAME_MAX_LEN bytes, as the API requires.
     if unsafe { sys::rte_eth_dev_get_name_by_port(id, buf.as_mut_ptr()) } != 0 {
         return format!("port{id}");
     }
+    // SAFETY: on success DPDK wrote a NUL-terminated name into buf.
     unsafe { CStr::from_ptr(buf.as_ptr()) }
         .to_string_lossy()
         .into_owned()
@@ -128,6 +160,10 @@ fn id_by_name(name: &str) -> Option<u16> {
     // SAFETY: valid string and out-pointer.
     (unsafe { sys::rte_eth_dev_get_port_by_name(c.as_ptr(), &mut id) } == 0).then_some(id)
 }
+
+/// Virtual devices `open` created, removed again when their port closes, so
+/// a later run in the same EAL can create them afresh.
+static CREATED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 
 /// Finds or creates the port a spec names; returns its id.
 pub fn open(spec: &PortSpec) -> Result<u16> {
@@ -177,6 +213,10 @@ pub fn open(spec: &PortSpec) -> Result<u16> {
                      net_memif0,role=server,socket=PATH) and the EAL lines above"
                 );
             }
+            CREATED
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(name.clone());
             id_by_name(name).with_context(|| {
                 format!("--port '{spec}': device created but no ethdev port named {name}")
             })
@@ -356,6 +396,7 @@ impl Port {
         })
     }
 
+    /// Starts the port, promiscuous if asked (a device that cannot be leaves a note).
     pub fn start(&mut self, promisc: bool) -> Result<()> {
         // SAFETY: configured port.
         let r = unsafe { sys::rte_eth_dev_start(self.id) };
@@ -372,6 +413,7 @@ impl Port {
         Ok(())
     }
 
+    /// The link state now (without waiting for autonegotiation).
     pub fn link(&self) -> Link {
         let mut l = sys::rte_eth_link::default();
         // SAFETY: valid out-pointer.
@@ -379,6 +421,8 @@ impl Port {
         let mut buf = [0 as c_char; 64];
         // SAFETY: buffer and link are valid.
         unsafe { sys::rte_eth_link_to_str(buf.as_mut_ptr(), buf.len(), &l) };
+        // SAFETY: buf was zeroed and rte_eth_link_to_str writes at most
+        // buf.len() bytes, NUL included, so it ends in a NUL.
         let text = unsafe { CStr::from_ptr(buf.as_ptr()) }
             .to_string_lossy()
             .into_owned();
@@ -389,6 +433,7 @@ impl Port {
         }
     }
 
+    /// The port's basic counters now.
     pub fn stats(&self) -> PortStats {
         stats(self.id)
     }
@@ -414,6 +459,15 @@ impl Port {
             // SAFETY: stopped port; the id is not used afterwards.
             unsafe { sys::rte_eth_dev_close(self.id) };
             self.closed = true;
+            let mut created = CREATED.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(i) = created.iter().position(|n| *n == self.name) {
+                created.swap_remove(i);
+                if let Ok(c) = cstring("device name", &self.name) {
+                    // SAFETY: a virtual device this process created, whose
+                    // port is closed: nothing uses it any more.
+                    unsafe { sys::rte_vdev_uninit(c.as_ptr()) };
+                }
+            }
         }
     }
 
@@ -444,6 +498,7 @@ impl Drop for Port {
     }
 }
 
+/// The basic counters of port `id` now.
 pub fn stats(id: u16) -> PortStats {
     let mut s = sys::rte_eth_stats::default();
     // SAFETY: valid out-pointer.
@@ -460,6 +515,7 @@ pub fn stats(id: u16) -> PortStats {
     }
 }
 
+/// Every extended statistic of port `id` by name (empty if it has none).
 pub fn xstats(id: u16) -> Vec<(String, u64)> {
     // SAFETY: size queries with NULL buffers, then fills of that size.
     unsafe {

@@ -7,23 +7,36 @@ use crate::port::{Link, PortStats};
 use crate::stats::fmt_pps;
 use serde::Serialize;
 
+/// One RX queue's share of the run.
 #[derive(Debug, Clone, Serialize)]
 pub struct QueueReport {
+    /// Port id the queue belongs to.
     pub port: u16,
+    /// RX queue index on that port.
     pub queue: u16,
+    /// EAL lcore that polled the queue.
     pub lcore: u32,
+    /// CPU that lcore ran on.
     pub cpu: i32,
+    /// Packets received on the queue (before GRO).
     pub rx_packets: u64,
+    /// Bytes of those packets, as received (frames without FCS).
     pub rx_bytes: u64,
+    /// Receive rate over the run, packets per second.
     pub rx_pps: f64,
+    /// Receive rate over the run, Gbit/s of frame bytes.
     pub rx_gbps: f64,
+    /// Polls that returned at least one packet.
     pub rx_bursts: u64,
+    /// Polls of the queue, empty or not.
     pub rx_polls: u64,
     /// Packets per non-empty poll.
     pub avg_burst: f64,
     /// Packets the stage delivered (after GRO).
     pub out_packets: u64,
+    /// The queue's GRO counters; absent with GRO off.
     pub gro: Option<GroReport>,
+    /// The queue's percentiles: packets per burst, segments per packet, hold times (ns).
     pub histograms: HistReport,
     /// TSC cycles per received packet by phase (`--cycles`).
     pub cycles: Option<Cycles>,
@@ -44,93 +57,152 @@ pub struct Cycles {
 /// What the stage delivered (after GRO).
 #[derive(Debug, Clone, Serialize)]
 pub struct Delivered {
+    /// Packets the stages received from GRO, all queues.
     pub packets: u64,
+    /// Bytes of those packets, headers included.
     pub bytes: u64,
     /// Buffer bytes pinned per delivered byte (skb truesize; 0 with GRO off).
     pub truesize_per_byte: f64,
 }
 
+/// How packets were built, and what the skb layer could not do.
 #[derive(Debug, Clone, Serialize)]
 pub struct SkbReport {
+    /// `build` (skb in the received buffer) or `copy` (separate head, headers copied).
     pub mode: String,
+    /// Headroom a prepend may use, bytes (the `--headroom` setting).
     pub headroom: u16,
+    /// Prepends (the forwarder's included) that did not fit the headroom: a
+    /// header mbuf was chained in front.
     pub headroom_miss: u64,
+    /// Copy mode: heads the head pool could not supply (the frame went on as built).
     pub head_alloc_fail: u64,
 }
 
+/// One port as the run used it.
 #[derive(Debug, Clone, Serialize)]
 pub struct PortReport {
+    /// DPDK port id.
     pub id: u16,
+    /// The ethdev name (PCI address or vdev name).
     pub name: String,
+    /// The PMD (`net_ice`, `net_null`, `net_pcap`...).
     pub driver: String,
+    /// Link state when the run ended.
     pub link: Link,
+    /// MTU the port was configured with, bytes.
     pub mtu: u16,
+    /// RX queues configured.
     pub rx_queues: u16,
+    /// Descriptors per RX ring (after the device's limits).
     pub rx_desc: u16,
+    /// RX offloads enabled, space-separated (`ipv4-cksum tcp-cksum rss-hash`...), or `none`.
     pub rx_offloads: String,
+    /// The mbuf pool of the port's first RX queue.
     pub pool: PoolReport,
+    /// Packets its queues received (the engine's count, before GRO).
     pub rx_packets: u64,
+    /// Bytes of those packets.
     pub rx_bytes: u64,
+    /// The PMD's own counters (`rte_eth_stats`) when the run ended.
     pub stats: PortStats,
     /// Non-zero extended statistics.
     pub xstats: Vec<(String, u64)>,
 }
 
+/// An mbuf pool's geometry.
 #[derive(Debug, Clone, Serialize)]
 pub struct PoolReport {
+    /// The mempool's name.
     pub name: String,
+    /// mbufs in the pool.
     pub mbufs: u32,
+    /// mbufs each lcore caches.
     pub cache: u32,
+    /// Buffer bytes per mbuf, headroom included.
     pub data_room: u16,
+    /// Private-area bytes per mbuf (where the skb lives).
     pub priv_size: u16,
     /// Segments a full frame at the port's MTU takes (1 with auto sizing).
     pub segments_per_frame: u32,
+    /// Whether the pool is in hugepages (EAL ran without `--no-huge`).
     pub hugepages: bool,
 }
 
+/// The embedded generator, when it fed the port.
 #[derive(Debug, Clone, Serialize)]
 pub struct SourceReport {
+    /// What produced the traffic (`generator`).
     pub kind: String,
+    /// TCP flows generated.
     pub flows: u32,
+    /// TCP payload bytes per segment.
     pub mss: u16,
+    /// Bytes per frame, without FCS.
     pub frame_len: usize,
+    /// Frames enqueued to the port's RX rings.
     pub sent: u64,
+    /// Bytes of those frames.
     pub sent_bytes: u64,
+    /// Times an RX ring had no room and the generator waited (nothing was dropped).
     pub ring_full_waits: u64,
+    /// Bursts the pool could not supply (the generator tried again on its next pass).
     pub alloc_fail: u64,
     /// What the generator itself spends per packet (TSC cycles).
     pub cycles_per_packet: f64,
 }
 
+/// The final report of a run, every mbuf accounted: [`Report::text`] for
+/// people; serialized, one JSON object.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// The command that ran: `sink` unless the caller names it (the CLI: `forward`...).
     pub command: String,
+    /// Seconds from the workers' start to the stop.
     pub duration_s: f64,
+    /// Packets received, all queues (before GRO).
     pub rx_packets: u64,
+    /// Bytes of those packets, as received (frames without FCS).
     pub rx_bytes: u64,
+    /// Receive rate over the run, packets per second.
     pub rx_pps: f64,
+    /// Receive rate over the run, Gbit/s of frame bytes.
     pub rx_gbps: f64,
     /// mbufs not back in their pools after teardown: must be 0.
     pub mbufs_leaked: u64,
     /// mbufs found in queues at teardown and freed (not delivered).
     pub freed_at_teardown: u64,
+    /// Why the run ended (`duration`, `stopped`, `pcap replay complete`...).
     pub stop_reason: String,
+    /// Where EAL's memory came from, in one line (hugepages found, set up, or `--no-huge`).
     pub hugepages: String,
+    /// The arguments EAL was started with.
     pub eal_args: Vec<String>,
+    /// TSC frequency, Hz: turns the cycle counts into time.
     pub tsc_hz: u64,
+    /// Each port the run received on.
     pub ports: Vec<PortReport>,
+    /// Each RX queue, by port then queue.
     pub queues: Vec<QueueReport>,
+    /// The embedded generator; absent when a port was the source.
     pub source: Option<SourceReport>,
+    /// What is worth knowing about the run (a short pcap replay, capture waits...).
     pub notes: Vec<String>,
+    /// GRO counters summed over queues; absent with GRO off.
     pub gro: Option<GroReport>,
     /// Percentiles merged over queues (hold times in ns).
     pub histograms: HistReport,
     /// TSC cycles per received packet by phase, all queues (`--cycles`).
     pub cycles: Option<Cycles>,
+    /// What the stages received from GRO.
     pub delivered: Delivered,
+    /// The skb settings and failures.
     pub skb: SkbReport,
+    /// What the capture stage wrote; absent without capture.
     pub capture: Option<CaptureReport>,
+    /// What the forward stage sent; absent without forwarding.
     pub forward: Option<ForwardReport>,
+    /// What the stages did with the packets.
     pub stage: StageReport,
 }
 
@@ -148,8 +220,11 @@ pub struct StageReport {
 /// What the forward stage sent.
 #[derive(Debug, Clone, Serialize)]
 pub struct ForwardReport {
+    /// The TX port(s), as given, space-separated.
     pub port: String,
+    /// The encapsulation: `none`, `virtio` or `vxlan`.
     pub encap: String,
+    /// The forwarders' counters summed over workers (inline in the JSON object).
     #[serde(flatten)]
     pub stats: crate::forward::ForwardStats,
 }
@@ -255,6 +330,25 @@ impl Report {
                 self.skb.mode,
                 self.skb.headroom,
                 self.skb.headroom_miss
+            ),
+        );
+        let dropped: Vec<String> = self
+            .stage
+            .dropped
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        push(
+            &mut s,
+            format!(
+                "  stage {}: consumed {}, dropped {}",
+                self.stage.name,
+                self.stage.consumed,
+                if dropped.is_empty() {
+                    "0".to_string()
+                } else {
+                    dropped.join(", ")
+                }
             ),
         );
         push(&mut s, format!("  histograms: {}", self.histograms.text()));

@@ -16,6 +16,7 @@ use dpdk_sys::{self as sys, inline as mb};
 use std::ptr::NonNull;
 
 /// The skb's metadata, in the head mbuf's private area.
+#[doc(hidden)]
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct SkbMeta {
@@ -25,15 +26,22 @@ pub struct SkbMeta {
     pub truesize: u32,
     /// Headroom a prepend may use (the `--headroom` setting, at most what the head has).
     pub headroom: u16,
+    /// Payload bytes per original segment (0: GRO never held the packet).
     pub gso_size: u16,
+    /// Segments merged into the packet (1: not merged).
     pub gso_segs: u16,
+    /// Ethernet header bytes, VLAN tags included (0: GRO never held the packet).
     pub l2_len: u16,
+    /// IP header bytes.
     pub l3_len: u16,
+    /// TCP header bytes, options included.
     pub l4_len: u16,
+    /// `SKB_COPIED_HEAD` or 0.
     pub flags: u16,
 }
 
 /// `SkbMeta::flags`: the head was copied from the frame (copy mode).
+#[doc(hidden)]
 pub const SKB_COPIED_HEAD: u16 = 1;
 
 /// The private area every pool must reserve for the skb.
@@ -47,6 +55,7 @@ const _: () = assert!(
     "the skb fits one cache line"
 );
 
+/// How skbs are built (`RunOptions::skb_mode`, `--skb-mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SkbMode {
     /// Built in place in the received buffer (the default).
@@ -57,15 +66,18 @@ pub enum SkbMode {
 }
 
 /// What building an skb needs to know.
+#[doc(hidden)]
 #[derive(Debug, Clone, Copy)]
 pub struct SkbConf {
+    /// Built in place or with a copied head.
     pub mode: SkbMode,
     /// Usable headroom (at most what the PMD left: RTE_PKTMBUF_HEADROOM).
     pub headroom: u16,
     /// Bytes one buffer of the RX pool pins.
     pub buf_truesize: u32,
-    /// The head pool (copy mode) and its buffers' truesize.
+    /// The head pool (copy mode).
     pub head_pool: *mut sys::rte_mempool,
+    /// Bytes one buffer of the head pool pins.
     pub head_truesize: u32,
     /// Bytes copy mode copies from a frame that is not TCP (a driver's
     /// copy-break); TCP frames get exactly their headers.
@@ -105,82 +117,102 @@ impl Skb {
     ///
     /// # Safety
     /// `m` is a valid chain head the caller owns and gives up; its pool has a
-    /// private area of at least `PRIV_SIZE` bytes.
+    /// private area of at least `PRIV_SIZE` bytes. In copy mode,
+    /// `conf.head_pool` is a valid mbuf pool with such a private area too.
+    #[doc(hidden)]
     #[inline(always)]
     pub unsafe fn build(m: *mut sys::rte_mbuf, conf: &SkbConf, stats: &mut SkbStats) -> Skb {
-        debug_assert!((*m).priv_size >= PRIV_SIZE);
-        let mut head = m;
-        let mut flags = 0;
-        let mut truesize = conf.buf_truesize * (*m).nb_segs as u32;
-        if conf.mode == SkbMode::Copy {
-            match Self::copy_head(m, conf) {
-                Some(h) => {
-                    head = h;
-                    flags = SKB_COPIED_HEAD;
-                    truesize += conf.head_truesize;
+        // SAFETY: the caller gives us `m`, a valid chain head whose pool
+        // reserves PRIV_SIZE bytes of private area, so the SkbMeta write fits;
+        // in copy mode the head comes from conf.head_pool, valid with such an
+        // area by the same contract. `head` is `m` or a fresh mbuf: non-null.
+        unsafe {
+            debug_assert!((*m).priv_size >= PRIV_SIZE);
+            let mut head = m;
+            let mut flags = 0;
+            let mut truesize = conf.buf_truesize * (*m).nb_segs as u32;
+            if conf.mode == SkbMode::Copy {
+                match Self::copy_head(m, conf) {
+                    Some(h) => {
+                        head = h;
+                        flags = SKB_COPIED_HEAD;
+                        truesize += conf.head_truesize;
+                    }
+                    None => stats.head_alloc_fail += 1,
                 }
-                None => stats.head_alloc_fail += 1,
             }
+            let tail = if (*head).nb_segs == 1 {
+                head
+            } else {
+                last_seg(head)
+            };
+            let headroom = conf.headroom.min(mb::headroom(head));
+            let meta = mb::priv_area(head) as *mut SkbMeta;
+            meta.write(SkbMeta {
+                tail,
+                truesize,
+                headroom,
+                gso_size: 0,
+                gso_segs: 1,
+                l2_len: 0,
+                l3_len: 0,
+                l4_len: 0,
+                flags,
+            });
+            Skb(NonNull::new_unchecked(head))
         }
-        let tail = if (*head).nb_segs == 1 {
-            head
-        } else {
-            last_seg(head)
-        };
-        let headroom = conf.headroom.min(mb::headroom(head));
-        let meta = mb::priv_area(head) as *mut SkbMeta;
-        meta.write(SkbMeta {
-            tail,
-            truesize,
-            headroom,
-            gso_size: 0,
-            gso_segs: 1,
-            l2_len: 0,
-            l3_len: 0,
-            l4_len: 0,
-            flags,
-        });
-        Skb(NonNull::new_unchecked(head))
     }
 
     /// Copy mode: a head from the head pool with the frame's first bytes copied
     /// into it, chained in front of the (trimmed) received buffer.
+    ///
+    /// # Safety
+    /// `m` is a valid chain head the caller owns and may write;
+    /// `conf.head_pool` is a valid mbuf pool.
     unsafe fn copy_head(m: *mut sys::rte_mbuf, conf: &SkbConf) -> Option<*mut sys::rte_mbuf> {
-        let h = sys::rte_pktmbuf_alloc(conf.head_pool);
-        if h.is_null() {
-            return None;
+        // SAFETY: the caller guarantees `m` is a writable chain head it owns and
+        // that head_pool is valid; `h` is checked non-null and fresh, and the copy
+        // is at most both the source's data_len and the new head's tailroom.
+        unsafe {
+            let h = sys::rte_pktmbuf_alloc(conf.head_pool);
+            if h.is_null() {
+                return None;
+            }
+            // Pull exactly the headers, as drivers did with eth_get_headlen(); a
+            // frame that is not TCP gets the copy-break length.
+            let data = std::slice::from_raw_parts(mb::mtod(m), mb::data_len(m) as usize);
+            let hdrs = match crate::wire::Tcp::parse(data, mb::pkt_len(m) as usize, false) {
+                Ok(t) => t.payload as usize,
+                Err(_) => conf.copy_len as usize,
+            };
+            let n = hdrs
+                .min(mb::data_len(m) as usize)
+                .min(mb::tailroom(h) as usize);
+            std::ptr::copy_nonoverlapping(mb::mtod(m), mb::mtod(h), n);
+            (*h).data_len = n as u16;
+            (*m).data_off += n as u16;
+            (*m).data_len -= n as u16;
+            (*h).pkt_len = (*m).pkt_len;
+            (*m).pkt_len -= n as u32;
+            (*h).nb_segs = (*m).nb_segs + 1;
+            (*h).next = m;
+            (*h).ol_flags = (*m).ol_flags;
+            (*h).port = (*m).port;
+            (*h).__bindgen_anon_1.packet_type = (*m).__bindgen_anon_1.packet_type;
+            (*h).__bindgen_anon_2 = (*m).__bindgen_anon_2;
+            Some(h)
         }
-        // Pull exactly the headers, as drivers did with eth_get_headlen(); a
-        // frame that is not TCP gets the copy-break length.
-        let data = std::slice::from_raw_parts(mb::mtod(m), mb::data_len(m) as usize);
-        let hdrs = match crate::wire::Tcp::parse(data, mb::pkt_len(m) as usize, false) {
-            Ok(t) => t.payload as usize,
-            Err(_) => conf.copy_len as usize,
-        };
-        let n = hdrs
-            .min(mb::data_len(m) as usize)
-            .min(mb::tailroom(h) as usize);
-        std::ptr::copy_nonoverlapping(mb::mtod(m), mb::mtod(h), n);
-        (*h).data_len = n as u16;
-        (*m).data_off += n as u16;
-        (*m).data_len -= n as u16;
-        (*h).pkt_len = (*m).pkt_len;
-        (*m).pkt_len -= n as u32;
-        (*h).nb_segs = (*m).nb_segs + 1;
-        (*h).next = m;
-        (*h).ol_flags = (*m).ol_flags;
-        (*h).port = (*m).port;
-        (*h).__bindgen_anon_1.packet_type = (*m).__bindgen_anon_1.packet_type;
-        (*h).__bindgen_anon_2 = (*m).__bindgen_anon_2;
-        Some(h)
     }
 
+    /// The head mbuf (the skb keeps ownership).
+    #[doc(hidden)]
     #[inline(always)]
     pub fn as_ptr(&self) -> *mut sys::rte_mbuf {
         self.0.as_ptr()
     }
 
     /// Gives the chain back as a raw mbuf (the skb metadata stays in place).
+    #[doc(hidden)]
     #[inline(always)]
     pub fn into_mbuf(self) -> *mut sys::rte_mbuf {
         let p = self.0.as_ptr();
@@ -188,6 +220,8 @@ impl Skb {
         p
     }
 
+    /// The skb metadata in the head's private area.
+    #[doc(hidden)]
     #[inline(always)]
     pub fn meta(&self) -> &SkbMeta {
         // SAFETY: built in place by `build`; the head owns its private area.
@@ -196,7 +230,8 @@ impl Skb {
 
     #[inline(always)]
     fn meta_mut(&mut self) -> &mut SkbMeta {
-        // SAFETY: as above, and we own the skb exclusively.
+        // SAFETY: built in place by `build`; the head owns its private area,
+        // and &mut self means we own the skb exclusively.
         unsafe { &mut *(mb::priv_area(self.as_ptr()) as *mut SkbMeta) }
     }
 
@@ -217,15 +252,19 @@ impl Skb {
         len: u32,
         truesize: u32,
     ) {
-        (*o).data_off += off as u16;
-        (*o).data_len -= off as u16;
-        let h = self.as_ptr();
-        let meta = self.meta_mut();
-        (*meta.tail).next = o;
-        meta.tail = tail;
-        meta.truesize += truesize;
-        (*h).pkt_len += len;
-        (*h).nb_segs += nb;
+        // SAFETY: the caller guarantees we own the chain and `o..=tail`, that no
+        // one else links to them, and that `o` holds at least `off` bytes.
+        unsafe {
+            (*o).data_off += off as u16;
+            (*o).data_len -= off as u16;
+            let h = self.as_ptr();
+            let meta = self.meta_mut();
+            (*meta.tail).next = o;
+            meta.tail = tail;
+            meta.truesize += truesize;
+            (*h).pkt_len += len;
+            (*h).nb_segs += nb;
+        }
     }
 
     /// Headroom a prepend may use.
@@ -289,10 +328,17 @@ impl Skb {
 }
 
 /// The last segment of a chain.
+///
+/// # Safety
+/// `m` points to a valid chain head the caller may read.
 #[inline(always)]
 unsafe fn last_seg(mut m: *mut sys::rte_mbuf) -> *mut sys::rte_mbuf {
-    while !(*m).next.is_null() {
-        m = (*m).next;
+    // SAFETY: the caller guarantees a readable chain; we follow `next` only
+    // while it is non-null.
+    unsafe {
+        while !(*m).next.is_null() {
+            m = (*m).next;
+        }
     }
     m
 }
@@ -321,7 +367,8 @@ impl GroBuf for Skb {
 
     #[inline(always)]
     fn head_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as above; we own the chain exclusively.
+        // SAFETY: the head segment's data_len bytes from mtod are ours, and
+        // &mut self means we own the chain exclusively.
         unsafe {
             std::slice::from_raw_parts_mut(
                 mb::mtod(self.as_ptr()),
@@ -463,6 +510,113 @@ impl GroBuf for Skb {
                     };
             }
         }
+    }
+}
+
+/// What an embedder reads and changes on a packet: its bytes, the TCP
+/// header view, GRO's merge layout, headers pushed and popped.
+impl Skb {
+    /// Bytes of the whole packet (every segment).
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        GroBuf::len(self)
+    }
+
+    /// Whether the packet has no bytes.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The first segment's bytes: the headers, then the start of the payload.
+    #[inline(always)]
+    pub fn data(&self) -> &[u8] {
+        self.head()
+    }
+
+    /// The first segment's bytes, to rewrite headers in place.
+    #[inline(always)]
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        self.head_mut()
+    }
+
+    /// Buffers the packet spans (a merged packet: one per segment merged,
+    /// bar the headers' own).
+    #[inline(always)]
+    pub fn buffers(&self) -> u16 {
+        self.segs()
+    }
+
+    /// Calls `f` with each buffer's bytes, in order: the whole packet.
+    pub fn for_each_chunk<F: FnMut(&[u8])>(&self, f: F) {
+        GroBuf::for_each_chunk(self, 0, self.len(), f)
+    }
+
+    /// The Ethernet (VLAN, QinQ) / IPv4 or IPv6 / TCP header layout, if this
+    /// is a TCP segment whose headers lie in the first buffer.
+    pub fn tcp(&self) -> Option<crate::wire::Tcp> {
+        crate::wire::Tcp::parse(self.data(), self.len(), false).ok()
+    }
+
+    /// Segments GRO merged into this packet (1 for one passed through).
+    #[inline(always)]
+    pub fn gso_segs(&self) -> u16 {
+        self.meta().gso_segs
+    }
+
+    /// The payload size of each merged segment (the last may be shorter);
+    /// 0 when GRO passed the packet through without holding it.
+    #[inline(always)]
+    pub fn gso_size(&self) -> u16 {
+        self.meta().gso_size
+    }
+
+    /// Removes `n` bytes from the front (a header taken off: a pointer
+    /// move). False, and nothing changed, if the first buffer holds fewer.
+    pub fn pull(&mut self, n: u16) -> bool {
+        let m = self.as_ptr();
+        // SAFETY: we own the chain; a head field read.
+        if n > unsafe { mb::data_len(m) } {
+            return false;
+        }
+        // SAFETY: `n` bytes of the head segment are ours and move to the
+        // headroom; lengths shrink by as much.
+        unsafe {
+            (*m).data_off += n;
+            (*m).data_len -= n;
+            (*m).pkt_len -= n as u32;
+        }
+        let meta = self.meta_mut();
+        meta.headroom = meta.headroom.saturating_add(n);
+        true
+    }
+
+    /// Takes off the outermost 802.1Q or 802.1ad tag and returns its TCI;
+    /// None (and nothing changed) if the frame has none. A merged packet's
+    /// layout follows, so the forwarder or the port segments it right.
+    pub fn pop_vlan(&mut self) -> Option<u16> {
+        let d = self.data_mut();
+        if d.len() < 18 {
+            return None;
+        }
+        let tpid = u16::from_be_bytes([d[12], d[13]]);
+        if tpid != crate::wire::ETH_P_8021Q && tpid != crate::wire::ETH_P_8021AD {
+            return None;
+        }
+        let tci = u16::from_be_bytes([d[14], d[15]]);
+        // The MAC addresses move 4 bytes on, over the tag.
+        d.copy_within(0..12, 4);
+        self.pull(4);
+        let m = self.as_ptr();
+        let meta = self.meta_mut();
+        if meta.l2_len >= 18 {
+            meta.l2_len -= 4;
+            let (l2, l3, l4) = (meta.l2_len, meta.l3_len, meta.l4_len);
+            let seg = if meta.gso_segs > 1 { meta.gso_size } else { 0 };
+            // SAFETY: a field write on our own head.
+            unsafe { mb::set_tx_offload(m, l2 as u64, l3 as u64, l4 as u64, seg as u64) };
+        }
+        Some(tci)
     }
 }
 

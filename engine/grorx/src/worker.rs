@@ -6,7 +6,7 @@
 //! single-writer.
 
 use crate::eal::tsc;
-use crate::gro::{Gro, GroBuf, GroConfig};
+use crate::gro::{Gro, GroConfig};
 use crate::hist::{Counts, QueueHist};
 use crate::mbuf::{BulkFree, Burst};
 use crate::skb::{Skb, SkbConf, SkbStats};
@@ -103,6 +103,24 @@ struct QueueState<S> {
     bursts: Counts<{ MAX_BURST + 1 }>,
 }
 
+/// The stage's context for queue `q`.
+#[inline(always)]
+fn ctx<'a>(
+    freer: &'a mut BulkFree,
+    counts: &'a mut StageCounts,
+    shared: &'a Shared,
+    q: QueueRef,
+) -> Ctx<'a> {
+    Ctx {
+        freer,
+        counts,
+        shared,
+        slot: q.slot,
+        port: q.port,
+        queue: q.queue,
+    }
+}
+
 /// Counts a packet GRO delivers and hands it to the stage.
 #[inline(always)]
 fn deliver<S: Stage>(local: &mut QueueCounts, stage: &mut S, ctx: &mut Ctx<'_>, s: Skb) {
@@ -177,16 +195,17 @@ pub fn run<S: Stage, const CYCLES: bool>(
             st.local.rx_polls += 1;
             got += n;
             st.bursts.record(n);
-            let mut ctx = Ctx {
-                freer: &mut freer,
-                counts: &mut st.counts,
-                shared: &shared,
-                slot: st.q.slot,
-                port: st.q.port,
-                queue: st.q.queue,
-            };
+            let mut ctx = ctx(&mut freer, &mut st.counts, &shared, st.q);
             let (local, stage) = (&mut st.local, &mut st.stage);
             match &mut st.gro {
+                None if S::CONSUMES_ALL => {
+                    // A sink: count and free the burst in one pass.
+                    let bytes = b.free_all_counted(ctx.freer);
+                    local.rx_bytes += bytes;
+                    local.out_packets += n as u64;
+                    local.out_bytes += bytes;
+                    ctx.counts.consumed += n as u64;
+                }
                 None => {
                     for &m in b.as_slice() {
                         // SAFETY: each received mbuf is handed to its skb once.
@@ -270,14 +289,7 @@ pub fn run<S: Stage, const CYCLES: bool>(
     }
     // Whatever GRO still holds leaves now, then the stage finishes.
     for st in states.iter_mut() {
-        let mut ctx = Ctx {
-            freer: &mut freer,
-            counts: &mut st.counts,
-            shared: &shared,
-            slot: st.q.slot,
-            port: st.q.port,
-            queue: st.q.queue,
-        };
+        let mut ctx = ctx(&mut freer, &mut st.counts, &shared, st.q);
         let (local, stage) = (&mut st.local, &mut st.stage);
         if let Some(g) = &mut st.gro {
             g.tick(tsc());

@@ -143,6 +143,7 @@ pub struct Running {
 pub struct Stopper(Arc<AtomicBool>);
 
 impl Stopper {
+    /// Asks the run to stop (its `wait` then returns).
     pub fn stop(&self) {
         self.0.store(true, Relaxed);
     }
@@ -162,12 +163,17 @@ pub struct Stats {
 /// One RX queue's counters.
 #[derive(Debug, Clone)]
 pub struct QueueStats {
+    /// The RX port.
     pub port: u16,
+    /// The RX queue of that port.
     pub queue: u16,
+    /// The lcore that polls it.
     pub lcore: u32,
+    /// Packets and bytes received and delivered, polls, skb counters.
     pub counts: QueueCounts,
     /// GRO's counters (published every few polls; zero with GRO off).
     pub gro: GroStats,
+    /// What the queue's stage consumed and dropped.
     pub stage: StageCounts,
 }
 
@@ -188,11 +194,6 @@ impl Running {
     /// What was set up, in words: hugepages, ports, which lcore polls what.
     pub fn describe(&self) -> &[String] {
         &self.lines
-    }
-
-    /// The EAL the run uses.
-    pub fn eal(&self) -> &'static Eal {
-        self.eal
     }
 
     /// Each RX queue as `(port, queue, lcore)`, in the order stats use.

@@ -112,6 +112,11 @@ impl Workers {
                     index: q.slot as u16,
                     lcore: a.lcore,
                     pool: ports.pool_of(q.port, q.queue).clone(),
+                    outputs: ports
+                        .outputs
+                        .iter()
+                        .map(|(p, pool)| (p.id, pool.clone()))
+                        .collect(),
                 };
                 let stage = make(&setup, ports)?;
                 drop_reasons[q.slot] = stage.drop_reasons();

@@ -40,7 +40,7 @@ pub use options::{EalSetup, ForwardOptions, PoolScope, RunOptions, PRIV_SIZE};
 
 use crate::capture::Capture;
 use crate::eal::{self, Eal};
-use crate::forward::{ForwardConf, ForwardCounters, Forwarder, TxOffloads};
+use crate::forward::ForwardCounters;
 use crate::report::Report;
 use crate::stage::{CaptureStage, ForwardStage, QueueSetup, Sink, Stage};
 use anyhow::{Context, Result};
@@ -58,7 +58,7 @@ where
     if opts.capture.is_some() || opts.forward.is_some() {
         anyhow::bail!(
             "capture and forward are the built-in stages of `start`: a run with a stage of its \
-             own takes neither"
+             own takes neither (its output ports are `outputs`)"
         );
     }
     let p = handle::Prepared::new(opts)?;
@@ -82,18 +82,10 @@ pub fn start(opts: &RunOptions) -> Result<Running> {
     if let Some(f) = &opts.forward {
         let mut counters: Vec<Arc<ForwardCounters>> = Vec::new();
         let mut make = |q: &QueueSetup, ports: &ports::Ports| {
-            let rx = ports.rx_index(q.port);
-            let (port, pool) = &ports.outputs[f.output_of(rx)];
-            let conf = ForwardConf {
-                port: port.id,
-                queue: q.index,
-                encap: f.encap,
-                offloads: TxOffloads::Port,
-                tx_retries: 8,
-            };
+            let out = f.output_of(ports.rx_index(q.port));
             let c = Arc::new(ForwardCounters::default());
             counters.push(c.clone());
-            Ok(ForwardStage::new(Forwarder::new(conf, pool.clone())?, c))
+            Ok(ForwardStage::new(q.forwarder(out, f.encap)?, c))
         };
         let mut running = p.launch(&mut make, None)?;
         running.set_forward_counters(counters);

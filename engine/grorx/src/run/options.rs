@@ -15,29 +15,44 @@ use dpdk_sys as sys;
 pub enum EalSetup {
     /// Start it from grorx's options plus the user's arguments (after `--`).
     Start {
+        /// EAL arguments of the caller's, after grorx's own: they win.
         user_args: Vec<String>,
+        /// Run on 4 KiB pages (`--no-huge`) instead of hugepages.
         no_huge: bool,
     },
     /// It is already running in this process (tests, embedding).
     Existing,
 }
 
+/// What a run is asked to do: the knobs of `grorx sink` and `grorx forward`
+/// as typed fields. `RunOptions::default()` is the quick start's run: the
+/// embedded generator, one queue, GRO on with Linux's limits.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     /// Ports to receive on; none means the embedded generator.
     pub ports: Vec<PortSpec>,
+    /// RX queues per port (RSS spreads flows over them).
     pub queues: u16,
     /// Worker CPUs (`--cores`).
     pub cores: Option<Vec<usize>>,
+    /// RX descriptors per queue.
     pub rx_desc: u16,
+    /// Packets per RX burst (at most `worker::MAX_BURST`, 256).
     pub burst: u16,
+    /// Port MTU; None keeps the port's own.
     pub mtu: Option<u16>,
     /// Force a data room (to split frames over several mbufs).
     pub data_room: Option<u16>,
+    /// Per-lcore mempool cache, in mbufs (0: none).
     pub pool_cache: u32,
+    /// Stop after this many seconds; None: when stopped, a one-shot replay
+    /// is consumed, or the generator's count is received.
     pub duration: Option<f64>,
+    /// Promiscuous mode on the RX ports.
     pub promisc: bool,
+    /// The embedded generator's traffic (used when `ports` is empty).
     pub gen: GenConfig,
+    /// How EAL is brought up (started here, or already running).
     pub eal: EalSetup,
     /// None: GRO off.
     pub gro: Option<GroConfig>,
@@ -45,6 +60,7 @@ pub struct RunOptions {
     pub gro_flush_us: u32,
     /// Headroom a prepend may use (at most DPDK's RTE_PKTMBUF_HEADROOM).
     pub headroom: u16,
+    /// How skbs are built (in place, or copy mode for the experiment).
     pub skb_mode: SkbMode,
     /// Write every packet the GRO stage outputs to this pcap file.
     pub capture: Option<std::path::PathBuf>,
@@ -55,6 +71,10 @@ pub struct RunOptions {
     pub pool_scope: PoolScope,
     /// Forward what GRO delivers, encapsulated (the built-in forward stage).
     pub forward: Option<ForwardOptions>,
+    /// Ports a stage of the caller's may transmit on besides the RX ports
+    /// (TX only: a TX queue per RX queue of the run, and a pool for header
+    /// mbufs); a stage reaches them through [`crate::QueueSetup`].
+    pub outputs: Vec<PortSpec>,
     /// A measurement-only stage instead of the sink (`start` only).
     #[cfg(feature = "measure")]
     pub measure: Option<crate::measure::Measure>,
@@ -67,7 +87,18 @@ pub struct RunOptions {
 pub struct ForwardOptions {
     /// Output ports: RX port i forwards to `to[i]`, or all to the one given.
     pub to: Vec<PortSpec>,
+    /// Headers prepended to every packet (none, virtio-net, VXLAN).
     pub encap: crate::forward::Encap,
+}
+
+impl RunOptions {
+    /// The TX-only ports of the run: the forward stage's `to`, or `outputs`.
+    pub(super) fn output_ports(&self) -> &[PortSpec] {
+        match &self.forward {
+            Some(f) => &f.to,
+            None => &self.outputs,
+        }
+    }
 }
 
 impl ForwardOptions {
@@ -119,6 +150,7 @@ impl Default for RunOptions {
             cached_frames: 0,
             pool_scope: PoolScope::Socket,
             forward: None,
+            outputs: Vec::new(),
             #[cfg(feature = "measure")]
             measure: None,
             cycles: false,
@@ -136,6 +168,8 @@ pub(super) const CAPTURE_SLOTS: u32 = 8192;
 pub(super) const COPY_BREAK: u16 = 128;
 
 impl RunOptions {
+    /// Refuses settings that cannot work, with a message that says what to
+    /// give instead. `start` calls it first.
     pub fn validate(&self) -> Result<()> {
         if self.queues == 0 {
             bail!("--queues 0: a port needs at least one RX queue (give --queues 1 or more)");
@@ -185,7 +219,15 @@ impl RunOptions {
         if let Some(m) = &self.measure {
             m.validate(self)?;
         }
+        for spec in &self.outputs {
+            if self.ports.contains(spec) {
+                bail!("output {spec} is also an RX port: a stage transmits on an RX port without naming it as an output");
+            }
+        }
         if let Some(f) = &self.forward {
+            if !self.outputs.is_empty() {
+                bail!("the forward stage's outputs are its --to ports: give `outputs` only with a stage of your own");
+            }
             if self.capture.is_some() {
                 bail!("forward and capture are stages of their own: give one of them");
             }

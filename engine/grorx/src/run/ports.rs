@@ -217,12 +217,15 @@ impl Ports {
                 pcap_frames: once[pi],
             });
         }
-        if let Some(f) = &opts.forward {
-            for spec in &f.to {
-                let out =
-                    forward_port(opts, spec, &f.encap, lcore_count, total_queues, plans[0].2)?;
-                ports.outputs.push(out);
-            }
+        // The forward stage encapsulates as asked; a stage of the caller's
+        // may do anything: ask for every TX offload the port has.
+        let encap = match &opts.forward {
+            Some(f) => f.encap,
+            None => crate::forward::Encap::Vxlan(Default::default()),
+        };
+        for spec in opts.output_ports() {
+            let out = forward_port(opts, spec, &encap, lcore_count, total_queues, plans[0].2)?;
+            ports.outputs.push(out);
         }
         if ports.ring_port.is_some() {
             let pool = &ports.pools[ports.slots[0].pools[0]];
@@ -230,7 +233,7 @@ impl Ports {
         }
         for (p, _) in &mut ports.outputs {
             p.start(false)?;
-            ports.lines.push(format!("forward to {}", p.describe()));
+            ports.lines.push(format!("output {}", p.describe()));
         }
         for s in &mut ports.slots {
             s.port.start(opts.promisc)?;

@@ -14,6 +14,7 @@ pub struct ForwardStage {
 }
 
 impl ForwardStage {
+    /// The stage around `fwd`, publishing its counters to `counters`.
     pub fn new(fwd: Forwarder, counters: Arc<ForwardCounters>) -> ForwardStage {
         ForwardStage {
             fwd,

@@ -21,9 +21,12 @@ pub use forward::ForwardStage;
 pub use sink::Sink;
 pub use tx::{TxQueue, TxStats};
 
+use crate::forward::{Encap, ForwardConf, Forwarder, TxOffloads};
 use crate::mbuf::BulkFree;
+use crate::mempool::Mempool;
 use crate::skb::Skb;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 
 /// The most drop reasons a stage may name.
 pub const MAX_DROP_REASONS: usize = 8;
@@ -33,6 +36,12 @@ pub const MAX_DROP_REASONS: usize = 8;
 /// A stage is created on the main thread (its factory gets the queue's
 /// [`QueueSetup`]) and then moved to the worker lcore that polls the queue.
 pub trait Stage: Send + 'static {
+    /// True for a stage whose `packet` consumes every packet untouched (a
+    /// sink): with GRO off the worker then frees each burst in one pass,
+    /// without building skbs, and counts it consumed. A stage that reads,
+    /// sends or keeps packets leaves it false.
+    const CONSUMES_ALL: bool = false;
+
     /// One packet out of GRO. The stage owns it from here: transmit it,
     /// consume or drop it through `ctx`, or keep it (dropping an [`Skb`]
     /// frees it, uncounted).
@@ -58,8 +67,9 @@ pub trait Stage: Send + 'static {
 /// Where a stage's queue is, and what it may use, when it is created.
 #[derive(Clone)]
 pub struct QueueSetup {
-    /// The RX port and queue.
+    /// The RX port.
     pub port: u16,
+    /// The RX queue of that port.
     pub queue: u16,
     /// This queue's index among all the run's RX queues (0..n): the TX queue
     /// a stage of this queue may use on any port.
@@ -68,7 +78,11 @@ pub struct QueueSetup {
     pub lcore: u32,
     /// The pool the queue receives into: header mbufs for a prepend that
     /// does not fit the headroom ([`Skb::prepend`]) may come from it.
-    pub pool: std::sync::Arc<crate::mempool::Mempool>,
+    pub pool: Arc<Mempool>,
+    /// The run's output ports (`RunOptions::outputs`, or the forward
+    /// stage's `to`), in order: their ids and the pools for their header
+    /// mbufs and software segments.
+    pub outputs: Vec<(u16, Arc<Mempool>)>,
 }
 
 impl QueueSetup {
@@ -77,6 +91,33 @@ impl QueueSetup {
     /// or outputs, configured with a TX queue per RX queue of the run.
     pub fn tx(&self, port: u16) -> anyhow::Result<TxQueue> {
         TxQueue::new(port, self.index)
+    }
+
+    /// The id of output port `i` (`RunOptions::outputs[i]`).
+    pub fn output(&self, i: usize) -> Option<u16> {
+        self.outputs.get(i).map(|o| o.0)
+    }
+
+    /// A forwarder to output `i` on this queue's own TX queue: `encap`
+    /// prepended in the headroom, merged packets segmented by the port (TSO)
+    /// or in software, transmitted in bulk (see [`crate::forward`]).
+    pub fn forwarder(&self, i: usize, encap: Encap) -> anyhow::Result<Forwarder> {
+        let Some((port, pool)) = self.outputs.get(i) else {
+            anyhow::bail!(
+                "output {i} does not exist: the run has {} output port(s) (RunOptions::outputs)",
+                self.outputs.len()
+            );
+        };
+        Forwarder::new(
+            ForwardConf {
+                port: *port,
+                queue: self.index,
+                encap,
+                offloads: TxOffloads::Port,
+                tx_retries: 8,
+            },
+            pool.clone(),
+        )
     }
 }
 
@@ -120,6 +161,7 @@ impl Ctx<'_> {
 /// A stage's counters on its worker.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StageCounts {
+    /// Packets freed at their end ([`Ctx::consume`]).
     pub consumed: u64,
     /// Per reason; the last counts reasons beyond the stage's names.
     pub dropped: [u64; MAX_DROP_REASONS + 1],
@@ -133,6 +175,7 @@ pub struct StageCounters {
 }
 
 impl StageCounters {
+    /// Stores the worker's counts (single writer: plain relaxed stores).
     pub fn publish(&self, c: &StageCounts) {
         self.consumed.store(c.consumed, Relaxed);
         for (a, v) in self.dropped.iter().zip(c.dropped) {
@@ -140,6 +183,7 @@ impl StageCounters {
         }
     }
 
+    /// The counts as last published.
     pub fn read(&self) -> StageCounts {
         StageCounts {
             consumed: self.consumed.load(Relaxed),
@@ -149,6 +193,7 @@ impl StageCounters {
 }
 
 impl StageCounts {
+    /// Adds `o`'s counts (saturating), as for a total over queues.
     pub fn add(&mut self, o: &StageCounts) {
         self.consumed = self.consumed.saturating_add(o.consumed);
         for (a, b) in self.dropped.iter_mut().zip(o.dropped) {

@@ -8,6 +8,8 @@ use crate::skb::Skb;
 pub struct Sink;
 
 impl Stage for Sink {
+    const CONSUMES_ALL: bool = true;
+
     #[inline(always)]
     fn packet(&mut self, skb: Skb, ctx: &mut Ctx<'_>) {
         ctx.consume(skb);

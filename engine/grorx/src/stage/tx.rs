@@ -16,7 +16,9 @@ const RETRIES: u32 = 8;
 /// What a [`TxQueue`] sent and dropped.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct TxStats {
+    /// Packets the port took.
     pub packets: u64,
+    /// Their bytes.
     pub bytes: u64,
     /// Refused by a full TX ring after the retries: freed.
     pub dropped: u64,
@@ -109,6 +111,7 @@ impl TxQueue {
         self.n = 0;
     }
 
+    /// What was sent and dropped so far.
     pub fn stats(&self) -> &TxStats {
         &self.stats
     }
