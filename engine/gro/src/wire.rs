@@ -27,11 +27,13 @@ pub enum NotTcp {
     BadIpChecksum,
     /// Bytes after the IP packet (Ethernet padding): Linux does not merge these.
     Padded,
+    /// IPv4 with the reserved flag bit set: Linux does not merge these.
+    ReservedFlag,
 }
 
 impl NotTcp {
     /// Every reason, in index order.
-    pub const ALL: [NotTcp; 8] = [
+    pub const ALL: [NotTcp; 9] = [
         NotTcp::Malformed,
         NotTcp::NotIp,
         NotTcp::NotTcp,
@@ -40,6 +42,7 @@ impl NotTcp {
         NotTcp::Ipv6Ext,
         NotTcp::BadIpChecksum,
         NotTcp::Padded,
+        NotTcp::ReservedFlag,
     ];
     /// The reason's name in the report's `passthrough`.
     pub fn name(self) -> &'static str {
@@ -52,6 +55,7 @@ impl NotTcp {
             NotTcp::Ipv6Ext => "ipv6_ext_header",
             NotTcp::BadIpChecksum => "bad_ip_checksum",
             NotTcp::Padded => "padded",
+            NotTcp::ReservedFlag => "ip_reserved_flag",
         }
     }
 }
@@ -176,6 +180,9 @@ impl Tcp {
                 if frag & 0x3fff != 0 {
                     return Err(NotTcp::Fragment);
                 }
+                if frag & 0x8000 != 0 {
+                    return Err(NotTcp::ReservedFlag);
+                }
                 if ip[9] != IPPROTO_TCP {
                     return Err(NotTcp::NotTcp);
                 }
@@ -245,6 +252,9 @@ pub struct FlowHint {
     pub tci: [u16; 2],
     /// VLAN tags in front of IP (0, 1 or 2).
     pub vlans: u8,
+    /// Which tags are 802.1ad (bit 0 the outer one): the tag type is part of
+    /// the MAC header, so of the flow.
+    pub ad: u8,
     /// IPv6 (else IPv4).
     pub ipv6: bool,
     /// IPv6 flow label (0 for IPv4).
@@ -262,6 +272,7 @@ impl FlowHint {
         let mut h = FlowHint {
             tci: [0; 2],
             vlans: 0,
+            ad: 0,
             ipv6: false,
             flow_label: 0,
             addrs: [0; 32],
@@ -274,6 +285,7 @@ impl FlowHint {
                 return None;
             }
             h.tci[h.vlans as usize] = be16(head, off + 2)?;
+            h.ad |= ((et == ETH_P_8021AD) as u8) << h.vlans;
             h.vlans += 1;
             off += 4;
             et = be16(head, off)?;
@@ -291,13 +303,13 @@ impl FlowHint {
             }
             ETH_P_IPV6 => {
                 let ip = head.get(l3..l3 + 40)?;
-                if ip[0] >> 4 != 6 || ip[6] != IPPROTO_TCP {
+                if ip[0] >> 4 != 6 {
                     return None;
                 }
                 h.ipv6 = true;
                 h.flow_label = u32::from_be_bytes([0, ip[1] & 0x0f, ip[2], ip[3]]);
                 h.addrs.copy_from_slice(&ip[8..40]);
-                Some(l3 + 40)
+                ipv6_tcp_offset(head, ip[6], l3 + 40)?
             }
             _ => return None,
         };
@@ -306,6 +318,31 @@ impl FlowHint {
             .map(|p| u32::from_be_bytes([p[0], p[1], p[2], p[3]]));
         Some(h)
     }
+}
+
+/// Where TCP starts after the IPv6 extension headers that begin at `off`
+/// with `next` (hop-by-hop, routing, fragment, destination options, AH):
+/// `None` if the chain does not end in TCP within `head`, `Some(None)` for
+/// a fragment past the first (its TCP header is elsewhere).
+fn ipv6_tcp_offset(head: &[u8], mut next: u8, mut off: usize) -> Option<Option<usize>> {
+    // A bound on the chain: each header is 8 bytes or more.
+    for _ in 0..8 {
+        let len = match next {
+            IPPROTO_TCP => return Some(Some(off)),
+            44 => {
+                if be16(head, off + 2)? & 0xfff8 != 0 {
+                    return Some(None);
+                }
+                8
+            }
+            51 => (*head.get(off + 1)? as usize + 2) * 4,
+            0 | 43 | 60 => (*head.get(off + 1)? as usize + 1) * 8,
+            _ => return None,
+        };
+        next = *head.get(off)?;
+        off += len;
+    }
+    None
 }
 
 /// Typed reads of a parsed segment's fields (big-endian on the wire).

@@ -1,5 +1,5 @@
 //! A flow's identity, as Linux decides "same flow": the MAC header
-//! (addresses and VLAN tags), the IP addresses (and the IPv6 flow label) and
+//! (addresses, VLAN tags and their types), the IP addresses (and the IPv6 flow label) and
 //! the TCP ports. Seven words: compared in a few instructions, hashed cheaply.
 
 use crate::wire::Fields;
@@ -42,7 +42,11 @@ impl FlowKey {
         let tci = (w[1] >> 32) as u32;
         let vlans = ((w[2] >> 52) & 3) as u8;
         let ipv6 = (w[2] >> 54) & 1 == 1;
-        if vlans != h.vlans || ipv6 != h.ipv6 || tci != (h.tci[0] as u32 | (h.tci[1] as u32) << 16)
+        let ad = ((w[2] >> 55) & 3) as u8;
+        if vlans != h.vlans
+            || ad != h.ad
+            || ipv6 != h.ipv6
+            || tci != (h.tci[0] as u32 | (h.tci[1] as u32) << 16)
         {
             return false;
         }
@@ -66,10 +70,17 @@ impl FlowKey {
         w[1] = u32::from_le_bytes([m[8], m[9], m[10], m[11]]) as u64
             | (t.tci[0] as u64) << 32
             | (t.tci[1] as u64) << 48;
+        // The tag types, read from the frame: an 802.1ad tag is another MAC
+        // header than an 802.1Q one with the same TCI.
+        let h = f.header();
+        let ad = |i: u8| {
+            (t.vlans > i && h[12 + 4 * i as usize..14 + 4 * i as usize] == [0x88, 0xa8]) as u64
+        };
         w[2] = f.ports() as u64
             | (f.flow_label() as u64) << 32
             | (t.vlans as u64) << 52
-            | (t.ipv6 as u64) << 54;
+            | (t.ipv6 as u64) << 54
+            | (ad(0) | ad(1) << 1) << 55;
         let a = f.addrs();
         if t.ipv6 {
             for (i, wi) in w[3..7].iter_mut().enumerate() {

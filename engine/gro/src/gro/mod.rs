@@ -305,7 +305,7 @@ impl<B: GroBuf> Held<B> {
 /// takes the full path (`receive`'s slow path), which decides the same way.
 #[repr(C, align(8))]
 struct Template {
-    /// Off when the layout does not fit or the flow never merges this way.
+    /// Off when the layout does not fit, has no mask, or lost its mask.
     on: bool,
     /// 8-byte words the header spans.
     words: u8,
@@ -366,16 +366,12 @@ impl Template {
     }
 
     /// Makes this the template of a flow whose head is `f`'s segment, in
-    /// place (off if its layout is too long, or new when `masks` is full).
-    fn build(&mut self, f: &Fields, seg: &Seg, a: TmplArgs, masks: &mut Masks) {
+    /// place, under mask `mask` (`Masks::of`); off without one.
+    fn build(&mut self, f: &Fields, seg: &Seg, a: TmplArgs, mask: Option<u8>) {
         let tm = self;
         let t = f.layout();
-        let hl = t.payload as usize;
         tm.on = false;
-        if hl > TMPL_LEN {
-            return;
-        }
-        let Some(m) = masks.of(&t) else { return };
+        let Some(m) = mask else { return };
         tm.mask = m;
         let (l3, l4) = (t.l3 as usize, t.l4 as usize);
         let b = f.header();
@@ -388,7 +384,7 @@ impl Template {
         // A head may carry CWR (held, as Linux does); what follows must not
         // (the mask keeps CWR; PSH it lets differ).
         tm.bytes[l4 + 13] &= !CWR;
-        tm.words = hl.div_ceil(8) as u8;
+        tm.words = (t.payload as usize).div_ceil(8) as u8;
         tm.frame_len = a.frame_len as u32;
         tm.seq_at = (l4 + 4) as u16;
         if !t.ipv6 {
@@ -460,9 +456,14 @@ impl Template {
     }
 }
 
-/// Header layouts a queue's templates may have at once; a flow with yet
-/// another takes the full path.
+/// Header layouts a queue's templates may have at once; a new one takes
+/// the mask of the layout least recently given to a new head, if that was
+/// at least `MASK_AGE` heads ago.
 const MASKS: usize = 16;
+/// New heads a mask must have gone unused before another layout takes it:
+/// taking one walks the table (its templates go off), so under a flood of
+/// layouts that walk stays a small share of the heads.
+const MASK_AGE: u64 = 4096;
 
 /// The compare masks of templates, one per header layout (offsets, IP
 /// version): all ones over the header but the bytes that vary between a
@@ -470,15 +471,28 @@ const MASKS: usize = 16;
 /// it. Shared by every flow of the layout, so a compare reads the flow's own
 /// bytes and a mask that stays in cache, and a new template writes none.
 struct Masks {
-    masks: Box<[[u8; TMPL_LEN]; MASKS]>,
+    store: Box<MaskStore>,
     layouts: [(u16, u16, u16, bool); MASKS],
     n: usize,
+}
+
+/// What `Masks` keeps out of line: the masks, and what only a new head
+/// reads (so the fields the fast path reads beside them stay where they are).
+struct MaskStore {
+    masks: [[u8; TMPL_LEN]; MASKS],
+    /// When each mask was last given to a new head (a count of heads).
+    used: [u64; MASKS],
+    heads: u64,
 }
 
 impl Default for Masks {
     fn default() -> Masks {
         Masks {
-            masks: Box::new([[0; TMPL_LEN]; MASKS]),
+            store: Box::new(MaskStore {
+                masks: [[0; TMPL_LEN]; MASKS],
+                used: [0; MASKS],
+                heads: 0,
+            }),
             layouts: [(0, 0, 0, false); MASKS],
             n: 0,
         }
@@ -488,22 +502,41 @@ impl Default for Masks {
 impl Masks {
     #[inline(always)]
     fn get(&self, i: u8) -> &[u8; TMPL_LEN] {
-        &self.masks[i as usize]
+        &self.store.masks[i as usize]
     }
 
-    /// The mask of `t`'s layout (its header fits a template), made on first
-    /// use; None once `MASKS` layouts are known.
+    /// The mask of `t`'s layout for a new head, made on first use, and
+    /// whether it was taken from another layout (whose templates must then
+    /// go off: `Gro::mask_for`). Once `MASKS` layouts are known, a new one
+    /// takes the mask least recently given to a new head, so layouts seen
+    /// early and never again do not keep the fast path from the rest; None
+    /// (no template) for a header longer than a template, and while every
+    /// mask was used in the last `MASK_AGE` heads.
     #[inline]
-    fn of(&mut self, t: &Tcp) -> Option<u8> {
-        let key = (t.l3, t.l4, t.payload, t.ipv6);
-        if let Some(i) = self.layouts[..self.n].iter().position(|&k| k == key) {
-            return Some(i as u8);
-        }
-        if self.n == MASKS {
+    fn of(&mut self, t: &Tcp) -> Option<(u8, bool)> {
+        if t.payload as usize > TMPL_LEN {
             return None;
         }
+        let st = &mut *self.store;
+        st.heads += 1;
+        let key = (t.l3, t.l4, t.payload, t.ipv6);
+        if let Some(i) = self.layouts[..self.n].iter().position(|&k| k == key) {
+            st.used[i] = st.heads;
+            return Some((i as u8, false));
+        }
+        let (i, taken) = if self.n < MASKS {
+            self.n += 1;
+            (self.n - 1, false)
+        } else {
+            let lru = (0..MASKS).min_by_key(|&i| st.used[i]).expect("MASKS > 0");
+            if st.used[lru] + MASK_AGE > st.heads {
+                return None;
+            }
+            (lru, true)
+        };
+        st.used[i] = st.heads;
         let (l3, l4, hl) = (t.l3 as usize, t.l4 as usize, t.payload as usize);
-        let m = &mut self.masks[self.n];
+        let m = &mut st.masks[i];
         m.fill(0);
         m[..hl].fill(0xff);
         // Checked on their own: seq, and the TCP checksum varies.
@@ -516,9 +549,8 @@ impl Masks {
             m[l3 + 4..l3 + 6].fill(0);
             m[l3 + 10..l3 + 12].fill(0);
         }
-        self.layouts[self.n] = key;
-        self.n += 1;
-        Some((self.n - 1) as u8)
+        self.layouts[i] = key;
+        Some((i as u8, taken))
     }
 }
 
@@ -948,6 +980,7 @@ impl<B: GroBuf> Gro<B> {
         } else {
             csum::sum(&f.header()[t.l3 as usize..t.l4 as usize])
         };
+        let mask = self.mask_for(&t);
         self.make_room(out);
         let (slot, h) = match found {
             // Its key and hash are this flow's already.
@@ -995,11 +1028,9 @@ impl<B: GroBuf> Gro<B> {
             let field = u16::from_be_bytes([b[l3 + 10], b[l3 + 11]]);
             csum::sub(csum::sub(ip_hdr, total), field)
         };
-        h.max_ip = if t.ipv6 {
-            self.cfg.max_size + 40
-        } else {
-            self.cfg.max_size.min(65535)
-        };
+        // The whole IP packet, an IPv6 header included (as Linux counts,
+        // and as a TSO port's 64 KiB limit does).
+        h.max_ip = self.cfg.max_size.min(65535);
         h.flags_or = 0;
         h.t = t;
         h.since = now;
@@ -1014,10 +1045,26 @@ impl<B: GroBuf> Gro<B> {
                 verify,
                 frame_len: pkt.len(),
             },
-            &mut self.masks,
+            mask,
         );
         h.pkt = Some(pkt);
         self.last = Some(slot);
+    }
+
+    /// The mask for a new head of layout `t`; when it was taken from
+    /// another layout, every template of that one (held or remembered
+    /// flows) goes off first: it would compare under the wrong mask.
+    #[inline(always)]
+    fn mask_for(&mut self, t: &Tcp) -> Option<u8> {
+        let (m, taken) = self.masks.of(t)?;
+        if taken {
+            self.table.for_each_entry(|e| {
+                if e.tmpl.mask == m {
+                    e.tmpl.on = false;
+                }
+            });
+        }
+        Some(m)
     }
 
     /// Flushes the oldest held packet if `flows` are held (the table has

@@ -106,6 +106,11 @@ impl<E: Default> Table<E> {
         t
     }
 
+    /// Calls `f` on every entry: live, remembered or free.
+    pub fn for_each_entry(&mut self, f: impl FnMut(&mut E)) {
+        self.entries.iter_mut().for_each(f);
+    }
+
     /// Live entries.
     #[inline(always)]
     pub fn len(&self) -> usize {

@@ -782,8 +782,8 @@ fn masks_are_shared_per_layout_and_bounded() {
         payload,
         ..Default::default()
     };
-    let a = m.of(&t(66)).unwrap();
-    assert_eq!(m.of(&t(66)), Some(a), "one mask per layout");
+    let (a, _) = m.of(&t(66)).unwrap();
+    assert_eq!(m.of(&t(66)), Some((a, false)), "one mask per layout");
     // IPv4 ID and checksum, TCP seq and checksum vary; PSH may; past the
     // header nothing counts.
     let varies = |i: usize| {
@@ -799,11 +799,116 @@ fn masks_are_shared_per_layout_and_bounded() {
         };
         assert_eq!(b, want, "mask byte {i}");
     }
-    for i in 1..MASKS as u16 {
-        assert!(m.of(&t(66 + 4 * i)).is_some());
+    let others: Vec<u8> = (1..MASKS as u16)
+        .map(|i| m.of(&t(66 + 4 * i)).unwrap().0)
+        .collect();
+    assert!(others.iter().all(|&i| i != a), "a mask of its own each");
+    assert_eq!(
+        m.of(&t(66)),
+        Some((a, false)),
+        "known layouts are still found"
+    );
+    assert_eq!(
+        m.of(&t(54)),
+        None,
+        "full, every mask used lately: no template"
+    );
+    // Long after, a new layout takes the least recently used mask (the
+    // second layout's: the first is used again).
+    for _ in 0..MASK_AGE {
+        m.of(&t(66)).unwrap();
     }
-    assert_eq!(m.of(&t(54)), None, "full: a new layout gets no template");
-    assert_eq!(m.of(&t(66)), Some(a), "known layouts are still found");
+    assert_eq!(
+        m.of(&t(54)),
+        Some((others[0], true)),
+        "taken from the LRU layout"
+    );
+    assert_eq!(m.of(&t(54)), Some((others[0], false)));
+    assert_eq!(
+        m.of(&t(66)),
+        Some((a, false)),
+        "a layout in use keeps its mask"
+    );
+}
+
+/// Pads an untagged or tagged IPv4 segment's TCP options with `k` NOP
+/// words (another header layout), lengths and checksums kept right.
+fn with_nops(b: &mut VecBuf, k: usize) {
+    let f = &mut b.segs[0];
+    let t = Tcp::parse(f, f.len(), false).unwrap();
+    let (l3, l4, pay) = (t.l3 as usize, t.l4 as usize, t.payload as usize);
+    f.splice(pay..pay, std::iter::repeat_n(1u8, 4 * k));
+    f[l4 + 12] = (((pay - l4 + 4 * k) / 4) as u8) << 4;
+    let tot = u16::from_be_bytes([f[l3 + 2], f[l3 + 3]]) + 4 * k as u16;
+    f[l3 + 2..l3 + 4].copy_from_slice(&tot.to_be_bytes());
+    f[l3 + 10..l3 + 12].copy_from_slice(&[0, 0]);
+    let c = csum::ipv4_header(&f[l3..l4]);
+    f[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+    f[l4 + 16..l4 + 18].copy_from_slice(&[0, 0]);
+    let t = Tcp::parse(f, f.len(), true).unwrap();
+    let tcp_len = (f.len() - l4) as u32;
+    let sum = csum::add(Fields::new(f, t).pseudo_sum(tcp_len), csum::sum(&f[l4..]));
+    f[l4 + 16..l4 + 18].copy_from_slice(&csum::finish(sum).to_be_bytes());
+}
+
+#[test]
+fn early_layouts_do_not_keep_the_fast_path_from_later_ones() {
+    // 20 flows of 20 other header layouts (0-2 VLAN tags, 0-6 NOP words),
+    // each held once, then a while later a bulk flow of a layout of its
+    // own: its template gets a mask (the least recently used one) and is in
+    // force, and no template is left with a mask it lost.
+    let mut g = gro(GroConfig::default());
+    let mut early = Vec::new();
+    for i in 0..20u32 {
+        let mut f = Flow::new(100 + i, false);
+        f.spec.vlans = (0..i % 3).map(|v| v as u16 + 1).collect();
+        let mut p = f.next(MSS);
+        with_nops(&mut p, (i / 3) as usize);
+        verify(&p.bytes()).unwrap();
+        early.push(p);
+    }
+    let _ = feed(&mut g, early);
+    let _ = flush(&mut g);
+    // Then long enough (heads of the first layout only) for the other
+    // early layouts' masks to age.
+    for i in 0..MASK_AGE as u32 {
+        let mut f = Flow::new(1000 + i, false);
+        let _ = feed(&mut g, vec![f.next(MSS)]);
+    }
+    let _ = flush(&mut g);
+    let mut bulk = Flow::new(1, false);
+    bulk.spec.vlans = vec![1, 2];
+    let segs: Vec<VecBuf> = (0..20)
+        .map(|_| {
+            let mut p = bulk.next(MSS);
+            with_nops(&mut p, 7);
+            p
+        })
+        .collect();
+    let _ = feed(&mut g, segs);
+    let s = g.last.expect("the bulk flow's slot");
+    assert!(
+        g.table.entry(s).tmpl.on,
+        "the bulk flow's template is in force"
+    );
+    // The early flows' templates whose mask went to the bulk flow's layout
+    // are off: none compares under another layout's mask.
+    let m = g.table.entry(s).tmpl.mask;
+    for e in 0..g.table.capacity() as u16 {
+        let t = &g.table.entry(e).tmpl;
+        assert!(
+            !t.on || t.mask != m || e == s,
+            "entry {e} kept a stale mask"
+        );
+    }
+    let out = flush(&mut g);
+    assert_eq!(out.len(), 1);
+    verify(&out[0].bytes()).unwrap();
+    assert_eq!(
+        g.stats().merged_segments,
+        16 + 2,
+        "17 in one packet, then 3 in the next"
+    );
 }
 
 mod props {
@@ -1067,5 +1172,125 @@ mod props {
             g.flush_all(&mut |b| out.push(b));
             prop_assert_eq!(out.iter().map(|o| o.ids.len()).sum::<usize>(), n);
         }
+    }
+}
+
+/// Rewrites the IPv4 header checksum of an untagged frame.
+fn fix_ip_csum(frame: &mut [u8]) {
+    frame[24..26].copy_from_slice(&[0, 0]);
+    let c = csum::ipv4_header(&frame[14..34]);
+    frame[24..26].copy_from_slice(&c.to_be_bytes());
+}
+
+#[test]
+fn the_vlan_tag_type_is_part_of_the_flow() {
+    // 802.1Q and 802.1ad tags with the same TCI are different MAC headers:
+    // Linux never merges across them, nor does either flush the other.
+    for full in [false, true] {
+        let mut f = Flow::new(1, false);
+        f.spec.vlans = vec![7];
+        let mut g = gro(GroConfig::default());
+        g.full_path_only = full;
+        let a = f.next(MSS);
+        let mut b = f.next(MSS);
+        b.segs[0][12..14].copy_from_slice(&crate::wire::ETH_P_8021AD.to_be_bytes());
+        let c = f.next(MSS);
+        let mut out = feed(&mut g, vec![a, b, c]);
+        out.extend(flush(&mut g));
+        let merged: Vec<&Vec<u64>> = out.iter().map(|o| &o.ids).collect();
+        assert!(
+            out.iter().all(|o| o.ids.len() == 1),
+            "full path only: {full}: merged across tag types: {merged:?}"
+        );
+    }
+}
+
+#[test]
+fn the_ipv4_reserved_flag_flushes_and_passes() {
+    for full in [false, true] {
+        let mut f = Flow::new(1, false);
+        let mut g = gro(GroConfig::default());
+        g.full_path_only = full;
+        let a = f.next(MSS);
+        let mut b = f.next(MSS);
+        b.segs[0][20] |= 0x80;
+        fix_ip_csum(&mut b.segs[0]);
+        let b_copy = b.clone();
+        let out = feed(&mut g, vec![a, b]);
+        assert_eq!(
+            out.len(),
+            2,
+            "full path only: {full}: held data, then the segment"
+        );
+        assert_eq!(out[0].ids, vec![1_000_001]);
+        assert_eq!(out[1].segs, b_copy.segs, "passes untouched");
+        assert_eq!(g.held(), 0);
+        assert_eq!(g.stats().pass[Pass::Frame(NotTcp::ReservedFlag).index()], 1);
+    }
+}
+
+#[test]
+fn ipv6_segments_with_extension_headers_leave_after_their_flow() {
+    // (next header, the extension header with TCP next): hop-by-hop,
+    // destination options, routing, an atomic fragment, AH.
+    let kinds: [(u8, Vec<u8>); 5] = [
+        (0, vec![6, 0, 1, 4, 0, 0, 0, 0]),
+        (60, vec![6, 0, 1, 4, 0, 0, 0, 0]),
+        (43, vec![6, 0, 4, 0, 0, 0, 0, 0]),
+        (44, vec![6, 0, 0, 0, 0, 0, 0, 9]),
+        (51, vec![6, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1]),
+    ];
+    for (nh, ext) in kinds {
+        for full in [false, true] {
+            let mut f = Flow::new(1, true);
+            let mut other = Flow::new(2, true);
+            let mut g = gro(GroConfig::default());
+            g.full_path_only = full;
+            let a = f.next(MSS);
+            let o = other.next(MSS);
+            let mut b = f.next(MSS);
+            let fr = &mut b.segs[0];
+            fr.splice(54..54, ext.iter().copied());
+            fr[20] = nh;
+            let plen = u16::from_be_bytes([fr[18], fr[19]]) + ext.len() as u16;
+            fr[18..20].copy_from_slice(&plen.to_be_bytes());
+            let b_copy = b.clone();
+            let out = feed(&mut g, vec![a, o, b]);
+            let what = format!("next header {nh}, full path only {full}");
+            assert_eq!(
+                out.len(),
+                2,
+                "{what}: the flow's held data, then the segment"
+            );
+            assert_eq!(out[0].ids, vec![1_000_001], "{what}");
+            assert_eq!(out[1].segs, b_copy.segs, "{what}: passes untouched");
+            assert_eq!(g.held(), 1, "{what}: the other flow stays held");
+        }
+    }
+}
+
+#[test]
+fn an_ipv6_packet_counts_its_header_against_the_size_limit() {
+    // 45 segments of 1455 B would make a 65547 B IPv6 packet (40 B header,
+    // 32 B TCP header): past 64 KiB, which Linux and a TSO port refuse.
+    for full in [false, true] {
+        let mut f = Flow::new(1, true);
+        let mut g = gro(GroConfig {
+            max_frags: 64,
+            ..GroConfig::default()
+        });
+        g.full_path_only = full;
+        let segs: Vec<VecBuf> = (0..50).map(|_| f.next(1455)).collect();
+        let mut out = feed(&mut g, segs);
+        out.extend(flush(&mut g));
+        for o in &out {
+            let b = o.bytes();
+            let total = 40 + u16::from_be_bytes([b[18], b[19]]) as usize;
+            assert!(
+                total <= 65535,
+                "full path only {full}: a {total} B IPv6 packet"
+            );
+        }
+        assert_eq!(out[0].ids.len(), 44, "as many segments as fit");
     }
 }
