@@ -21,7 +21,8 @@ pub enum NotTcp {
     IpOptions,
     /// An IPv4 fragment (MF or an offset).
     Fragment,
-    /// IPv6 with extension headers before TCP.
+    /// IPv6 with a fragment header, AH or a mobility header before TCP (or
+    /// more hop-by-hop, routing and destination options than GRO steps over).
     Ipv6Ext,
     /// The IPv4 header checksum is wrong.
     BadIpChecksum,
@@ -59,6 +60,10 @@ impl NotTcp {
         }
     }
 }
+
+/// Bytes of IPv6 hop-by-hop, routing and destination options headers a
+/// segment may carry and still merge (those of Linux's own tests are 8).
+pub const EXT_MAX: usize = 32;
 
 /// Ethertype of IPv4.
 pub const ETH_P_IPV4: u16 = 0x0800;
@@ -204,14 +209,26 @@ impl Tcp {
                 if l3 + 40 + plen > frame_len {
                     return Err(NotTcp::Malformed);
                 }
-                match ip[6] {
-                    IPPROTO_TCP => {}
-                    // Hop-by-hop, routing, fragment, destination options, AH, mobility.
-                    0 | 43 | 44 | 60 | 51 | 135 => return Err(NotTcp::Ipv6Ext),
+                // Hop-by-hop, routing and destination options headers are
+                // stepped over (segments with byte-equal ones merge, as in
+                // Linux); a fragment header, AH or mobility never merges.
+                let mut next = ip[6];
+                let mut l4 = l3 + 40;
+                while matches!(next, 0 | 43 | 60) && l4 < l3 + 40 + EXT_MAX {
+                    let e = head.get(l4..l4 + 2).ok_or(NotTcp::Malformed)?;
+                    next = e[0];
+                    l4 += (e[1] as usize + 1) * 8;
+                }
+                match next {
+                    IPPROTO_TCP if l4 <= l3 + 40 + EXT_MAX => {}
+                    IPPROTO_TCP | 0 | 43 | 44 | 60 | 51 | 135 => return Err(NotTcp::Ipv6Ext),
                     _ => return Err(NotTcp::NotTcp),
                 }
+                if l4 > l3 + 40 + plen {
+                    return Err(NotTcp::Malformed);
+                }
                 t.ipv6 = true;
-                (l3 + 40, l3 + 40 + plen)
+                (l4, l3 + 40 + plen)
             }
             _ => return Err(NotTcp::NotIp),
         };
@@ -493,6 +510,17 @@ impl<'a> Fields<'a> {
             0
         }
     }
+    /// The IPv6 extension headers in front of TCP (empty for IPv4, and for
+    /// IPv6 without them).
+    #[inline(always)]
+    pub fn ipv6_ext(&self) -> &'a [u8] {
+        let at = self.t.l3 as usize + 40;
+        if self.t.ipv6 && (self.t.l4 as usize) > at {
+            self.slice(at, self.t.l4 as usize)
+        } else {
+            &[]
+        }
+    }
     /// Source and destination addresses (8 or 32 bytes).
     #[inline(always)]
     pub fn addrs(&self) -> &'a [u8] {
@@ -594,8 +622,15 @@ mod tests {
         assert_eq!(Tcp::parse(&g, n, true), Err(NotTcp::Malformed));
         let (f6, _) = frame(true, vec![]);
         let mut g = f6.clone();
-        g[14 + 6] = 0; // hop-by-hop next
+        g[14 + 6] = 44; // a fragment header next: never merged
+        g.splice(54..54, [6, 0, 0, 0, 0, 0, 0, 1]);
+        g[19] += 8;
         assert_eq!(Tcp::parse(&g, g.len(), true), Err(NotTcp::Ipv6Ext));
+        g[14 + 6] = 0; // a hop-by-hop header: stepped over
+        let t = Tcp::parse(&g, g.len(), true).unwrap();
+        assert_eq!((t.l4, Fields::new(&g, t).ipv6_ext().len()), (62, 8));
+        g[54] = 60; // then a destination options header that is not there
+        assert!(Tcp::parse(&g, g.len(), true).is_err());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! Linux's rules (net/ipv4/tcp_offload.c, net/core/gro.c): a segment merges
 //! into the held packet of its flow only when it is the next byte in
 //! sequence, with the same ACK, flags/offset/window word (bar PSH, FIN, CWR),
-//! options, IP fields (TOS/TTL/DF, ID incrementing or fixed with DF; IPv6
+//! options, IP fields (TOS/TTL/DF, ID incrementing or fixed; IPv6
 //! class and hop limit), a valid checksum, and a payload no larger than the
 //! first segment's. A merged PSH/FIN or short segment flushes at once. A
 //! segment that cannot merge flushes what its flow holds first, so a flow's
@@ -133,7 +133,7 @@ enum IdMode {
     /// One segment so far.
     Open,
     Incrementing,
-    /// Fixed ID (allowed with DF, as Linux does).
+    /// Fixed ID (allowed with or without DF, as Linux does since 2025).
     Fixed,
 }
 
@@ -248,6 +248,18 @@ impl<B> Default for Held<B> {
 }
 
 impl<B: GroBuf> Held<B> {
+    /// Are `ext` (a segment's IPv6 extension headers) the head's, byte for
+    /// byte? The head's are in its template, which a head with extension
+    /// headers but no template does not have: then nothing merges with it.
+    #[inline(always)]
+    fn same_ext(&self, ext: &[u8]) -> bool {
+        let (at, end) = (self.t.l3 as usize + 40, self.t.l4 as usize);
+        if !self.t.ipv6 || end == at {
+            return ext.is_empty();
+        }
+        self.tmpl.on && self.tmpl.bytes.get(at..end) == Some(ext)
+    }
+
     /// Is `pkt` a one-buffer, full-size segment of this flow matching its
     /// template, with sequence number `seq` and IPv4 ID `id` (None: any)?
     /// If so, its sequence number, its payload's checksum contribution and
@@ -943,7 +955,7 @@ impl<B: GroBuf> Gro<B> {
         };
         if let Some(s) = found.filter(|&s| self.table.is_live(s)) {
             let h = self.table.get(s);
-            if self.mergeable(h, &seg, f.options()) {
+            if self.mergeable(h, &seg, f.options(), f.ipv6_ext()) {
                 // The header equals the head's but for seq, checksum, urgent
                 // pointer and PSH/FIN: its sum follows from the head's.
                 let Some(psum) = csum.payload_sum(&pkt, h.pbase, seg.var_sum(h.hconst), seg.csum)
@@ -953,7 +965,7 @@ impl<B: GroBuf> Gro<B> {
                 };
                 return self.merge(s, pkt, &seg, psum, out);
             }
-            let why = self.why_not(self.table.get(s), &seg, f.options());
+            let why = self.why_not(self.table.get(s), &seg, f.options(), f.ipv6_ext());
             self.flush_slot(s, why, out);
         }
         // Not merged: hold it as the start of a new packet, unless it cannot
@@ -1121,7 +1133,7 @@ impl<B: GroBuf> Gro<B> {
     /// Linux's merge rules, all at once: the common answer (merge) costs a
     /// few compares; `why_not` names the rule when it is no.
     #[inline(always)]
-    fn mergeable(&self, h: &Held<B>, seg: &Seg, opts: &[u8]) -> bool {
+    fn mergeable(&self, h: &Held<B>, seg: &Seg, opts: &[u8], ext: &[u8]) -> bool {
         let same = (seg.ack ^ h.ack)
             | ((seg.word ^ h.word) & !WORD_FREE)
             | (seg.ip_word ^ h.ip_word)
@@ -1133,7 +1145,7 @@ impl<B: GroBuf> Gro<B> {
         let next = h.last_id.wrapping_add(1);
         let id_ok = h.t.ipv6
             || match h.id_mode {
-                IdMode::Open => seg.id == next || (h.df && seg.id == h.last_id),
+                IdMode::Open => seg.id == next || seg.id == h.last_id,
                 IdMode::Incrementing => seg.id == next,
                 IdMode::Fixed => seg.id == h.last_id,
             };
@@ -1141,11 +1153,12 @@ impl<B: GroBuf> Gro<B> {
             && h.frags as u32 + seg.frags as u32 <= self.cfg.max_frags as u32
             && h.ip_len + seg.payload <= h.max_ip
             && opts_equal(&h.opts[..h.opt_words as usize], opts)
+            && h.same_ext(ext)
     }
 
     /// Which rule refused a merge, in Linux's order of checks.
     #[cold]
-    fn why_not(&self, h: &Held<B>, seg: &Seg, opts: &[u8]) -> Flush {
+    fn why_not(&self, h: &Held<B>, seg: &Seg, opts: &[u8], ext: &[u8]) -> Flush {
         if seg.ack != h.ack {
             return Flush::AckChange;
         }
@@ -1155,7 +1168,7 @@ impl<B: GroBuf> Gro<B> {
         if !opts_equal(&h.opts[..h.opt_words as usize], opts) {
             return Flush::OptionMismatch;
         }
-        if seg.ip_word != h.ip_word {
+        if seg.ip_word != h.ip_word || !h.same_ext(ext) {
             return Flush::IpMismatch;
         }
         if seg.payload == 0 {
@@ -1407,7 +1420,9 @@ fn fix_headers<B: GroBuf>(h: &mut Held<B>, tso: bool) {
     let Some(pkt) = h.pkt.as_mut() else { return };
     let b = pkt.head_mut();
     if t.ipv6 {
-        b[l3 + 4..l3 + 6].copy_from_slice(&(tcp_len as u16).to_be_bytes());
+        // The payload length counts extension headers too.
+        let plen = h.ip_len - 40;
+        b[l3 + 4..l3 + 6].copy_from_slice(&(plen as u16).to_be_bytes());
     } else {
         b[l3 + 2..l3 + 4].copy_from_slice(&(h.ip_len as u16).to_be_bytes());
         let c = csum::finish(csum::add(h.ip_base, h.ip_len as u16));

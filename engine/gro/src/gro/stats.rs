@@ -22,7 +22,7 @@ pub enum Flush {
     OptionMismatch,
     /// TOS/TTL/DF (IPv4) or traffic class / hop limit (IPv6) differ.
     IpMismatch,
-    /// The IPv4 ID neither increments nor stays fixed (with DF).
+    /// The IPv4 ID neither increments nor stays fixed.
     IpId,
     /// A segment larger than the first one's payload.
     LargerThanMss,
