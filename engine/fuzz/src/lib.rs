@@ -22,12 +22,17 @@
 //!   `CsumMode::Trust` or a NIC hint) or holds the pseudo-header sum
 //!   (`OutCsum::Pseudo`); at most `max_frags` buffers and `max_size` bytes
 //!   of IP packet (IPv6: of IPv6 payload);
-//! - per flow (GRO's identity: MACs, VLAN TCIs, IP version, flow label,
-//!   addresses, ports), the output payload bytes, in output order, equal the
-//!   input payload bytes in arrival order (frames GRO parses as TCP only);
+//! - per flow (Linux's identity: MACs, VLAN tags with their types, IP
+//!   version, flow label, addresses, ports), the output payload bytes, in
+//!   output order, equal the input payload bytes in arrival order (frames GRO
+//!   parses as TCP only);
 //! - a frame GRO turns away but that still tells its flow (a TCP fragment,
-//!   IP options, a bad IP checksum...) comes out after every earlier segment
-//!   of that flow (matched by IP identity and ports, as GRO does).
+//!   IP options, a bad IP checksum, IPv6 extension headers...) comes out
+//!   after every earlier segment of that flow (matched by IP identity and
+//!   ports).
+//!
+//! The flows are told by this harness's own parse (`flow_of`), not by GRO's
+//! code: a flow identity GRO gets wrong shows as an order it broke.
 //!
 //! Histograms (`Gro::enable_histograms`) are switched on by the input too.
 //!
@@ -292,7 +297,8 @@ pub struct Summary {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Key {
     macs: [u8; 12],
-    tci: Vec<u16>,
+    /// VLAN tags: (tag type, TCI), outermost first.
+    tags: Vec<(u16, u16)>,
     ipv6: bool,
     label: u32,
     addrs: Vec<u8>,
@@ -315,7 +321,7 @@ struct Rec {
 /// GRO turned away is matched by.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Ident {
-    tci: Vec<u16>,
+    tags: Vec<(u16, u16)>,
     ipv6: bool,
     label: u32,
     addrs: Vec<u8>,
@@ -324,7 +330,7 @@ struct Ident {
 impl Key {
     fn ident(&self) -> Ident {
         Ident {
-            tci: self.tci.clone(),
+            tags: self.tags.clone(),
             ipv6: self.ipv6,
             label: self.label,
             addrs: self.addrs.clone(),
@@ -333,18 +339,19 @@ impl Key {
 }
 
 /// The flow a frame tells by its protocol fields alone (TCP over IPv4 or
-/// IPv6, at most two VLAN tags), and its ports unless it is a non-first
-/// IPv4 fragment: GRO passes such a frame after whatever that flow holds.
-fn hint_of(head: &[u8]) -> Option<(Ident, Option<u32>)> {
+/// IPv6, at most two VLAN tags, IPv6 extension headers stepped over), and
+/// its ports unless it is a non-first fragment. Written here, apart from
+/// GRO's parser, so the checks do not share its mistakes.
+fn flow_of(head: &[u8]) -> Option<(Ident, Option<u32>)> {
     let be16 = |at: usize| Some(u16::from_be_bytes([*head.get(at)?, *head.get(at + 1)?]));
     let mut off = 12;
-    let mut tci = Vec::new();
+    let mut tags = Vec::new();
     let mut et = be16(off)?;
     while et == 0x8100 || et == 0x88a8 {
-        if tci.len() == 2 {
+        if tags.len() == 2 {
             return None;
         }
-        tci.push(be16(off + 2)?);
+        tags.push((et, be16(off + 2)?));
         off += 4;
         et = be16(off)?;
     }
@@ -361,11 +368,39 @@ fn hint_of(head: &[u8]) -> Option<(Ident, Option<u32>)> {
         }
         0x86dd => {
             let ip = head.get(l3..l3 + 40)?;
-            if ip[0] >> 4 != 6 || ip[6] != 6 {
+            if ip[0] >> 4 != 6 {
                 return None;
             }
             let label = u32::from_be_bytes([0, ip[1] & 0x0f, ip[2], ip[3]]);
-            (true, label, ip[8..40].to_vec(), Some(l3 + 40))
+            let (mut next, mut at, mut l4) = (ip[6], l3 + 40, None);
+            for _ in 0..8 {
+                match next {
+                    6 => {
+                        l4 = Some(at);
+                        break;
+                    }
+                    44 => {
+                        if be16(at + 2)? & 0xfff8 != 0 {
+                            break; // a later fragment: no TCP header here
+                        }
+                        next = *head.get(at)?;
+                        at += 8;
+                    }
+                    51 => {
+                        next = *head.get(at)?;
+                        at += (*head.get(at + 1)? as usize + 2) * 4;
+                    }
+                    0 | 43 | 60 => {
+                        next = *head.get(at)?;
+                        at += (*head.get(at + 1)? as usize + 1) * 8;
+                    }
+                    _ => return None,
+                }
+            }
+            if next != 6 && l4.is_none() && next != 44 {
+                return None;
+            }
+            (true, label, ip[8..40].to_vec(), l4)
         }
         _ => return None,
     };
@@ -374,7 +409,7 @@ fn hint_of(head: &[u8]) -> Option<(Ident, Option<u32>)> {
         .map(|p| u32::from_be_bytes([p[0], p[1], p[2], p[3]]));
     Some((
         Ident {
-            tci,
+            tags,
             ipv6,
             label,
             addrs,
@@ -394,15 +429,16 @@ impl Rec {
     }
 }
 
-fn key_of(bytes: &[u8], t: Tcp) -> Key {
-    let f = Fields::new(bytes, t);
+/// The flow of a frame GRO parsed as a TCP segment, by `flow_of`.
+fn key_of(bytes: &[u8]) -> Key {
+    let (id, ports) = flow_of(bytes).expect("a TCP segment tells its flow");
     Key {
-        macs: f.macs().try_into().unwrap(),
-        tci: t.tci[..t.vlans as usize].to_vec(),
-        ipv6: t.ipv6,
-        label: f.flow_label(),
-        addrs: f.addrs().to_vec(),
-        ports: f.ports(),
+        macs: bytes[..12].try_into().unwrap(),
+        tags: id.tags,
+        ipv6: id.ipv6,
+        label: id.label,
+        addrs: id.addrs,
+        ports: ports.expect("a TCP segment has its ports"),
     }
 }
 
@@ -572,11 +608,11 @@ impl Harness {
         let tcp = if gro_parses {
             Tcp::parse(head, frame.len(), verify && hints.ip == CsumHint::Unknown)
                 .ok()
-                .map(|t| (t, key_of(&frame, t)))
+                .map(|t| (t, key_of(&frame)))
         } else {
             None
         };
-        let hint = if tcp.is_none() { hint_of(head) } else { None };
+        let hint = if tcp.is_none() { flow_of(head) } else { None };
         let loose = Tcp::parse(&frame, frame.len(), false).ok();
         let (ip_ok, tcp_ok) = match loose {
             Some(t) => (
