@@ -5,5 +5,6 @@
 
 pub mod bench;
 pub mod monitor;
+pub mod out;
 pub mod session;
 pub mod signal;

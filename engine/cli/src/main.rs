@@ -374,15 +374,14 @@ fn forward(a: ForwardArgs) -> Result<()> {
 fn huge(a: HugeArgs) -> Result<()> {
     let status = hugepages::Status::read()?;
     match a.setup {
-        None => print!("{status}"),
+        None => grorx_cli::out::say_out(&status.to_string())?,
         Some(bytes) => {
             if !hugepages::is_root() {
                 anyhow::bail!("reserving hugepages needs root: run as root (e.g. sudo grorx hugepages --setup 1G)");
             }
             let size = a.page_size.or(status.default_page_size).unwrap_or(2 << 20);
             let r = hugepages::setup(size, bytes)?;
-            println!("{r}");
-            print!("{}", hugepages::Status::read()?);
+            grorx_cli::out::say_out(&format!("{r}\n{}", hugepages::Status::read()?))?;
             if r.is_short() {
                 anyhow::bail!("the kernel granted fewer pages than asked (memory fragmentation?)");
             }
@@ -415,7 +414,7 @@ fn main() -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("grorx: error: {e:#}");
+            grorx_cli::out::sayln(&format!("grorx: error: {e:#}"));
             ExitCode::FAILURE
         }
     }

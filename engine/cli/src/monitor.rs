@@ -3,6 +3,7 @@
 //! `--verbose`), streams one JSON object per `--json-interval`, and writes an
 //! interval to the `--hdr-log`. It only reads the run's live stats.
 
+use anyhow::Context;
 use grorx::hist::{HdrLog, HistReport, QueueHist};
 use grorx::port::PortStats;
 use grorx::run::{QueueStats, Running, Stats};
@@ -169,7 +170,7 @@ impl<'a> Monitor<'a> {
             self.live_last = (snaps(&stats), now);
         }
         if json_due {
-            self.print_json(now, &stats);
+            self.print_json(now, &stats)?;
             self.next_json += self.json_every.unwrap_or(Duration::MAX / 4);
         }
         Ok(())
@@ -222,7 +223,7 @@ impl<'a> Monitor<'a> {
             " | missed {} no-mbuf {}",
             ps.imissed, ps.rx_nombuf
         ));
-        eprintln!("{line}");
+        crate::out::sayln(&line);
         if self.verbose {
             for (s, (c, l)) in self.slots.iter().zip(cur.iter().zip(last)) {
                 let (pps, gbps) = rates(c.rx_packets - l.rx_packets, c.rx_bytes - l.rx_bytes, dt);
@@ -234,19 +235,20 @@ impl<'a> Monitor<'a> {
                 } else {
                     String::new()
                 };
-                eprintln!(
+                crate::out::sayln(&format!(
                     "           port {} queue {:2} lcore {:2}: {:>12} {:7.2} Gbit/s{segs}",
                     s.port,
                     s.queue,
                     s.lcore,
                     fmt_pps(pps),
                     gbps
-                );
+                ));
             }
         }
     }
 
-    fn print_json(&mut self, now: Instant, stats: &Stats) {
+    /// One interval object on stdout; an error when stdout is closed.
+    fn print_json(&mut self, now: Instant, stats: &Stats) -> anyhow::Result<()> {
         let (last, t0, last_ps) = &self.json_last;
         let dt = (now - *t0).as_secs_f64();
         let cur = snaps(stats);
@@ -285,11 +287,11 @@ impl<'a> Monitor<'a> {
             queues,
             histograms: HistReport::of(&self.json_hist),
         };
-        if let Ok(s) = serde_json::to_string(&line) {
-            println!("{s}");
-        }
+        let s = serde_json::to_string(&line)?;
+        crate::out::line(&s).context("stdout closed (the JSON stream's reader is gone)")?;
         self.json_hist.reset();
         self.json_last = (cur, now, ps);
+        Ok(())
     }
 
     /// At the end of the run: the last interval of the HDR log.

@@ -4,7 +4,7 @@
 
 use crate::monitor::{Monitor, MonitorConf};
 use crate::signal;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use grorx::hist::HdrLog;
 use grorx::run::{self, RunOptions};
 use std::time::{Duration, Instant};
@@ -43,7 +43,7 @@ pub fn run(command: &str, opts: &RunOptions, out: &Output) -> Result<()> {
     };
     if !out.quiet {
         for l in running.describe() {
-            eprintln!("{l}");
+            crate::out::sayln(l);
         }
     }
     let watched = watch(&running, out, hdr);
@@ -53,9 +53,10 @@ pub fn run(command: &str, opts: &RunOptions, out: &Output) -> Result<()> {
     watched?;
     report.command = command.into();
     if out.json {
-        println!("{}", serde_json::to_string(&report)?);
+        crate::out::line(&serde_json::to_string(&report)?)
+            .context("stdout closed before the report was written")?;
     } else {
-        eprint!("{}", report.text());
+        crate::out::say(&report.text());
     }
     if report.mbufs_leaked > 0 {
         anyhow::bail!("{} mbuf(s) leaked", report.mbufs_leaked);
@@ -85,7 +86,9 @@ fn watch(running: &run::Running, out: &Output, hdr: Option<HdrLog>) -> Result<()
         }
         std::thread::sleep(Duration::from_millis(20));
         if let Err(e) = monitor.tick(Instant::now()) {
-            running.stop_because("monitor error");
+            // The run still stops cleanly (GRO flushed, capture written,
+            // EAL cleaned up); the command then fails with this error.
+            running.stop_because("output error");
             return Err(e);
         }
     }

@@ -292,3 +292,35 @@ fn hugepages_status_prints() {
     let out = String::from_utf8_lossy(&o.stdout).to_lowercase();
     assert!(out.contains("mib") || out.contains("hugepage"), "{out}");
 }
+
+#[test]
+fn a_closed_stdout_stops_the_run_cleanly() {
+    // `grorx sink --json-interval 0.2 | head -1`: the reader goes away after
+    // one line. The run stops at the next write, cleanly (GRO flushed, EAL
+    // cleaned up), and the command fails with a message: no panic, no abort.
+    use std::io::BufRead;
+    let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let t0 = std::time::Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_grorx"))
+        .args(["sink", "--duration", "20", "--json-interval", "0.2", "-q"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&first).expect("a JSON interval line");
+    assert!(v["rx_packets"].as_u64().is_some(), "{first}");
+    // The reader is gone (dropped above): the next line cannot be written.
+    let o = child.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "exits 1, not by a signal: {err}");
+    assert!(error_line(&o).contains("stdout closed"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        t0.elapsed().as_secs() < 15,
+        "stopped at once, not at --duration"
+    );
+}
