@@ -13,7 +13,9 @@
 //! the frames stay in cache: 1 vs 1024 flows.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use grorx_gro::key::{FlowKey, HashKey};
 use grorx_gro::traffic::{pattern_byte, FlowSpec, Segment, TCP_ACK, TCP_PSH};
+use grorx_gro::wire::{Fields, Tcp};
 use grorx_gro::{CsumMode, Gro, GroBuf, GroConfig, GsoInfo, RxHints};
 
 /// A frame in the run's arena; appending only adds up lengths and buffers,
@@ -76,8 +78,21 @@ fn traffic_mss(
     reorder: bool,
     mss: u32,
 ) -> Vec<Vec<u8>> {
-    let payload: Vec<u8> = (0..mss as u64).map(|i| pattern_byte(0, i)).collect();
     let specs: Vec<FlowSpec> = (0..flows).map(|i| FlowSpec::numbered(i, false)).collect();
+    traffic_of(&specs, n, run, psh_every, reorder, mss)
+}
+
+/// `n` segments of the flows `specs`, `run` consecutive segments per flow.
+fn traffic_of(
+    specs: &[FlowSpec],
+    n: usize,
+    run: usize,
+    psh_every: u32,
+    reorder: bool,
+    mss: u32,
+) -> Vec<Vec<u8>> {
+    let flows = specs.len() as u32;
+    let payload: Vec<u8> = (0..mss as u64).map(|i| pattern_byte(0, i)).collect();
     let mut seq = vec![0u32; flows as usize];
     let mut id = vec![0u16; flows as usize];
     let mut cnt = vec![0u32; flows as usize];
@@ -117,7 +132,46 @@ fn traffic_mss(
 }
 
 fn bench_case(c: &mut Criterion, name: &str, frames: Vec<Vec<u8>>, cfg: GroConfig, burst: usize) {
-    run_case(c, name, frames, cfg, burst, true)
+    run_case(c, name, frames, cfg, burst, true, None)
+}
+
+/// The hash key an attacker is assumed to know (the collide cases).
+const KNOWN: HashKey = HashKey::fixed([0x51, 0x52, 0x53, 0x54]);
+
+/// `n` flows whose hashes under `KNOWN` all land in one position of a
+/// table of `entries` (its index is four times that): what an attacker who
+/// knew the key would send, found by brute force over ports and addresses.
+fn colliding_flows(n: usize, entries: usize) -> Vec<FlowSpec> {
+    let mask = (entries * 4).next_power_of_two() as u32 - 1;
+    let key_of = |s: &FlowSpec| {
+        let f = s.frame(
+            &Segment {
+                seq: 1,
+                ack: 1,
+                flags: TCP_ACK,
+                ip_id: 0,
+                tsval: 7,
+                tsecr: 9,
+                payload_len: 0,
+            },
+            &[],
+        );
+        let t = Tcp::parse(&f, f.len(), false).unwrap();
+        FlowKey::new(&Fields::new(&f, t)).hash(&KNOWN)
+    };
+    let mut spec = FlowSpec::numbered(0, false);
+    let target = key_of(&spec) & mask;
+    let mut out = Vec::with_capacity(n);
+    let mut i = 0u32;
+    while out.len() < n {
+        i += 1;
+        spec.sport = i as u16;
+        spec.dport = 1 + (i >> 16) as u16;
+        if key_of(&spec) & mask == target {
+            out.push(spec.clone());
+        }
+    }
+    out
 }
 
 /// `flush_each_burst`: flush at the end of every burst (the default), else
@@ -129,6 +183,7 @@ fn run_case(
     cfg: GroConfig,
     burst: usize,
     flush_each_burst: bool,
+    key: Option<HashKey>,
 ) {
     let n = frames.len();
     let mut g = c.benchmark_group("gro");
@@ -136,7 +191,10 @@ fn run_case(
     g.bench_function(name, |b| {
         b.iter_batched(
             || {
-                let gro: Gro<Frame> = Gro::new(cfg);
+                let gro: Gro<Frame> = match key {
+                    Some(k) => Gro::with_hash_key(cfg, k),
+                    None => Gro::new(cfg),
+                };
                 let stride = frames.iter().map(|f| f.len()).max().unwrap_or(0);
                 let mut arena = vec![0u8; frames.len() * stride];
                 for (a, f) in arena.chunks_exact_mut(stride.max(1)).zip(&frames) {
@@ -237,7 +295,35 @@ fn benches(c: &mut Criterion) {
             cfg,
             32,
             false,
+            None,
         );
+    }
+    // 1024 flows held at once (16 segments of 64 B each, round-robin), all
+    // in one position of the table's index under the key an attacker knew:
+    // with that key every lookup walks the run; with the queue's own random
+    // key they spread as any flows do.
+    let cfg = GroConfig {
+        flows: 1024,
+        ..trust
+    };
+    let hostile = traffic_of(
+        &colliding_flows(1024, cfg.table_entries()),
+        16 * 1024,
+        1,
+        0,
+        false,
+        64,
+    );
+    for (name, frames, key) in [
+        ("collide/known_key", hostile.clone(), Some(KNOWN)),
+        ("collide/random_key", hostile, None),
+        (
+            "collide/random_flows",
+            traffic_mss(1024, 16 * 1024, 1, 0, false, 64),
+            None,
+        ),
+    ] {
+        run_case(c, name, frames, cfg, 32, false, key);
     }
     bench_case(c, "verify/1_flow", traffic(1, n, 8, 0, false), verify, 32);
     bench_case(

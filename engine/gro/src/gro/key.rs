@@ -92,21 +92,44 @@ impl FlowKey {
         FlowKey { w }
     }
 
-    /// A 32-bit hash: the words folded with rotations, then one multiply.
-    /// Flows are not adversarial here, and a flood only evicts: the table
-    /// never grows.
+    /// A 32-bit hash keyed by `k`: the words mixed with the key in pairs by
+    /// full 64x64->128-bit multiplies, the halves folded. Without the key,
+    /// flows chosen offline to land in one run of the table's index (every
+    /// lookup and insert then walks it) cannot be found: each queue has a
+    /// key of its own, drawn when its GRO is made.
     #[inline(always)]
-    pub fn hash(&self) -> u32 {
-        let w = &self.w;
-        let x = w[0]
-            ^ w[1].rotate_left(13)
-            ^ w[2].rotate_left(29)
-            ^ w[3].rotate_left(43)
-            ^ w[4].rotate_left(7)
-            ^ w[5].rotate_left(19)
-            ^ w[6].rotate_left(37);
-        let x = x ^ (x >> 32);
-        (x.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as u32
+    pub fn hash(&self, k: &HashKey) -> u32 {
+        let (w, k) = (&self.w, &k.0);
+        let mum = |a: u64, b: u64| {
+            let r = a as u128 * b as u128;
+            r as u64 ^ (r >> 64) as u64
+        };
+        let mut x = mum(w[0] ^ k[0], w[1] ^ k[1]) ^ mum(w[2] ^ k[2], w[3] ^ k[3]);
+        // The rest of an IPv6 address pair (zero for IPv4: two multiplies
+        // saved where flows are new all the time).
+        if w[4] | w[5] | w[6] != 0 {
+            x ^= mum(w[4] ^ k[1], w[5] ^ k[2]) ^ mum(w[6] ^ k[3], k[0]);
+        }
+        (x ^ (x >> 32)) as u32
+    }
+}
+
+/// The secret a queue's flow hashes are keyed with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HashKey([u64; 4]);
+
+impl HashKey {
+    /// A key drawn from the process's random source (std's `RandomState`,
+    /// seeded by the OS), different for every call.
+    pub fn random() -> HashKey {
+        use std::hash::BuildHasher;
+        let s = std::collections::hash_map::RandomState::new();
+        HashKey(std::array::from_fn(|i| s.hash_one(i as u64) | 1))
+    }
+
+    /// A key given (tests, benchmarks: a key an attacker would know).
+    pub const fn fixed(k: [u64; 4]) -> HashKey {
+        HashKey(k)
     }
 }
 
@@ -161,13 +184,40 @@ mod tests {
     #[test]
     fn hashes_spread() {
         let mut seen = std::collections::HashSet::new();
+        let hk = HashKey::random();
         for i in 0..4096 {
-            seen.insert(key(&FlowSpec::numbered(i, false)).hash() & 1023);
+            seen.insert(key(&FlowSpec::numbered(i, false)).hash(&hk) & 1023);
         }
         assert!(
             seen.len() > 900,
             "{} of 1024 buckets used by 4096 flows",
             seen.len()
+        );
+    }
+
+    #[test]
+    fn flows_that_collide_under_one_key_spread_under_another() {
+        // An attacker who knew key A: 32 flows in one index position of 4096.
+        let (a, b) = (HashKey::fixed([1, 2, 3, 4]), HashKey::random());
+        let mut spec = FlowSpec::numbered(0, false);
+        let target = key(&spec).hash(&a) & 4095;
+        let mut found = Vec::new();
+        let mut i = 1u32;
+        while found.len() < 32 {
+            spec.sport = i as u16;
+            spec.dport = (i >> 16) as u16;
+            let k = key(&spec);
+            if k.hash(&a) & 4095 == target {
+                found.push(k);
+            }
+            i += 1;
+        }
+        let spread: std::collections::HashSet<u32> =
+            found.iter().map(|k| k.hash(&b) & 4095).collect();
+        assert!(
+            spread.len() >= 28,
+            "{} positions of 32 under another key",
+            spread.len()
         );
     }
 }

@@ -30,7 +30,7 @@ pub use stats::{Flush, GroReport, GroStats, Pass};
 
 use crate::csum;
 use crate::wire::{Fields, NotTcp, Tcp};
-use key::FlowKey;
+use key::{FlowKey, HashKey};
 use table::Table;
 
 use crate::wire::{
@@ -578,6 +578,8 @@ pub struct Gro<B> {
     /// The time (TSC) of the latest receive or tick, for hold times.
     now: u64,
     hist: Option<Box<GroHist>>,
+    /// The secret the flow hashes are keyed with.
+    hash_key: HashKey,
     /// Tests turn the fast path off to hold it to the full path's decisions.
     #[cfg(test)]
     full_path_only: bool,
@@ -612,7 +614,14 @@ impl<B: GroBuf> Gro<B> {
     /// An instance with an empty table of `cfg.table_entries()` entries
     /// (allocated here, never per packet).
     pub fn new(cfg: GroConfig) -> Gro<B> {
+        Self::with_hash_key(cfg, HashKey::random())
+    }
+
+    /// A GRO whose flow hashes use `key` (tests and benchmarks; `new` draws
+    /// a random one, as a queue facing the wire must).
+    pub fn with_hash_key(cfg: GroConfig, key: HashKey) -> Gro<B> {
         Gro {
+            hash_key: key,
             cfg,
             table: Table::new(cfg.table_entries()),
             masks: Masks::default(),
@@ -760,7 +769,7 @@ impl<B: GroBuf> Gro<B> {
             return None;
         }
         let key = FlowKey::new(&Fields::new(b, t));
-        let hash = key.hash();
+        let hash = key.hash(&self.hash_key);
         Some(Lookup {
             layout: t,
             key,
@@ -946,7 +955,11 @@ impl<B: GroBuf> Gro<B> {
                 let hit = self
                     .last
                     .filter(|&s| self.table.try_get(s).is_some_and(|h| h.key == key));
-                let hash = if hit.is_some() { 0 } else { key.hash() };
+                let hash = if hit.is_some() {
+                    0
+                } else {
+                    key.hash(&self.hash_key)
+                };
                 (
                     hash,
                     hit.or_else(|| self.table.find(hash, |h| h.key == key)),
