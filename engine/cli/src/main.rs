@@ -1,7 +1,7 @@
 //! The grorx command line: `grorx <command> [options] [-- <EAL arguments>]`.
 
 use anyhow::Result;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use grorx::forward::Encap;
 use grorx::gen::GenConfig;
 use grorx::gro::{CsumMode, GroConfig};
@@ -44,6 +44,15 @@ enum Cmd {
     /// Run an experiment (bench-configs/*.toml): every cell a `grorx sink`
     /// process, interleaved repetitions; a table, CSV, JSON and a PNG chart.
     Bench(BenchArgs),
+    /// Print a shell completion script, e.g. `grorx completions bash >
+    /// /etc/bash_completion.d/grorx`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), e.g. `grorx man > grorx.1; man ./grorx.1`.
+    Man,
 }
 
 #[derive(Args)]
@@ -403,13 +412,73 @@ fn bench(a: BenchArgs) -> Result<()> {
     Ok(())
 }
 
+/// Flags of DPDK's EAL a user may put where grorx's own go.
+const EAL_FLAGS: &[&str] = &[
+    "-l",
+    "--lcores",
+    "-c",
+    "--main-lcore",
+    "-a",
+    "--allow",
+    "-b",
+    "--block",
+    "--vdev",
+    "-m",
+    "--socket-mem",
+    "--file-prefix",
+    "--in-memory",
+    "--log-level",
+    "-n",
+    "--iova-mode",
+    "--huge-dir",
+    "--proc-type",
+    "--no-pci",
+    "--no-shconf",
+    "-d",
+];
+
+/// The arguments, or clap's error, with a hint when the unknown one is an
+/// EAL flag (they go after `--`).
+fn parse() -> Cli {
+    Cli::try_parse().unwrap_or_else(|e| {
+        use clap::error::{ContextKind, ContextValue, ErrorKind};
+        if e.kind() == ErrorKind::UnknownArgument {
+            if let Some(ContextValue::String(a)) = e.get(ContextKind::InvalidArg) {
+                let flag = a.split('=').next().unwrap_or(a);
+                if EAL_FLAGS.contains(&flag) {
+                    grorx_cli::out::sayln(&format!(
+                        "grorx: error: {flag} is an argument of DPDK's EAL: give EAL arguments after \
+                         `--`, e.g. grorx sink --port net_null0 -- {a} ..."
+                    ));
+                    std::process::exit(2);
+                }
+            }
+        }
+        e.exit()
+    })
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse();
     let r = match cli.cmd {
         Cmd::Sink(a) => sink(a),
         Cmd::Forward(a) => forward(a),
         Cmd::Hugepages(a) => huge(a),
         Cmd::Bench(a) => bench(a),
+        Cmd::Completions { shell } => {
+            let mut buf = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "grorx", &mut buf);
+            grorx_cli::out::say_out(&String::from_utf8_lossy(&buf)).map_err(Into::into)
+        }
+        Cmd::Man => {
+            let mut buf = Vec::new();
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut buf)
+                .map_err(anyhow::Error::from)
+                .and_then(|()| {
+                    grorx_cli::out::say_out(&String::from_utf8_lossy(&buf)).map_err(Into::into)
+                })
+        }
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -324,3 +324,41 @@ fn a_closed_stdout_stops_the_run_cleanly() {
         "stopped at once, not at --duration"
     );
 }
+
+#[test]
+fn eal_arguments_before_the_separator_get_a_hint() {
+    let o = grorx(&["sink", "--duration", "1", "-l", "0,1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = error_line(&o);
+    assert!(
+        e.contains("-l is an argument of DPDK's EAL") && e.contains("after `--`"),
+        "{e}"
+    );
+    // Not an EAL flag: clap's own message.
+    let o = grorx(&["sink", "--no-such-flag"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        !stderr(&o).contains("argument of DPDK's EAL"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn completions_and_the_man_page_come_from_the_options() {
+    let o = grorx(&["completions", "bash"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        s.contains("_grorx") && s.contains("--gro-flush-us"),
+        "bash completion"
+    );
+    let o = grorx(&["man"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        s.contains(".TH grorx") && s.contains("forward"),
+        "a roff page: {}",
+        &s[..s.len().min(200)]
+    );
+}
