@@ -13,7 +13,7 @@ use grorx::skb::SkbMode;
 use std::process::ExitCode;
 
 use grorx_cli::bench;
-use grorx_cli::session::{self, Output};
+use grorx_cli::watch::{self, Output};
 
 #[derive(Parser)]
 #[command(
@@ -364,7 +364,7 @@ fn sink(a: SinkArgs) -> Result<()> {
         }
         opts.measure = Some(Measure::FreePerPacket);
     }
-    session::run("sink", &opts, &out)
+    watch::run("sink", &opts, &out)
 }
 
 fn forward(a: ForwardArgs) -> Result<()> {
@@ -377,7 +377,7 @@ fn forward(a: ForwardArgs) -> Result<()> {
             EncapArg::Vxlan => Encap::parse("vxlan", a.vni).map_err(anyhow::Error::msg)?,
         },
     });
-    session::run("forward", &opts, &out)
+    watch::run("forward", &opts, &out)
 }
 
 fn huge(a: HugeArgs) -> Result<()> {
