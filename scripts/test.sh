@@ -9,6 +9,8 @@ cd "$HERE"
 scripts/setup.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+# The engine library alone, without the features the command turns on.
+cargo clippy -p grorx --quiet -- -D warnings
 # The libraries' documentation builds without a warning (every public item
 # documented, every link resolving); its examples run with the tests.
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet -p grorx -p grorx-gro

@@ -7,10 +7,9 @@
 
 use crate::baseline::{self, RteGro, MAX_ITEMS};
 use crate::hist::{move_into, new_hist};
-use crate::ring_port::RingPtr;
 use crate::run::RunOptions;
 use crate::skb::Skb;
-use crate::stage::{Ctx, Stage};
+use crate::stage::{CaptureStage, Ctx, Stage};
 use crate::worker::MAX_BURST;
 use anyhow::{bail, Result};
 use dpdk_sys::{self as sys, inline as mb};
@@ -63,7 +62,8 @@ pub struct RteGroStage {
     rte: RteGro,
     pending: [*mut sys::rte_mbuf; MAX_BURST],
     n: usize,
-    capture: Option<RingPtr>,
+    /// The capture writer's hand-off (rte_gro's packets, checksums fixed).
+    capture: Option<CaptureStage>,
     stats: crate::gro::GroStats,
     segs: hdrhistogram::Histogram<u64>,
     polls: u32,
@@ -74,7 +74,7 @@ pub struct RteGroStage {
 unsafe impl Send for RteGroStage {}
 
 impl RteGroStage {
-    pub(crate) fn new(capture: Option<RingPtr>) -> RteGroStage {
+    pub(crate) fn new(capture: Option<CaptureStage>) -> RteGroStage {
         RteGroStage {
             rte: RteGro::new(64, 64),
             pending: [std::ptr::null_mut(); MAX_BURST],
@@ -100,15 +100,13 @@ impl RteGroStage {
                 let segs = unsafe { mb::nb_segs(m) } as u64;
                 self.segs.saturating_record(segs);
                 self.stats.max_segments = self.stats.max_segments.max(segs);
-                match self.capture {
-                    Some(ring) => {
-                        // SAFETY: an owned chain, headers in its first segment.
-                        let _ = unsafe { baseline::fix_checksums(m) };
-                        // SAFETY: the ring takes the chain; a full ring is waited on.
-                        while unsafe { sys::rte_ring_enqueue(ring.0, m as *mut std::ffi::c_void) }
-                            != 0
-                        {
-                            std::hint::spin_loop();
+                match self.capture.as_mut() {
+                    Some(cap) => {
+                        // SAFETY: an owned chain, headers in its first
+                        // segment; then handed to the writer, given up.
+                        unsafe {
+                            let _ = baseline::fix_checksums(m);
+                            cap.push_mbuf(m);
                         }
                     }
                     None => {
@@ -153,6 +151,9 @@ impl Stage for RteGroStage {
         if self.n > 0 {
             self.merge_and_deliver(ctx);
         }
+        if let Some(cap) = self.capture.as_mut() {
+            cap.end_of_poll(ctx);
+        }
         self.polls += 1;
         if self.polls >= PUBLISH_EVERY {
             self.polls = 0;
@@ -162,6 +163,9 @@ impl Stage for RteGroStage {
 
     fn finish(&mut self, ctx: &mut Ctx<'_>) {
         self.merge_and_deliver(ctx);
+        if let Some(cap) = self.capture.as_mut() {
+            cap.finish(ctx);
+        }
         self.publish(ctx, true);
     }
 }

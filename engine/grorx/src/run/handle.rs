@@ -52,6 +52,16 @@ impl Prepared {
         })
     }
 
+    /// The capture writer `RunOptions::capture` asks for, started on the
+    /// main lcore's CPU (never a worker's).
+    pub fn capture(&self) -> Result<Option<Capture>> {
+        let Some(path) = &self.opts.capture else {
+            return Ok(None);
+        };
+        let cpu = usize::try_from(self.eal.lcore_cpu(self.eal.main_lcore())).ok();
+        Capture::start(path, super::options::CAPTURE_SLOTS, cpu).map(Some)
+    }
+
     /// Makes the stages, launches the workers, and returns the handle.
     pub fn launch<S: Stage>(
         self,
@@ -311,12 +321,11 @@ impl Running {
     }
 
     fn finish(&mut self, stop_reason: String) -> Result<Report> {
-        let mut inner = self.inner.take().expect("a running handle");
-        inner.workers.stop();
-        let duration_s = inner.workers.started.elapsed().as_secs_f64();
+        let workers = &mut self.inner.as_mut().expect("a running handle").workers;
+        workers.stop();
+        let duration_s = workers.started.elapsed().as_secs_f64();
         let capture = self.capture.take().map(|c| c.finish());
         // What the workers published last joins the totals.
-        self.inner = Some(inner);
         let _ = self.take_histograms();
         let inner = self.inner.take().expect("a running handle");
         let hists = std::mem::take(&mut *self.totals.lock().unwrap_or_else(|p| p.into_inner()));

@@ -38,7 +38,6 @@ mod watch;
 pub use handle::{QueueStats, Running, Stats, Stopper};
 pub use options::{EalSetup, ForwardOptions, PoolScope, RunOptions, PRIV_SIZE};
 
-use crate::capture::Capture;
 use crate::eal::{self, Eal};
 use crate::forward::ForwardCounters;
 use crate::report::Report;
@@ -71,11 +70,9 @@ pub fn start(opts: &RunOptions) -> Result<Running> {
     let p = handle::Prepared::new(opts)?;
     #[cfg(feature = "measure")]
     if let Some(m) = opts.measure {
-        return start_measure(p, opts, m);
+        return start_measure(p, m);
     }
-    if let Some(path) = &opts.capture {
-        let cpu = usize::try_from(p.eal.lcore_cpu(p.eal.main_lcore())).ok();
-        let cap = Capture::start(path, options::CAPTURE_SLOTS, cpu)?;
+    if let Some(cap) = p.capture()? {
         let ring = cap.tx();
         return p.launch(&mut |_, _| Ok(CaptureStage::new(ring)), Some(cap));
     }
@@ -96,25 +93,17 @@ pub fn start(opts: &RunOptions) -> Result<Running> {
 
 /// A measurement-only stage (feature `measure`) in place of the sink.
 #[cfg(feature = "measure")]
-fn start_measure(
-    p: handle::Prepared,
-    opts: &RunOptions,
-    m: crate::measure::Measure,
-) -> Result<Running> {
+fn start_measure(p: handle::Prepared, m: crate::measure::Measure) -> Result<Running> {
     use crate::measure::{FreePerPacket, Measure, RteGroStage};
     match m {
         Measure::FreePerPacket => p.launch(&mut |_, _| Ok(FreePerPacket), None),
         Measure::RteGro => {
-            let (cap, ring) = match &opts.capture {
-                Some(path) => {
-                    let cpu = usize::try_from(p.eal.lcore_cpu(p.eal.main_lcore())).ok();
-                    let c = Capture::start(path, options::CAPTURE_SLOTS, cpu)?;
-                    let r = c.tx();
-                    (Some(c), Some(r))
-                }
-                None => (None, None),
+            let cap = p.capture()?;
+            let ring = cap.as_ref().map(crate::capture::Capture::tx);
+            let mut make = |_: &QueueSetup, _: &ports::Ports| {
+                Ok(RteGroStage::new(ring.map(CaptureStage::new)))
             };
-            let mut running = p.launch(&mut |_, _| Ok(RteGroStage::new(ring)), cap)?;
+            let mut running = p.launch(&mut make, cap)?;
             running.set_gro_elsewhere();
             Ok(running)
         }

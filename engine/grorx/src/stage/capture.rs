@@ -35,6 +35,19 @@ impl CaptureStage {
         }
     }
 
+    /// Queues a chain for the writer (a full batch goes to the ring first).
+    ///
+    /// # Safety
+    /// `m` is a valid mbuf chain head the caller owns and gives up.
+    #[inline]
+    pub(crate) unsafe fn push_mbuf(&mut self, m: *mut sys::rte_mbuf) {
+        if self.n == BATCH {
+            self.deliver();
+        }
+        self.pending[self.n] = m;
+        self.n += 1;
+    }
+
     fn deliver(&mut self) {
         let mut done = 0;
         while done < self.n {
@@ -60,11 +73,8 @@ impl CaptureStage {
 impl Stage for CaptureStage {
     #[inline]
     fn packet(&mut self, skb: Skb, _ctx: &mut Ctx<'_>) {
-        if self.n == BATCH {
-            self.deliver();
-        }
-        self.pending[self.n] = skb.into_mbuf();
-        self.n += 1;
+        // SAFETY: the skb owned the chain and gives it up.
+        unsafe { self.push_mbuf(skb.into_mbuf()) };
     }
 
     fn end_of_poll(&mut self, ctx: &mut Ctx<'_>) {
