@@ -8,7 +8,8 @@
 # here: a change that does not win most pairs is noise.
 #
 # usage: scripts/ab-cycles.sh BIN_A BIN_B [PAIRS] [SECS] [PCAP] [-- SINK ARGS]
-#   defaults: 10 pairs of 2 s, ../shared/captures/tcp_1flow.pcap,
+#   defaults: 10 pairs of 2 s, captures/tcp_1flow.pcap (made, as root, by
+#   scripts/captures/make-captures.sh --anchors when missing),
 #   sink args `--gro on --gro-csum trust`
 # e.g. cp target/release/grorx /tmp/grorx-before; (change, build);
 #      scripts/ab-cycles.sh /tmp/grorx-before target/release/grorx
@@ -22,7 +23,8 @@ B=${2:?usage: ab-cycles.sh BIN_A BIN_B [PAIRS] [SECS] [PCAP] [-- SINK ARGS]}
 shift 2
 PAIRS=10
 SECS=2
-PCAP=$HERE/../shared/captures/tcp_1flow.pcap
+DEFAULT_PCAP=$HERE/captures/tcp_1flow.pcap
+PCAP=$DEFAULT_PCAP
 for v in PAIRS SECS PCAP; do
     if [ $# -gt 0 ] && [ "$1" != "--" ]; then
         printf -v "$v" '%s' "$1"
@@ -35,6 +37,16 @@ ARGS=("$@")
 for b in "$A" "$B"; do
     [ -x "$b" ] || { echo "ab-cycles.sh: $b is not an executable grorx" >&2; exit 1; }
 done
+# The default capture (by any path) is made when missing.
+if [ "$(realpath -m "$PCAP")" = "$(realpath -m "$DEFAULT_PCAP")" ] && [ ! -e "$PCAP" ]; then
+    MAKE=("$HERE/scripts/captures/make-captures.sh" --anchors "$HERE/captures")
+    [ "$(id -u)" = 0 ] || {
+        echo "ab-cycles.sh: $PCAP missing; make it (root, a few seconds) with: sudo ${MAKE[*]}" >&2
+        exit 1
+    }
+    echo "ab-cycles.sh: $PCAP missing: making it: ${MAKE[*]}" >&2
+    "${MAKE[@]}" >&2
+fi
 [ -r "$PCAP" ] || { echo "ab-cycles.sh: cannot read the capture $PCAP" >&2; exit 1; }
 PCAP=$(realpath "$PCAP")
 

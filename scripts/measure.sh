@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
-# Reproduces the figures of the README's Performance section (and the issues'
-# closing notes) into OUT (default perf-results/): nothing else may run on the
-# machine meanwhile, since rates are compared side by side.
+# Reproduces the figures of docs/performance.md into OUT (default
+# perf-results/): nothing else may run on the machine meanwhile, since rates
+# are compared side by side.
 #
 #   scripts/measure.sh [OUT] [PART...]
 #
 # PART (default: all of them, in this order):
 #   quality   merge quality (grocheck --strict-order) and segments per packet on
-#             the shared captures: GRO off, DPDK's rte_gro, grorx per poll,
+#             the anchor captures: GRO off, DPDK's rte_gro, grorx per poll,
 #             grorx held across polls, grorx at rte_gro's frag budget
 #   queues    1 worker vs 2 workers on a 2-queue net_null port
-#   hist      histogram percentiles of a replay of each shared capture
+#   hist      histogram percentiles of a replay of each anchor capture
 #   telemetry /grorx/stats asked with dpdk-telemetry.py from a running sink
 #   testpmd   grorx sink (GRO off, then on) vs dpdk-testpmd rxonly on net_null0
 #   bench     every bench-configs/*.toml (tables, CSV, JSON, PNG in OUT)
 #
 # GRORX=path picks the binary (default target/release/grorx); CAPTURES=dir
-# the shared captures (default ../shared/captures next to the repository).
+# the directory holding the anchor captures tcp_1flow.pcap and tcp_4flows.pcap
+# for quality and hist (default captures/ in the repository, made as root by
+# scripts/captures/make-captures.sh --anchors when missing; the bench part
+# replays what bench-configs/ names, the repository's captures/).
 set -euo pipefail
 export PYTHONDONTWRITEBYTECODE=1
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -25,7 +28,8 @@ shift || true
 PARTS=("$@")
 [ ${#PARTS[@]} -gt 0 ] || PARTS=(quality queues hist telemetry testpmd bench)
 GRORX=${GRORX:-$ROOT/target/release/grorx}
-CAPTURES=${CAPTURES:-$(cd "$ROOT/.." && pwd)/shared/captures}
+DEFAULT_CAPTURES=$ROOT/captures
+CAPTURES=${CAPTURES:-$DEFAULT_CAPTURES}
 [ -x "$GRORX" ] || { echo "measure: $GRORX missing: cargo build --release" >&2; exit 1; }
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -33,6 +37,25 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/measure.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 log() { echo "measure: $*" >&2; }
 host() { echo "$(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(uname -r), $(date -u +%FT%TZ)"; }
+
+# The anchor captures in $CAPTURES: made when the default directory lacks
+# them (root), else a stop that says how to make them.
+anchors() {
+    local f missing=0
+    for f in tcp_1flow tcp_4flows; do [ -r "$CAPTURES/$f.pcap" ] || missing=1; done
+    [ $missing = 1 ] || return 0
+    local make=("$ROOT/scripts/captures/make-captures.sh" --anchors "$CAPTURES")
+    if [ "$CAPTURES" != "$DEFAULT_CAPTURES" ]; then
+        echo "measure: CAPTURES=$CAPTURES lacks tcp_1flow.pcap or tcp_4flows.pcap (make them with: sudo ${make[*]})" >&2
+        exit 1
+    fi
+    if [ "$(id -u)" != 0 ]; then
+        echo "measure: the anchor captures are missing in $CAPTURES; make them (root, a few seconds) with: sudo ${make[*]}" >&2
+        exit 1
+    fi
+    log "anchor captures missing in $CAPTURES: making them: ${make[*]}"
+    "${make[@]}" >&2
+}
 
 # A field of grorx's JSON report (dotted path) from stdin.
 jget() { python3 -c "import json,sys
@@ -43,7 +66,7 @@ print(v if v is not None else '-')" "$1"; }
 quality() {
     local f=$OUT/quality.md
     {
-        echo "# Merge quality on the shared captures ($(host))"
+        echo "# Merge quality on the tcp_1flow and tcp_4flows captures ($(host))"
         echo
         echo "grocheck.py IN OUT (--strict-order for grorx; rte_gro reorders PSH, so it is checked without)."
         echo "merge_quality = (tcp_in - tcp_out) / (tcp_in - ideal_out at --max-frags 17)."
@@ -53,7 +76,6 @@ quality() {
     } >"$f"
     for cap in tcp_1flow tcp_4flows; do
         local in=$CAPTURES/$cap.pcap
-        [ -f "$in" ] || { log "$in missing: skipped"; continue; }
         while IFS='|' read -r label args check; do
             # shellcheck disable=SC2086
             "$GRORX" sink --port "net_pcap0,rx_pcap=$in" --capture "$TMP/o.pcap" --json $args \
@@ -97,10 +119,9 @@ queues() {
 
 hist() {
     local f=$OUT/histograms.md
-    echo "# Histogram percentiles, shared captures replayed once ($(host))" >"$f"
+    echo "# Histogram percentiles, tcp_1flow and tcp_4flows replayed once ($(host))" >"$f"
     for cap in tcp_1flow tcp_4flows; do
         local in=$CAPTURES/$cap.pcap
-        [ -f "$in" ] || continue
         for args in "" "--gro-flush-us 200"; do
             # shellcheck disable=SC2086
             "$GRORX" sink --port "net_pcap0,rx_pcap=$in" --json $args --hdr-log "$OUT/$cap${args:+-held}.hlog" \
@@ -128,11 +149,11 @@ EOF
 
 telemetry() {
     local f=$OUT/telemetry.txt prefix=grorx-measure-$$
-    "$GRORX" sink --duration 8 -q -- --file-prefix "$prefix" >/dev/null 2>&1 &
+    "$GRORX" sink --duration 8 -q --name "$prefix" >/dev/null 2>&1 &
     local pid=$!
     sleep 4
     {
-        echo "\$ grorx sink --duration 8 -- --file-prefix $prefix &"
+        echo "\$ grorx sink --duration 8 --name $prefix &"
         for cmd in /grorx/stats /grorx/gro /ethdev/stats,0; do
             echo "\$ echo $cmd | dpdk-telemetry.py -f $prefix"
             echo "$cmd" | dpdk-telemetry.py -f "$prefix" 2>&1 | grep -v '^Connecting\|^{"version"' || true
@@ -155,6 +176,9 @@ bench() {
     done
 }
 
+for p in "${PARTS[@]}"; do
+    case $p in quality | hist) anchors ;; esac
+done
 for p in "${PARTS[@]}"; do
     case $p in
         quality | queues | hist | telemetry | testpmd | bench) log "$p"; $p ;;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # make-captures.sh OUTDIR [--quick] [--rx-only]
+# make-captures.sh --anchors [DIR]      (DIR: default captures/ in the repository)
 #
 # Makes classic-pcap captures of real TCP traffic for grorx's tests: iperf3
 # over a veth pair between two network namespaces this script creates
@@ -7,7 +8,7 @@
 # offload off (every checksum real, MSS-sized segments) and GRO off, captured
 # with tcpdump on the receiver's veth (the data direction and the ACK
 # direction; --rx-only keeps only the frames sent by the sender's veth, as
-# in the shared captures tcp_1flow.pcap / tcp_4flows.pcap).
+# in the anchor captures tcp_1flow.pcap / tcp_4flows.pcap of --anchors).
 #
 #   tcp4.pcap        IPv4, 1 flow (the untagged source of the two below)
 #   tcp4_loss.pcap   IPv4, 1 flow through a sender-side tbf with a small queue
@@ -19,8 +20,17 @@
 #                    frames mixed in (mix_junk.py, seed 1); mixed_junk.txt lists them
 #
 # --quick: about 1 s / a few thousand packets per capture instead of ~25k.
+#
+# --anchors makes only the two captures the anchor benchmarks replay
+# (bench-configs/anchors*.toml, scripts/ab-cycles.sh, scripts/measure.sh),
+# receive direction only (the frames sent by the sender's veth):
+#   tcp_1flow.pcap   IPv4 iperf3, 1 flow, 20 MiB paced at 3 Gbit/s (+ the
+#                    control connection's frames in that direction): ~14.5k frames
+#   tcp_4flows.pcap  IPv4 iperf3 -P 4, 20 MiB over 4 data flows (+ control):
+#                    ~14.5k frames
 # A capture is retried (3 runs at most) when tcpdump did not write every
-# packet it saw, or the loss capture shows no retransmission.
+# packet it saw, or the loss capture shows no retransmission; an anchor
+# (5 runs at most) when it carries less than the 20 MiB.
 # MAKE_CAPTURES_KEEP_WORK=1 keeps OUTDIR/.make-captures.PID (logs) for debugging.
 # Idempotent (files are replaced; a run killed with SIGKILL leaves namespaces
 # that the next run removes). Needs root. Installs missing tools with apt-get.
@@ -32,18 +42,25 @@ export PYTHONDONTWRITEBYTECODE=1   # no __pycache__ next to the helpers
 PROG=make-captures
 die() { echo "$PROG: $*" >&2; exit 1; }
 log() { echo "$PROG: $*" >&2; }
-usage() { sed -n '2,3p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,4p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
-OUT="" QUICK=0 RXONLY=0
+OUT="" QUICK=0 RXONLY=0 ANCHORS=0
 for a in "$@"; do
     case "$a" in
         --quick) QUICK=1 ;;
         --rx-only) RXONLY=1 ;;
+        --anchors) ANCHORS=1 ;;
         -h|--help) usage ;;
         -*) die "unknown option $a" ;;
         *) [ -z "$OUT" ] || usage; OUT=$a ;;
     esac
 done
+if [ "$ANCHORS" = 1 ]; then
+    # The anchors' sizes are part of what the figures in docs/ measure.
+    [ "$QUICK" = 0 ] || die "--anchors makes full-size captures only (no --quick)"
+    RXONLY=1
+    [ -n "$OUT" ] || OUT=$HERE/../../captures
+fi
 [ -n "$OUT" ] || usage
 [ "$(id -u)" -eq 0 ] || die "needs root (network namespaces, tcpdump)"
 
@@ -81,6 +98,10 @@ TAG=grxcap$$
 NS_S=${TAG}s NS_R=${TAG}r        # sender, receiver
 V_S=vsnd V_R=vrcv                # veth ends (each in its own namespace)
 MAC_S=02:00:00:00:99:01 MAC_R=02:00:00:00:99:02
+# What --rx-only keeps: the frames from the sender's veth; the anchors keep
+# only its TCP frames (no ARP, no IPv6 neighbour or MLD chatter).
+RX_FILTER="ether src $MAC_S"
+[ "$ANCHORS" = 0 ] || RX_FILTER="$RX_FILTER and ip and tcp"
 IP4_S=10.99.1.1 IP4_R=10.99.1.2
 IP6_S=fd00:99::1 IP6_R=fd00:99::2
 PORT=5201
@@ -212,7 +233,7 @@ capture() {
         fi
         if [ $ok = 1 ]; then
             if [ "$RXONLY" = 1 ]; then  # keep what arrived from the sender's veth
-                tcpdump -r "$file" -w "$file.rx" "ether src $MAC_S" 2>/dev/null && mv -f "$file.rx" "$file"
+                tcpdump -r "$file" -w "$file.rx" -Z root "$RX_FILTER" 2>/dev/null && mv -f "$file.rx" "$file"
                 got="$(capinfos -c -M "$file" | awk '/Number of packets/{print $NF}') rx-only"
             fi
             log "$name: $got packets${retx:+, $retx retransmissions}"
@@ -223,7 +244,61 @@ capture() {
     die "$name: no clean capture in 3 tries"
 }
 
+# publish FILE...: moves the finished files from $WORK to $OUT and lists them.
+publish() {
+    local f
+    for f in "$@"; do mv -f "$WORK/$f" "$OUT/$f"; done
+    for f in "$@"; do
+        case $f in
+            *.pcap) printf '%-16s %7s packets %10s bytes\n' "$f" \
+                "$(capinfos -c -M "$OUT/$f" | awk '/Number of packets/{print $NF}')" "$(stat -c %s "$OUT/$f")" ;;
+        esac
+    done
+}
+
+# data_flows FILE: TCP connections with more than 100 data segments (the
+# iperf3 control connection carries a handful).
+data_flows() {
+    tshark -r "$1" -Y 'tcp.len > 0' -T fields -e tcp.stream 2>/dev/null | sort | uniq -c | awk '$1 > 100' | wc -l
+}
+
+# data_bytes FILE: TCP payload bytes in the capture.
+data_bytes() {
+    tshark -r "$1" -T fields -e tcp.len 2>/dev/null | awk '{ n += $1 } END { print n + 0 }'
+}
+
+# anchor NAME IPERF3_CLIENT_ARGS...: capture NAME until its data reaches
+# the 20 MiB (5 tries; the last one is kept, said so, whatever it holds).
+anchor() {
+    local name=$1 try sent; shift
+    for try in 1 2 3 4 5; do
+        capture "$name" -- "$@"
+        sent=$(data_bytes "$WORK/$name.pcap")
+        [ "$sent" -lt 20500000 ] || return 0
+        if [ "$try" = 5 ]; then
+            log "$name: WARNING: kept with $sent bytes of data, short of the 20 MiB (the machine busy?)"
+        else
+            log "$name: try $try: $sent bytes of data, short of the 20 MiB; again"
+        fi
+    done
+}
+
 START=$SECONDS
+if [ "$ANCHORS" = 1 ]; then
+    # iperf3 -n counts what it writes into the socket; when it ends the test
+    # the server closes with the bytes still on their way unread (RST), so a
+    # capture can miss a tail of random length. One flow is paced (-b), its
+    # socket buffer (a few MB unpaced) then holds little; four flows are
+    # not (paced, they end short more often). A capture short of the 20 MiB
+    # (most often on a busy machine) is taken again.
+    anchor tcp_1flow -c $IP4_R -n 20M -b 3G
+    anchor tcp_4flows -c $IP4_R -n 20M -P 4
+    [ "$(data_flows "$WORK/tcp_1flow.pcap")" = 1 ] || die "tcp_1flow.pcap: not one data flow"
+    [ "$(data_flows "$WORK/tcp_4flows.pcap")" = 4 ] || die "tcp_4flows.pcap: not four data flows"
+    publish tcp_1flow.pcap tcp_4flows.pcap
+    log "done in $((SECONDS - START)) s: $OUT"
+    exit 0
+fi
 capture tcp4 -- -c $IP4_R -n $BYTES
 capture tcp4_loss tbf -- -c $IP4_R -t $LOSS_T
 capture tcp6 -- -6 -c $IP6_R -n $BYTES -P 2
@@ -239,12 +314,5 @@ sed -i "s#$WORK/##g" "$WORK/mixed_junk.txt"
 [ "$(tshark -r "$WORK/tcp6.pcap" -Y 'ipv6 && tcp.len > 0' 2>/dev/null | wc -l)" -gt 0 ] || die "tcp6.pcap: no IPv6 TCP data"
 [ "$(tshark -r "$WORK/tcp4_vlan.pcap" -T fields -e vlan.id 2>/dev/null | sort -u)" = 100 ] || die "tcp4_vlan.pcap: VLAN ids wrong"
 [ "$(tshark -r "$WORK/tcp4_qinq.pcap" -T fields -e eth.type -e ieee8021ad.id -e vlan.id 2>/dev/null | sort -u)" = "$(printf '0x88a8\t200\t100')" ] || die "tcp4_qinq.pcap: VLAN ids wrong"
-FILES=(tcp4.pcap tcp4_loss.pcap tcp6.pcap tcp4_vlan.pcap tcp4_qinq.pcap mixed_junk.pcap mixed_junk.txt)
-for f in "${FILES[@]}"; do mv -f "$WORK/$f" "$OUT/$f"; done
-for f in "${FILES[@]}"; do
-    case $f in
-        *.pcap) printf '%-16s %7s packets %10s bytes\n' "$f" \
-            "$(capinfos -c -M "$OUT/$f" | awk '/Number of packets/{print $NF}')" "$(stat -c %s "$OUT/$f")" ;;
-    esac
-done
+publish tcp4.pcap tcp4_loss.pcap tcp6.pcap tcp4_vlan.pcap tcp4_qinq.pcap mixed_junk.pcap mixed_junk.txt
 log "done in $((SECONDS - START)) s: $OUT"

@@ -11,11 +11,13 @@
 //! tshark must find no checksum, length or malformed complaint in what grorx
 //! wrote (`tests/tools/tshark_check.py`). mixed_junk.pcap adds frames that
 //! must pass through byte-identical and counted (`tests/tools/junkcheck.py`).
-//! The shared captures (`../shared/captures` next to the repository, or
-//! `$GRORX_SHARED_CAPTURES`) are checked the same way when present.
+//! The anchor captures the benchmarks replay (`captures/tcp_1flow.pcap` and
+//! `captures/tcp_4flows.pcap` in the repository, made by `make-captures.sh
+//! --anchors` when missing, a few seconds) are checked the same way; or,
+//! instead, every capture in `$GRORX_SHARED_CAPTURES`.
 //!
-//! Run: `cargo test -p grorx --test real_traffic -- --nocapture` (as root)
-//! prints the merge qualities. A failing test keeps its work directory
+//! Run: `cargo test -p grorx-cli --test real_traffic -- --nocapture` (as
+//! root) prints the merge qualities. A failing test keeps its work directory
 //! (inputs are in the captures directory it names) and says where.
 
 use serde_json::Value;
@@ -139,7 +141,7 @@ fn make_captures() -> Result<PathBuf, String> {
             "these tests need root: scripts/captures/make-captures.sh creates network \
                     namespaces and runs tcpdump (and installs iperf3/tcpdump/tshark with \
                     apt-get if missing). Run them as root, e.g. \
-                    `sudo -E cargo test -p grorx --test real_traffic`"
+                    `sudo -E cargo test -p grorx-cli --test real_traffic`"
                 .into(),
         );
     }
@@ -375,6 +377,8 @@ fn replay(
     extra: &[&str],
 ) -> (Out, Value) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_grorx"));
+    // An instance name of this test binary's own.
+    cmd.env("GRORX_NAME", format!("test-{}", std::process::id()));
     cmd.arg(command)
         .arg("--port")
         .arg(format!("net_pcap0,rx_pcap={}", input.display()))
@@ -759,34 +763,89 @@ fn forward_gives_back_the_very_segments() {
     }
 }
 
-// ---------------------------------------------------------------- shared
+// ---------------------------------------------------------------- anchors
 
-#[test]
-fn shared_captures_merge_by_linux_rules() {
-    let dir = std::env::var_os("GRORX_SHARED_CAPTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("../shared/captures"));
-    let mut pcaps: Vec<PathBuf> = match std::fs::read_dir(&dir) {
-        Ok(rd) => rd
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "pcap"))
-            .collect(),
-        Err(_) => Vec::new(),
-    };
-    if pcaps.is_empty() {
-        eprintln!(
-            "real_traffic: no shared captures in {}: skipped (the generated ones are checked)",
-            dir.display()
-        );
-        return;
+/// The anchor captures in the repository's `captures/`, where the
+/// benchmarks replay them from; made there (make-captures.sh --anchors)
+/// when missing.
+fn anchor_captures() -> Vec<PathBuf> {
+    let dir = repo().join("captures");
+    let files: Vec<PathBuf> = ["tcp_1flow.pcap", "tcp_4flows.pcap"]
+        .iter()
+        .map(|f| dir.join(f))
+        .collect();
+    if files.iter().all(|f| f.exists()) {
+        return files;
     }
-    pcaps.sort();
+    let script = repo().join("scripts/captures/make-captures.sh");
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        FAILED.store(true, Ordering::Relaxed);
+        panic!(
+            "real_traffic: the anchor captures are missing in {} and making them needs root: \
+             run these tests as root, or first `sudo {} --anchors`",
+            dir.display(),
+            script.display()
+        );
+    }
+    let t0 = Instant::now();
+    let o = run(
+        Command::new("bash").arg(&script).arg("--anchors").arg(&dir),
+        MAKE_CAPTURES_TIMEOUT,
+    );
+    assert!(
+        o.status.success(),
+        "{} --anchors {} failed ({}):\n{}\n{}",
+        script.display(),
+        dir.display(),
+        o.status,
+        tail(&o.stdout, 10),
+        tail(&o.stderr, 30)
+    );
+    eprintln!(
+        "real_traffic: anchor captures made in {:.1} s in {}:\n{}",
+        t0.elapsed().as_secs_f64(),
+        dir.display(),
+        o.stdout.trim_end()
+    );
+    for f in &files {
+        assert!(
+            f.exists(),
+            "make-captures.sh --anchors made no {}",
+            f.display()
+        );
+    }
+    files
+}
+
+/// The anchors the benchmarks replay, or every capture in
+/// `$GRORX_SHARED_CAPTURES`, held to the rules the generated ones are. It
+/// checks something or fails: no capture to check is a failure, not a skip.
+#[test]
+fn anchor_captures_merge_by_linux_rules() {
     let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let pcaps = match std::env::var_os("GRORX_SHARED_CAPTURES").map(PathBuf::from) {
+        Some(dir) => {
+            let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+                .unwrap_or_else(|e| panic!("GRORX_SHARED_CAPTURES={}: {e}", dir.display()))
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "pcap"))
+                .collect();
+            assert!(
+                !v.is_empty(),
+                "GRORX_SHARED_CAPTURES={}: no .pcap file there, nothing to check",
+                dir.display()
+            );
+            v.sort();
+            v
+        }
+        None => anchor_captures(),
+    };
     for p in &pcaps {
         let name = p.file_stem().unwrap().to_string_lossy().into_owned();
         let work = Work::new(&name);
-        eprintln!("real_traffic: checking shared capture {}", p.display());
+        eprintln!("real_traffic: checking {}", p.display());
         merges_by_linux_rules(p, &name, &work, Some(MIN_HELD_QUALITY));
     }
 }

@@ -97,12 +97,15 @@ pub enum Source {
         #[serde(default)]
         rate: u64,
     },
-    /// A capture replayed from memory (net_pcap, infinite_rx=1). `path`
-    /// (relative to the config file) if it exists, else `synth`, written by
-    /// the bench into the output directory.
+    /// A capture replayed from memory (net_pcap, infinite_rx=1): `path`
+    /// (relative to the config file), or `synth`, written by the bench into
+    /// the output directory. Never one in place of the other: a missing
+    /// `path` is made with `make` (as root) or refused.
     Pcap {
         path: Option<PathBuf>,
         synth: Option<Synth>,
+        #[serde(default)]
+        make: Option<Vec<String>>,
     },
     /// net_null: endless 64 B zero-filled frames.
     NetNull,
@@ -116,7 +119,29 @@ pub enum Source {
         /// The capture a `testpmd-pcap` peer replays (as for `pcap`).
         path: Option<PathBuf>,
         synth: Option<Synth>,
+        #[serde(default)]
+        make: Option<Vec<String>>,
     },
+}
+
+/// A capture source's `path`, `synth` and `make`.
+pub type CaptureSpec<'a> = (Option<&'a Path>, Option<&'a Synth>, Option<&'a [String]>);
+
+impl Source {
+    /// What a source that replays a capture names (None: no capture).
+    pub fn capture(&self) -> Option<CaptureSpec<'_>> {
+        match self {
+            Source::Pcap { path, synth, make }
+            | Source::Memif {
+                peer: Peer::TestpmdPcap,
+                path,
+                synth,
+                make,
+                ..
+            } => Some((path.as_deref(), synth.as_ref(), make.as_deref())),
+            _ => None,
+        }
+    }
 }
 
 fn default_gen_flows() -> u32 {
@@ -318,20 +343,25 @@ impl Config {
         if needs_port && matches!(self.source, Source::Generator { .. }) {
             bail!("testpmd-rxonly cells need a port source (pcap, net_null, memif), not the embedded generator");
         }
-        match &self.source {
-            Source::Pcap {
-                path: None,
-                synth: None,
+        if let Some((path, synth, make)) = self.source.capture() {
+            match (path, synth) {
+                (None, None) => bail!("a capture source needs `path` or `synth`"),
+                // Figures said to be on a real capture must not quietly
+                // come from a synthetic one.
+                (Some(_), Some(_)) => bail!(
+                    "give `path` or `synth`, not both: synth is no stand-in for a missing \
+                     capture (`make` names the command that makes it)"
+                ),
+                _ => {}
             }
-            | Source::Memif {
-                peer: Peer::TestpmdPcap,
-                path: None,
-                synth: None,
-                ..
-            } => bail!(
-                "a capture source needs `path` or `synth` (or both: synth when path is missing)"
-            ),
-            _ => {}
+            if let Some(m) = make {
+                if path.is_none() {
+                    bail!("`make` makes the capture `path` names: give `path`");
+                }
+                if m.first().is_none_or(|p| p.is_empty()) {
+                    bail!("`make` is a command line: [\"program\", \"arg\", ...]");
+                }
+            }
         }
         crate::bench::args::check_reserved(&self.args)?;
         for c in &cells {
@@ -424,6 +454,7 @@ values = [3, 17, "45"]
             Source::Pcap {
                 synth: Some(s),
                 path: None,
+                make: None,
             } => assert_eq!((s.flows, s.segments, s.mss), (1, 64, 1448)),
             s => panic!("{s:?}"),
         }
@@ -448,5 +479,24 @@ values = [3, 17, "45"]
         assert!(Config::parse(&reserved).is_err());
         let unknown = format!("{SWEEP}\n[extra]\nx = 1\n");
         assert!(Config::parse(&unknown).is_err());
+        let src = "source = { kind = \"pcap\", synth = { flows = 1, segments = 64 } }";
+        let both = SWEEP.replace(
+            src,
+            "source = { kind = \"pcap\", path = \"a.pcap\", synth = { flows = 1 } }",
+        );
+        assert!(Config::parse(&both)
+            .unwrap_err()
+            .to_string()
+            .contains("not both"));
+        let make_no_path = SWEEP.replace(
+            src,
+            "source = { kind = \"pcap\", synth = { flows = 1 }, make = [\"mk\"] }",
+        );
+        assert!(Config::parse(&make_no_path).is_err());
+        let made = SWEEP.replace(
+            src,
+            "source = { kind = \"pcap\", path = \"a.pcap\", make = [\"./mk.sh\", \"../x\"] }",
+        );
+        assert!(Config::parse(&made).is_ok());
     }
 }

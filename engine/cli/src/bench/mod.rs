@@ -172,6 +172,9 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         h
     };
     eprintln!("{}", header[0]);
+    // Up front, not only under the table: a synthetic or freshly made
+    // capture is seen before the figures are.
+    eprintln!("source: {}", src.description);
     for (c, why) in &pending {
         eprintln!("pending: {c}: {why}");
     }

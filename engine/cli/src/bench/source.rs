@@ -3,11 +3,11 @@
 //! (said in the table header and the JSON).
 
 use crate::bench::config::{Peer, Source, Synth};
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use grorx::pcap;
 use grorx_gro::traffic::{segment_stream, FlowSpec};
 use serde::Serialize;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 /// Placeholder for the per-run memif socket path in port specs.
 pub const SOCKET: &str = "{socket}";
@@ -92,8 +92,8 @@ pub fn prepare(src: &Source, config_dir: &Path, out: &Path) -> Result<Prepared> 
                 pending: None,
             }
         }
-        Source::Pcap { path, synth } => {
-            let (file, origin, frames) = capture(path.as_deref(), synth.as_ref(), config_dir, out)?;
+        Source::Pcap { .. } => {
+            let (file, origin, frames) = capture(src, config_dir, out)?;
             let spec = format!("net_pcap0,rx_pcap={},infinite_rx=1", file.display());
             Prepared {
                 kind: "pcap".into(),
@@ -132,15 +132,12 @@ pub fn prepare(src: &Source, config_dir: &Path, out: &Path) -> Result<Prepared> 
             pending: None,
         },
         Source::Memif {
-            peer,
-            frame_len,
-            path,
-            synth,
+            peer, frame_len, ..
         } => {
             let spec = format!("net_memif0,role=client,socket={SOCKET}");
             let (mut pcap_file, mut frames, mut what) = (None, None, format!("{peer:?}"));
             if *peer == Peer::TestpmdPcap {
-                let (f, origin, n) = capture(path.as_deref(), synth.as_ref(), config_dir, out)?;
+                let (f, origin, n) = capture(src, config_dir, out)?;
                 what = format!(
                     "dpdk-testpmd io-forwarding {} ({n} frames, {origin})",
                     f.display()
@@ -193,41 +190,140 @@ pub fn prepare(src: &Source, config_dir: &Path, out: &Path) -> Result<Prepared> 
     })
 }
 
-/// The capture to replay: `path` if it exists, else `synth` written into
-/// `out`. Returns the file, where it came from, and its frame count.
-fn capture(
-    path: Option<&Path>,
-    synth: Option<&Synth>,
-    config_dir: &Path,
-    out: &Path,
-) -> Result<(PathBuf, String, u64)> {
-    let given = path.map(|p| {
-        if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            config_dir.join(p)
-        }
-    });
-    let (file, origin) = match (&given, synth) {
-        (Some(p), _) if p.exists() => (p.clone(), "capture".to_string()),
-        (_, Some(s)) => {
-            let f = write_synth(s, out)?;
-            let why = match &given {
-                Some(p) => format!("written by the bench ({} not found)", p.display()),
-                None => "written by the bench".into(),
+/// The capture to replay: `path`, made with `make` when it is missing, or
+/// `synth` written into `out`. Returns the file, where it came from, and its
+/// frame count.
+fn capture(src: &Source, config_dir: &Path, out: &Path) -> Result<(PathBuf, String, u64)> {
+    let (path, synth, make) = src.capture().context("this source replays no capture")?;
+    let (file, origin) = match (path, synth) {
+        (Some(p), _) => {
+            let file = resolve(config_dir, p);
+            let origin = if file.exists() {
+                "capture".to_string()
+            } else {
+                // SAFETY: geteuid has no preconditions and cannot fail.
+                let root = unsafe { libc::geteuid() } == 0;
+                let cmd = make_capture(&file, make, config_dir, root)?;
+                format!("capture made now by {cmd}")
             };
-            (f, format!("synthetic capture {}, {why}", synth_text(s)))
+            (file, origin)
         }
-        (Some(p), None) => anyhow::bail!(
-            "capture {} not found (add `synth = {{ flows = 1, segments = 4096 }}` to the source to run without it)",
-            p.display()
+        (None, Some(s)) => (
+            write_synth(s, out)?,
+            format!("SYNTHETIC capture {}, written by the bench", synth_text(s)),
         ),
-        (None, None) => anyhow::bail!("a capture source needs `path` or `synth`"),
+        (None, None) => bail!("a capture source needs `path` or `synth`"),
     };
     let file = std::fs::canonicalize(&file).unwrap_or(file);
     let frames =
         pcap::count_frames(&file).with_context(|| format!("reading {}", file.display()))?;
     Ok((file, origin, frames))
+}
+
+/// `p` relative to the config file's directory, without `.` and `..`.
+fn resolve(config_dir: &Path, p: &Path) -> PathBuf {
+    let base = std::fs::canonicalize(config_dir).unwrap_or_else(|_| config_dir.to_path_buf());
+    let mut out = PathBuf::new();
+    for c in base.join(p).components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// How a path is shown in a command to copy: relative to the current
+/// directory when inside it.
+fn shown(p: &Path) -> String {
+    std::env::current_dir()
+        .ok()
+        .and_then(|d| std::fs::canonicalize(d).ok())
+        .and_then(|d| p.strip_prefix(d).ok().map(Path::to_path_buf))
+        .filter(|r| !r.as_os_str().is_empty())
+        .unwrap_or_else(|| p.to_path_buf())
+        .display()
+        .to_string()
+}
+
+/// A word as a shell reads it back.
+fn quoted(w: String) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-=:,+@%".contains(c);
+    if !w.is_empty() && w.chars().all(plain) {
+        w
+    } else {
+        format!("'{}'", w.replace('\'', r"'\''"))
+    }
+}
+
+/// Makes the missing capture `file` with the config's `make` command (its
+/// program, and arguments that start with `./` or `../`, are relative to
+/// the config file); returns the command as run. Refuses without root
+/// (the capture scripts need it), saying the command to run.
+fn make_capture(
+    file: &Path,
+    make: Option<&[String]>,
+    config_dir: &Path,
+    root: bool,
+) -> Result<String> {
+    let Some((prog, args)) = make.and_then(|m| m.split_first()) else {
+        bail!(
+            "capture {} not found, and the config names no `make` command for it",
+            file.display()
+        );
+    };
+    let is_rel = |a: &str| a.starts_with("./") || a.starts_with("../");
+    let prog = if prog.contains('/') {
+        resolve(config_dir, Path::new(prog))
+    } else {
+        PathBuf::from(prog)
+    };
+    let args: Vec<PathBuf> = args
+        .iter()
+        .map(|a| {
+            if is_rel(a) {
+                resolve(config_dir, Path::new(a))
+            } else {
+                PathBuf::from(a)
+            }
+        })
+        .collect();
+    let cmd = std::iter::once(&prog)
+        .chain(&args)
+        .map(|p| quoted(shown(p)))
+        .collect::<Vec<_>>()
+        .join(" ");
+    if !root {
+        bail!(
+            "capture {} not found. Make it (root: network namespaces and tcpdump; a few \
+             seconds) with\n    sudo {cmd}\nand run the bench again (it never replays \
+             synthetic traffic in place of a missing capture)",
+            file.display()
+        );
+    }
+    eprintln!("bench: {} not found: making it: {cmd}", file.display());
+    let t0 = std::time::Instant::now();
+    // Its output goes to stderr: stdout carries the bench's table.
+    let status = std::process::Command::new(&prog)
+        .args(&args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::io::stderr())
+        .status()
+        .with_context(|| format!("starting {cmd}"))?;
+    if !status.success() {
+        bail!(
+            "`{cmd}` failed ({status}): capture {} not made",
+            file.display()
+        );
+    }
+    if !file.exists() {
+        bail!("`{cmd}` ran but did not make {}", file.display());
+    }
+    eprintln!("bench: made in {:.1} s", t0.elapsed().as_secs_f64());
+    Ok(cmd)
 }
 
 fn synth_text(s: &Synth) -> String {
@@ -323,15 +419,66 @@ mod tests {
         );
         let p = prepare(
             &Source::Pcap {
-                path: Some("missing.pcap".into()),
+                path: None,
                 synth: Some(s),
+                make: None,
             },
             dir.path(),
             dir.path(),
         )
         .unwrap();
         assert_eq!(p.frames, Some(20));
-        assert!(p.description.contains("not found"));
+        assert!(p.description.contains("SYNTHETIC"), "{}", p.description);
         assert!(p.sink_args[1].ends_with(",infinite_rx=1"));
+    }
+
+    /// A missing capture is made by `make` (as root) or refused with the
+    /// command; never replaced by synthetic traffic.
+    #[test]
+    fn missing_capture_is_made_or_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("configs");
+        std::fs::create_dir_all(&cfg).unwrap();
+        let s = Synth {
+            flows: 1,
+            segments: 3,
+            mss: 1448,
+            ipv6: false,
+            interleave: 8,
+        };
+        let made = write_synth(&s, dir.path()).unwrap();
+        let want = dir.path().join("caps/made.pcap");
+        let missing = |make: Option<Vec<String>>| Source::Pcap {
+            path: Some("../caps/made.pcap".into()),
+            synth: None,
+            make,
+        };
+        let e = prepare(&missing(None), &cfg, dir.path()).unwrap_err();
+        assert!(e.to_string().contains("no `make`"), "{e}");
+
+        let make: Vec<String> = [
+            "sh",
+            "-c",
+            "mkdir -p \"$(dirname \"$1\")\" && cp \"$0\" \"$1\"",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([made.display().to_string(), "../caps/made.pcap".into()])
+        .collect();
+        let e = make_capture(&want, Some(&make), &cfg, false).unwrap_err();
+        let canon = std::fs::canonicalize(dir.path()).unwrap();
+        assert!(e.to_string().contains("sudo sh -c 'mkdir -p"), "{e}");
+        assert!(
+            e.to_string()
+                .contains(&canon.join("caps/made.pcap").display().to_string()),
+            "{e}"
+        );
+        assert!(!want.exists());
+        let cmd = make_capture(&want, Some(&make), &cfg, true).unwrap();
+        assert!(cmd.starts_with("sh -c"), "{cmd}");
+        assert_eq!(pcap::count_frames(&want).unwrap(), 3);
+        let p = prepare(&missing(Some(make)), &cfg, dir.path()).unwrap();
+        assert_eq!(p.frames, Some(3));
+        assert!(!p.description.contains("made now"), "{}", p.description);
     }
 }
