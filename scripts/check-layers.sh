@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The crates' layers, checked on their dependency trees (normal dependencies):
 # grorx-gro (the GRO core) has no DPDK in it; grorx (the engine library) has
-# no command-line, config-file or charting crates.
+# no command-line, config-file, charting or metrics-serving crates.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fail=0
@@ -18,6 +18,6 @@ check() {
     done
 }
 check grorx-gro dpdk-sys hugepages
-check grorx clap toml plotters dejavu
+check grorx clap toml plotters dejavu prometheus-client tiny_http
 [ "$fail" -eq 0 ] && echo "check-layers: grorx-gro has no DPDK; grorx has no CLI crates"
 exit "$fail"

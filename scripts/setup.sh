@@ -5,6 +5,8 @@
 set -euo pipefail
 # g++: the fuzz crate links libFuzzer (its replay tests run in scripts/test.sh).
 PKGS=(dpdk dpdk-dev libdpdk-dev libclang-dev pkg-config gcc g++ python3)
+# Packages the caller adds (scripts/test.sh: what only the tests need).
+PKGS+=("$@")
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then

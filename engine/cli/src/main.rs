@@ -111,63 +111,77 @@ enum EncapArg {
 struct RunArgs {
     /// A port: PCI address (0000:3b:00.0), virtual device (net_null0,
     /// net_pcap0,rx_pcap=FILE, ...) or a port id. Repeat for several.
-    #[arg(long = "port", value_name = "SPEC", value_parser = PortSpec::parse)]
+    #[arg(long = "port", value_name = "SPEC", value_parser = PortSpec::parse, help_heading = "Ports and cores")]
     ports: Vec<PortSpec>,
     /// Worker CPUs, e.g. 1 or 2-5 (default: the last CPU).
-    #[arg(long, value_name = "LIST", value_parser = |s: &str| parse_cpu_list(s).map(CpuList))]
+    #[arg(long, value_name = "LIST", value_parser = |s: &str| parse_cpu_list(s).map(CpuList), help_heading = "Ports and cores")]
     cores: Option<CpuList>,
     /// RX queues per port.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, help_heading = "Ports and cores")]
     queues: u16,
     /// RX descriptors per queue.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 1024, help_heading = "Ports and cores")]
     rx_desc: u16,
     /// Packets per RX burst.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, help_heading = "Ports and cores")]
     burst: u16,
     /// Port MTU (default: the port's own).
-    #[arg(long)]
+    #[arg(long, help_heading = "Ports and cores")]
     mtu: Option<u16>,
+    /// Leave promiscuous mode off.
+    #[arg(long, help_heading = "Ports and cores")]
+    no_promisc: bool,
     /// mbuf data room in bytes, headroom included (default: one frame at the MTU per mbuf).
-    #[arg(long)]
+    #[arg(long, help_heading = "Memory")]
     data_room: Option<u16>,
     /// Per-lcore mempool cache (0 disables it).
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, help_heading = "Memory")]
     pool_cache: u32,
     /// One mbuf pool per NUMA socket, per port, or per RX queue.
-    #[arg(long, value_enum, default_value = "socket")]
+    #[arg(long, value_enum, default_value = "socket", help_heading = "Memory")]
     pool_scope: ScopeArg,
+    /// Run on 4 KiB pages (no hugepages).
+    #[arg(long, help_heading = "Memory")]
+    no_huge: bool,
+    #[command(flatten)]
+    gro: GroArgs,
     /// Stop after this many seconds (default: at Ctrl-C, or when a one-shot pcap is consumed).
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", help_heading = "Reporting")]
     duration: Option<f64>,
     /// Print the final report as one JSON object on stdout.
-    #[arg(long)]
+    #[arg(long, help_heading = "Reporting")]
     json: bool,
+    /// Stream one JSON object per interval (seconds) on stdout, newline-delimited.
+    #[arg(long, value_name = "SECS", help_heading = "Reporting")]
+    json_interval: Option<f64>,
     /// No live stats line.
-    #[arg(long, short)]
+    #[arg(long, short, help_heading = "Reporting")]
     quiet: bool,
     /// A per-queue table under the live stats line.
-    #[arg(long, short)]
+    #[arg(long, short, help_heading = "Reporting")]
     verbose: bool,
-    /// Stream one JSON object per interval (seconds) on stdout, newline-delimited.
-    #[arg(long, value_name = "SECS")]
-    json_interval: Option<f64>,
     /// Count TSC cycles per packet in RX, GRO and the stage (four clock reads
     /// per poll): where the time goes.
-    #[arg(long)]
+    #[arg(long, help_heading = "Reporting")]
     cycles: bool,
     /// Write burst, segments-per-packet and hold-time histograms to FILE in the
     /// HdrHistogram interval log format (HistogramLogAnalyzer reads it).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Reporting")]
     hdr_log: Option<std::path::PathBuf>,
-    /// Run on 4 KiB pages (no hugepages).
-    #[arg(long)]
-    no_huge: bool,
-    /// Leave promiscuous mode off.
-    #[arg(long)]
-    no_promisc: bool,
-    #[command(flatten)]
-    gro: GroArgs,
+    /// Serve Prometheus metrics over HTTP at http://ADDR:PORT/metrics while
+    /// the run goes on (e.g. 127.0.0.1:9464; docs/metrics.md lists them).
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_listen_addr, help_heading = "Reporting")]
+    metrics: Option<std::net::SocketAddr>,
+    /// This instance's name: EAL's file prefix (its telemetry socket is
+    /// /var/run/dpdk/NAME/dpdk_telemetry.v2) and the `name` label of its
+    /// metrics. One running process per name.
+    #[arg(
+        long,
+        env = "GRORX_NAME",
+        default_value = "grorx",
+        help_heading = "Reporting"
+    )]
+    name: String,
     #[command(flatten)]
     gen: GenArgs,
     /// EAL arguments (after --).
@@ -285,11 +299,20 @@ struct HugeArgs {
     page_size: Option<u64>,
 }
 
+/// An IP address and port to listen on.
+fn parse_listen_addr(s: &str) -> Result<std::net::SocketAddr, String> {
+    s.parse().map_err(|_| {
+        format!("'{s}' is not ADDR:PORT: give an IP address and a port, e.g. 127.0.0.1:9464, 0.0.0.0:9464 or [::1]:9464")
+    })
+}
+
 /// The run's options from the arguments every run command shares.
 fn run_options(a: RunArgs) -> Result<(RunOptions, Output)> {
     if let Some(d) = a.json_interval {
         if !(d >= 0.01 && d.is_finite()) {
-            anyhow::bail!("--json-interval must be at least 0.01 seconds");
+            return Err(grorx_cli::usage(
+                "--json-interval must be at least 0.01 seconds",
+            ));
         }
     }
     let out = Output {
@@ -299,8 +322,10 @@ fn run_options(a: RunArgs) -> Result<(RunOptions, Output)> {
         json_interval: a.json_interval,
         hdr_log: a.hdr_log,
         gro: a.gro.gro != OnOff::Off,
+        metrics: a.metrics,
     };
     let opts = RunOptions {
+        name: a.name,
         ports: a.ports,
         queues: a.queues,
         cores: a.cores.map(|c| c.0),
@@ -360,7 +385,9 @@ fn sink(a: SinkArgs) -> Result<()> {
     opts.capture = a.capture;
     if a.free == FreeArg::PerPacket {
         if opts.measure.is_some() {
-            anyhow::bail!("--free per-packet is a sink of its own: use it without --gro rte");
+            return Err(grorx_cli::usage(
+                "--free per-packet is a sink of its own: use it without --gro rte",
+            ));
         }
         opts.measure = Some(Measure::FreePerPacket);
     }
@@ -374,7 +401,7 @@ fn forward(a: ForwardArgs) -> Result<()> {
         encap: match a.encap {
             EncapArg::None => Encap::None,
             EncapArg::Virtio => Encap::VirtioNet,
-            EncapArg::Vxlan => Encap::parse("vxlan", a.vni).map_err(anyhow::Error::msg)?,
+            EncapArg::Vxlan => Encap::parse("vxlan", a.vni).map_err(grorx_cli::usage)?,
         },
     });
     watch::run("forward", &opts, &out)
@@ -484,7 +511,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             grorx_cli::out::sayln(&format!("grorx: error: {e:#}"));
-            ExitCode::FAILURE
+            ExitCode::from(grorx_cli::exit_code(&e))
         }
     }
 }

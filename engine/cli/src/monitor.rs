@@ -3,12 +3,14 @@
 //! `--verbose`), streams one JSON object per `--json-interval`, and writes an
 //! interval to the `--hdr-log`. It only reads the run's live stats.
 
+use crate::metrics::Histograms;
 use anyhow::Context;
 use grorx::hist::{HdrLog, HistReport, QueueHist};
 use grorx::port::PortStats;
 use grorx::run::{QueueStats, Running, Stats};
 use grorx::stats::{fmt_pps, rates};
 use serde::Serialize;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Where a counter slot's queue lives.
@@ -27,27 +29,53 @@ struct Snap {
     gro_out: u64,
 }
 
+/// GRO over one interval, under the report's names for the same counters.
+#[derive(Debug, Serialize)]
+struct IntervalGro {
+    segments_in: u64,
+    packets_out: u64,
+    avg_segments_per_packet: f64,
+}
+
+impl IntervalGro {
+    fn of(segments_in: u64, packets_out: u64) -> IntervalGro {
+        IntervalGro {
+            segments_in,
+            packets_out,
+            avg_segments_per_packet: if packets_out > 0 {
+                segments_in as f64 / packets_out as f64
+            } else {
+                0.0
+            },
+        }
+    }
+}
+
 #[derive(Debug, Serialize)]
 struct QueueLine {
     port: u16,
     queue: u16,
     lcore: u32,
     rx_packets: u64,
+    rx_bytes: u64,
     rx_pps: f64,
     rx_gbps: f64,
-    gro_segments_per_packet: f64,
+    gro: Option<IntervalGro>,
 }
 
+/// One `--json-interval` object (after the envelope): counts for the
+/// interval, named as the report names them for the run.
 #[derive(Debug, Serialize)]
 struct IntervalLine {
-    t: f64,
+    elapsed_s: f64,
     interval_s: f64,
     rx_packets: u64,
+    rx_bytes: u64,
     rx_pps: f64,
     rx_gbps: f64,
-    gro_segments_per_packet: f64,
-    missed: u64,
-    no_mbuf: u64,
+    imissed: u64,
+    rx_nombuf: u64,
+    gro: Option<IntervalGro>,
     queues: Vec<QueueLine>,
     histograms: HistReport,
 }
@@ -72,6 +100,8 @@ pub struct Monitor<'a> {
     hdr: Option<HdrLog>,
     hdr_hist: QueueHist,
     hdr_from: Instant,
+    // `--metrics`: what is drained, summed since the start.
+    metrics: Option<Arc<Histograms>>,
 }
 
 fn snap(q: &QueueStats) -> Snap {
@@ -101,6 +131,8 @@ pub struct MonitorConf {
     pub gro: bool,
     pub json_every: Option<Duration>,
     pub hdr: Option<HdrLog>,
+    /// Where drained histograms also go, for `--metrics`.
+    pub metrics: Option<Arc<Histograms>>,
 }
 
 impl<'a> Monitor<'a> {
@@ -130,13 +162,18 @@ impl<'a> Monitor<'a> {
             hdr: conf.hdr,
             hdr_hist: QueueHist::default(),
             hdr_from: start,
+            metrics: conf.metrics,
             ports,
         }
     }
 
     /// Takes what workers published into the open intervals.
     fn drain(&mut self) {
-        for g in self.run.take_histograms() {
+        let drained = self.run.take_histograms();
+        if let Some(m) = &self.metrics {
+            m.add(&drained);
+        }
+        for g in drained {
             if !g.is_empty() {
                 self.json_hist.add(&g);
                 self.hdr_hist.add(&g);
@@ -264,30 +301,28 @@ impl<'a> Monitor<'a> {
                 queue: s.queue,
                 lcore: s.lcore,
                 rx_packets: dp,
+                rx_bytes: db,
                 rx_pps: pps,
                 rx_gbps: gbps,
-                gro_segments_per_packet: if dgo > 0 {
-                    dgi as f64 / dgo as f64
-                } else {
-                    0.0
-                },
+                gro: self.gro.then(|| IntervalGro::of(dgi, dgo)),
             });
             (p, b, gi, go) = (p + dp, b + db, gi + dgi, go + dgo);
         }
         let (pps, gbps) = rates(p, b, dt);
         let line = IntervalLine {
-            t: (now - self.start).as_secs_f64(),
+            elapsed_s: (now - self.start).as_secs_f64(),
             interval_s: dt,
             rx_packets: p,
+            rx_bytes: b,
             rx_pps: pps,
             rx_gbps: gbps,
-            gro_segments_per_packet: if go > 0 { gi as f64 / go as f64 } else { 0.0 },
-            missed: ps.imissed - last_ps.imissed,
-            no_mbuf: ps.rx_nombuf - last_ps.rx_nombuf,
+            imissed: ps.imissed.saturating_sub(last_ps.imissed),
+            rx_nombuf: ps.rx_nombuf.saturating_sub(last_ps.rx_nombuf),
+            gro: self.gro.then(|| IntervalGro::of(gi, go)),
             queues,
             histograms: HistReport::of(&self.json_hist),
         };
-        let s = serde_json::to_string(&line)?;
+        let s = crate::json::line(crate::json::Kind::Interval, &line)?;
         crate::out::line(&s).context("stdout closed (the JSON stream's reader is gone)")?;
         self.json_hist.reset();
         self.json_last = (cur, now, ps);

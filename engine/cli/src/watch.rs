@@ -2,11 +2,13 @@
 //! the engine, print what was set up, watch it (live line, JSON stream, HDR
 //! log) until a stop condition or a signal, then print the report.
 
+use crate::metrics::Histograms;
 use crate::monitor::{Monitor, MonitorConf};
 use crate::signal;
 use anyhow::{Context, Result};
 use grorx::hist::HdrLog;
 use grorx::run::{self, RunOptions};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How the command reports on a run.
@@ -23,14 +25,24 @@ pub struct Output {
     pub hdr_log: Option<std::path::PathBuf>,
     /// Show GRO figures (grorx's or rte_gro's).
     pub gro: bool,
+    /// Serve Prometheus metrics at http://ADDR/metrics while the run goes on.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// Runs `opts` with its built-in stage; the report goes to stdout (JSON) or
 /// stderr (text). Fails when the run fails or leaked mbufs.
 pub fn run(command: &str, opts: &RunOptions, out: &Output) -> Result<()> {
+    // Settings that cannot work are the command line's fault (exit 2).
+    opts.validate()
+        .map_err(|e| crate::usage(format!("{e:#}")))?;
     // Found before EAL starts: a log file that cannot be created.
     let hdr = match &out.hdr_log {
         Some(p) => Some(HdrLog::create(p)?),
+        None => None,
+    };
+    // So is a metrics port already taken.
+    let metrics = match out.metrics {
+        Some(a) => Some(crate::metrics::bind(a, &opts.name, out.gro)?),
         None => None,
     };
     signal::install();
@@ -45,15 +57,19 @@ pub fn run(command: &str, opts: &RunOptions, out: &Output) -> Result<()> {
         for l in running.describe() {
             crate::out::sayln(l);
         }
+        if let Some(a) = metrics.as_ref().and_then(|m| m.local_addr()) {
+            crate::out::sayln(&format!("metrics: http://{a}/metrics"));
+        }
     }
-    let watched = watch(&running, out, hdr);
+    // The metrics server, if any, serves while the run is watched.
+    let watched = crate::metrics::serving(metrics, &running, |h| watch(&running, out, hdr, h));
     let report = running.wait();
     run::shutdown();
     let mut report = report?;
     watched?;
     report.command = command.into();
     if out.json {
-        crate::out::line(&serde_json::to_string(&report)?)
+        crate::out::line(&crate::json::line(crate::json::Kind::Report, &report)?)
             .context("stdout closed before the report was written")?;
     } else {
         crate::out::say(&report.text());
@@ -66,7 +82,12 @@ pub fn run(command: &str, opts: &RunOptions, out: &Output) -> Result<()> {
 
 /// Prints while the run goes on; returns when it should stop (a signal
 /// stops it, with "signal" as the reason).
-fn watch(running: &run::Running, out: &Output, hdr: Option<HdrLog>) -> Result<()> {
+fn watch(
+    running: &run::Running,
+    out: &Output,
+    hdr: Option<HdrLog>,
+    metrics: Option<Arc<Histograms>>,
+) -> Result<()> {
     let mut monitor = Monitor::new(
         running,
         MonitorConf {
@@ -75,6 +96,7 @@ fn watch(running: &run::Running, out: &Output, hdr: Option<HdrLog>) -> Result<()
             gro: out.gro,
             json_every: out.json_interval.map(Duration::from_secs_f64),
             hdr,
+            metrics,
         },
     );
     loop {

@@ -29,6 +29,9 @@ fn quick(name: &str, must_run: &[&str]) {
     assert_eq!(cfg.name, name, "outputs are named after `name`");
     let dir = tempfile::tempdir().unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_grorx"))
+        // An instance name of this test binary's own: other runs on the
+        // machine keep theirs.
+        .env("GRORX_NAME", format!("test-{}", std::process::id()))
         .args(["bench", cfg_path.to_str().unwrap(), "--quick", "--out"])
         .arg(dir.path())
         .output()

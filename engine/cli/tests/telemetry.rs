@@ -29,7 +29,7 @@ fn sink_answers_grorx_stats_while_running() {
     let dir = PathBuf::from("/var/run/dpdk").join(&prefix);
     let _cleanup = RuntimeDir(dir.clone());
     let mut child = Command::new(env!("CARGO_BIN_EXE_grorx"))
-        .args(["sink", "--duration", "6", "--json", "--", "--file-prefix"])
+        .args(["sink", "--duration", "6", "--json", "--name"])
         .arg(&prefix)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -45,6 +45,22 @@ fn sink_answers_grorx_stats_while_running() {
             String::from_utf8_lossy(&o.stderr)
         );
     }
+    // The name is this process's while it runs: a second one is refused,
+    // before EAL starts, and says who holds it and what to do.
+    let second = Command::new(env!("CARGO_BIN_EXE_grorx"))
+        .args(["sink", "--duration", "1", "-q", "--name"])
+        .arg(&prefix)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "another grorx named '{prefix}' is running (pid {})",
+            child.id()
+        )) && err.contains("--name"),
+        "{err}"
+    );
     // Let the workers start, then ask twice: the counters are live.
     std::thread::sleep(Duration::from_millis(1500));
     let a = query(&prefix, &["/grorx/stats", "/grorx/queues", "/grorx/gro"]);
@@ -66,9 +82,15 @@ fn sink_answers_grorx_stats_while_running() {
     assert!(q["0"]["rx_packets"].as_u64().unwrap() > 0, "{q}");
     let g = body(&a[2], "/grorx/gro");
     assert!(g["segments_in"].as_u64().unwrap() > 0, "{g}");
+    // Numbers stay numbers (22.11's telemetry has no floats: thousandths).
+    assert!(
+        g["avg_segments_per_packet_milli"].as_u64().unwrap() >= 1000,
+        "{g}"
+    );
+    assert!(q["0"]["avg_burst_milli"].as_u64().unwrap() >= 1000, "{q}");
     // The run's own report: more packets than any live snapshot.
     let v: Value = serde_json::from_slice(&o.stdout).expect("JSON report");
     assert!(v["rx_packets"].as_u64().unwrap() >= s2["rx_packets"].as_u64().unwrap());
-    // grorx removes its runtime directory (prefix grorx-...) at exit.
+    // grorx removes its runtime directory (its name's) at exit.
     assert!(!dir.exists(), "{} left behind", dir.display());
 }

@@ -106,7 +106,9 @@ pub struct PortReport {
     pub rx_bytes: u64,
     /// The PMD's own counters (`rte_eth_stats`) when the run ended.
     pub stats: PortStats,
-    /// Non-zero extended statistics.
+    /// Non-zero extended statistics, in the driver's order (serialized as
+    /// one object: name -> value).
+    #[serde(serialize_with = "pairs_as_object")]
     pub xstats: Vec<(String, u64)>,
 }
 
@@ -215,6 +217,16 @@ pub struct StageReport {
     pub consumed: u64,
     /// Packets dropped, by the stage's reason.
     pub dropped: std::collections::BTreeMap<String, u64>,
+}
+
+/// `[(name, value)]` as `{"name": value}`, keeping the order.
+fn pairs_as_object<S: serde::Serializer>(v: &[(String, u64)], s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut m = s.serialize_map(Some(v.len()))?;
+    for (k, x) in v {
+        m.serialize_entry(k, x)?;
+    }
+    m.end()
 }
 
 /// What the forward stage sent.

@@ -1,6 +1,7 @@
 //! Live engine state over DPDK telemetry: `/grorx/stats`, `/grorx/queues`
 //! and `/grorx/gro`, answered on EAL's telemetry socket
-//! (`<runtime dir>/dpdk_telemetry.v2`, e.g. `dpdk-telemetry.py -f grorx-<pid>`).
+//! (`<runtime dir>/dpdk_telemetry.v2`, e.g. `dpdk-telemetry.py -f grorx`: the
+//! run's name is its file prefix).
 //!
 //! - [`register`] adds the commands once per process, after EAL started.
 //! - [`set_live`] says what they report (`None`: `{"running":0}`).
@@ -12,7 +13,8 @@
 //! loads, as the stats loop does.
 //!
 //! Limits of DPDK 22.11's telemetry, which the replies respect:
-//! - no booleans or floats: `running` is 0/1, averages are strings ("1.50");
+//! - no booleans or floats: `running` is 0/1, averages are integers in
+//!   thousandths (`avg_burst_milli` 1500 = 1.5 packets per burst);
 //! - dict names only `[A-Za-z0-9_/]`, names and string values under 128
 //!   bytes, at most 256 entries per dict; string values must be ASCII
 //!   (its JSON escaper indexes a table with a signed char);
@@ -220,11 +222,13 @@ fn not_running() -> Dict {
     vec![(String::from("running"), Val::Int(0))]
 }
 
-fn ratio(a: u64, b: u64) -> String {
+/// `a / b` in thousandths, an integer: 22.11's telemetry has no floats,
+/// and a number a reader parses as a string is a trap.
+fn milli(a: u64, b: u64) -> u64 {
     if b == 0 {
-        "0.00".into()
+        0
     } else {
-        format!("{:.2}", a as f64 / b as f64)
+        (a as u128 * 1000 / b as u128).min(u64::MAX as u128) as u64
     }
 }
 
@@ -293,10 +297,10 @@ pub fn stats_reply(live: Option<&Live>) -> Dict {
             u("gro_segments_in", g.segments_in),
             u("gro_packets_out", g.packets_out),
             u("gro_merged_segments", g.merged_segments),
-            u("gro_max_segments", g.max_segments),
-            s(
-                "gro_avg_segments_per_packet",
-                ratio(g.segments_in, g.packets_out),
+            u("gro_max_segments_per_packet", g.max_segments),
+            u(
+                "gro_avg_segments_per_packet_milli",
+                milli(g.segments_in, g.packets_out),
             ),
         ]);
     }
@@ -346,7 +350,7 @@ fn queue_dict(q: &QueueInfo, c: &QueueCounters, gro_on: bool) -> Dict {
         u("rx_bytes", l.rx_bytes),
         u("rx_bursts", l.rx_bursts),
         u("rx_polls", l.rx_polls),
-        s("avg_burst", ratio(l.rx_packets, l.rx_bursts)),
+        u("avg_burst_milli", milli(l.rx_packets, l.rx_bursts)),
         u("out_packets", l.out_packets),
         u("out_bytes", l.out_bytes),
         u("capture_waits", l.capture_waits),
@@ -445,10 +449,10 @@ pub fn gro_reply(live: Option<&Live>, param: Option<&str>) -> Dict {
         u("merged_segments", r.merged_segments),
         u("heads_built", r.heads_built),
         u("heads_cached", r.heads_cached),
-        u("max_segments", r.max_segments_per_packet),
-        s(
-            "avg_segments_per_packet",
-            ratio(r.segments_in, r.packets_out),
+        u("max_segments_per_packet", r.max_segments_per_packet),
+        u(
+            "avg_segments_per_packet_milli",
+            milli(r.segments_in, r.packets_out),
         ),
         (
             String::from("flush_reasons"),
@@ -696,15 +700,15 @@ mod tests {
         assert_eq!(get(&d, "gro_segments_in"), &Val::U64(600));
         assert_eq!(get(&d, "gro_packets_out"), &Val::U64(300));
         assert_eq!(
-            get(&d, "gro_avg_segments_per_packet"),
-            &Val::Str("2.00".into())
+            get(&d, "gro_avg_segments_per_packet_milli"),
+            &Val::U64(2000)
         );
         let g = gro_reply(Some(&l), None);
         let Val::Dict(f) = get(&g, "flush_reasons") else {
             panic!()
         };
         assert_eq!(get(f, "psh"), &Val::U64(18));
-        assert_eq!(get(&g, "max_segments"), &Val::U64(7));
+        assert_eq!(get(&g, "max_segments_per_packet"), &Val::U64(7));
         let g1 = gro_reply(Some(&l), Some(" 0:1 "));
         assert_eq!(get(&g1, "segments_in"), &Val::U64(200));
         assert_eq!(get(&g1, "scope"), &Val::Str("1".into()));

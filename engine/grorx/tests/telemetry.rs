@@ -168,7 +168,7 @@ fn grorx_commands_answer_on_the_telemetry_socket() {
     assert_eq!(st["gro"], "on");
     assert_eq!(st["gro_segments_in"], 4000);
     assert_eq!(st["gro_packets_out"], 1250);
-    assert_eq!(st["gro_avg_segments_per_packet"], "3.20");
+    assert_eq!(st["gro_avg_segments_per_packet_milli"], 3200);
     let up = st["uptime_s"].as_u64().unwrap();
     assert!((5..60).contains(&up), "uptime {up}");
 
@@ -189,14 +189,14 @@ fn grorx_commands_answer_on_the_telemetry_socket() {
     assert_eq!(q1["rx_packets"], 3000);
     assert_eq!(q1["rx_bursts"], 100);
     assert_eq!(q1["rx_polls"], 900);
-    assert_eq!(q1["avg_burst"], "30.00");
+    assert_eq!(q1["avg_burst_milli"], 30000);
     assert_eq!(qs["0"]["rx_bytes"], 1_514_000);
     assert_eq!(qs["0"]["gro_segments_in"], 1000);
 
     let g = body(&r[3], "/grorx/gro");
     assert_eq!(g["scope"], "all");
     assert_eq!(g["segments_in"], 4000);
-    assert_eq!(g["max_segments"], 16);
+    assert_eq!(g["max_segments_per_packet"], 16);
     assert_eq!(g["flush_reasons"]["psh"], 27);
     assert_eq!(g["flush_reasons"]["age"], 5);
     assert_eq!(g["flush_reasons"]["size_limit"], 11);
@@ -213,7 +213,7 @@ fn grorx_commands_answer_on_the_telemetry_socket() {
     assert_eq!(g1["scope"], "1");
     assert_eq!(g1["queue"], 1);
     assert_eq!(g1["flush_reasons"]["psh"], 7);
-    assert_eq!(g1["avg_segments_per_packet"], "3.00");
+    assert_eq!(g1["avg_segments_per_packet_milli"], 3000);
     let g0 = body(&r[5], "/grorx/gro");
     assert_eq!(g0["scope"], "0");
     assert_eq!(g0["flush_reasons"]["age"], 5);

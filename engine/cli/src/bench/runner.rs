@@ -99,6 +99,10 @@ pub fn sink_argv(plan: &Plan, cell: &Cell) -> Vec<String> {
         format!("{}", plan.warmup + plan.duration),
         "--json".into(),
         "-q".into(),
+        // The bench's own instance name: a sink already running under the
+        // default one does not stop the cells.
+        "--name".into(),
+        format!("bench-{}", std::process::id()),
     ]);
     if plan.warmup > 0.0 {
         a.extend(["--json-interval".into(), "0.5".into()]);
@@ -161,7 +165,7 @@ fn apply_warmup(report: &mut Value, intervals: &[Value], warmup: f64) {
     let steady: Vec<&Value> = intervals
         .iter()
         .filter(|v| {
-            let t = v["t"].as_f64().unwrap_or(0.0);
+            let t = v["elapsed_s"].as_f64().unwrap_or(0.0);
             let d = v["interval_s"].as_f64().unwrap_or(0.0);
             t - d >= warmup - 0.05
         })
@@ -485,9 +489,9 @@ mod tests {
     #[test]
     fn warmup_rates_come_from_the_interval_stream() {
         let out = [
-            r#"{"t":0.5,"interval_s":0.5,"rx_packets":100,"rx_gbps":1.0}"#,
-            r#"{"t":1.0,"interval_s":0.5,"rx_packets":400,"rx_gbps":4.0}"#,
-            r#"{"t":1.5,"interval_s":0.5,"rx_packets":600,"rx_gbps":6.0}"#,
+            r#"{"elapsed_s":0.5,"interval_s":0.5,"rx_packets":100,"rx_gbps":1.0}"#,
+            r#"{"elapsed_s":1.0,"interval_s":0.5,"rx_packets":400,"rx_gbps":4.0}"#,
+            r#"{"elapsed_s":1.5,"interval_s":0.5,"rx_packets":600,"rx_gbps":6.0}"#,
             r#"{"command":"sink","rx_pps":700.0,"rx_gbps":3.0,"mbufs_leaked":0}"#,
         ]
         .join("\n");

@@ -185,6 +185,11 @@ pub struct QueueStats {
     pub gro: GroStats,
     /// What the queue's stage consumed and dropped.
     pub stage: StageCounts,
+    /// The names of the stage's drop reasons ([`Stage::drop_reasons`]),
+    /// in the order of `stage.dropped`.
+    ///
+    /// [`Stage::drop_reasons`]: crate::stage::Stage::drop_reasons
+    pub drop_reasons: &'static [&'static str],
 }
 
 impl Stats {
@@ -237,6 +242,7 @@ impl Running {
                 counts: w.shared.counters[i].read(),
                 gro: w.shared.counters[i].read_gro(),
                 stage: w.shared.stage[i].read(),
+                drop_reasons: w.drop_reasons.get(i).copied().unwrap_or(&[]),
             })
             .collect();
         Stats {

@@ -29,6 +29,7 @@
 
 mod collect;
 mod handle;
+mod instance;
 mod launch;
 mod options;
 mod ports;
@@ -116,22 +117,23 @@ pub fn run(opts: &RunOptions) -> Result<Report> {
     start(opts)?.wait()
 }
 
-/// Stops EAL and removes its runtime directory (a unique prefix per run
-/// would otherwise leave one behind each time). Call once, at exit.
+/// Stops EAL, removes the runtime directory of the instance name this
+/// process claimed (left alone when the user's own `--file-prefix` put EAL
+/// elsewhere) and lets the name go. Call once, at exit.
 pub fn shutdown() {
     if Eal::get().is_none() {
+        instance::release(true);
         return;
     }
     let dir = eal::runtime_dir();
     // SAFETY: no lcore is running a job any more; EAL is not used after this.
     unsafe { sys::rte_eal_cleanup() };
-    if let Some(d) = dir {
-        if d.file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with("grorx-"))
-        {
+    if let (Some(d), Some(ours)) = (dir, instance::claimed_dir()) {
+        if d == ours {
             let _ = std::fs::remove_dir_all(d);
         }
     }
+    instance::release(false);
 }
 
 /// EAL as the options want it: started here, or the one already running.

@@ -29,6 +29,11 @@ pub enum EalSetup {
 /// embedded generator, one queue, GRO on with Linux's limits.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
+    /// The instance's name (default `grorx`): EAL's file prefix when EAL
+    /// starts here, so the telemetry socket is
+    /// `/var/run/dpdk/<name>/dpdk_telemetry.v2`. One process at a time
+    /// holds a name; a second is refused before EAL starts.
+    pub name: String,
     /// Ports to receive on; none means the embedded generator.
     pub ports: Vec<PortSpec>,
     /// RX queues per port (RSS spreads flows over them).
@@ -127,6 +132,7 @@ pub enum PoolScope {
 impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
+            name: "grorx".to_string(),
             ports: Vec::new(),
             queues: 1,
             cores: None,
@@ -171,6 +177,7 @@ impl RunOptions {
     /// Refuses settings that cannot work, with a message that says what to
     /// give instead. `start` calls it first.
     pub fn validate(&self) -> Result<()> {
+        super::instance::check_name(&self.name)?;
         if self.queues == 0 {
             bail!("--queues 0: a port needs at least one RX queue (give --queues 1 or more)");
         }

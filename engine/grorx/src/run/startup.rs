@@ -1,6 +1,6 @@
 //! Bringing EAL up: lcores from `--cores`, the hugepage decision (use,
-//! reserve when root, or fall back to 4 KiB pages and say so), a unique file
-//! prefix, device allow-lists, then the user's own EAL arguments.
+//! reserve when root, or fall back to 4 KiB pages and say so), the
+//! instance's name as file prefix (claimed first), device allow-lists, then the user's own EAL arguments.
 
 use super::options::{RunOptions, NO_HUGE_MIN_MB};
 use crate::eal::Eal;
@@ -15,6 +15,8 @@ pub(super) fn start_eal(
     user_args: &[String],
     no_huge: bool,
 ) -> Result<(&'static Eal, String)> {
+    super::instance::check_name(&opts.name)?;
+    super::instance::claim(&opts.name)?;
     let mut ours: Vec<EalOpt> = Vec::new();
     let gen = opts.uses_generator();
     let user_lcores = eal_args::user_overrides(user_args, "--lcores");
@@ -87,10 +89,7 @@ pub(super) fn start_eal(
             ours.push(EalOpt::flag("--huge-unlink"));
         }
     }
-    ours.push(EalOpt::with(
-        "--file-prefix",
-        format!("grorx-{}", std::process::id()),
-    ));
+    ours.push(EalOpt::with("--file-prefix", opts.name.clone()));
     let pci: Vec<String> = opts
         .ports
         .iter()
