@@ -265,6 +265,8 @@ impl Tcp {
 /// padding are all tolerated; only the bytes needed must be present.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FlowHint {
+    /// Destination then source MAC address.
+    pub macs: [u8; 12],
     /// VLAN TCIs, outermost first; `vlans` says how many are valid.
     pub tci: [u16; 2],
     /// VLAN tags in front of IP (0, 1 or 2).
@@ -287,6 +289,7 @@ impl FlowHint {
     /// The hint of a TCP-over-IP frame, if it is one (by its protocol fields).
     pub fn of(head: &[u8]) -> Option<FlowHint> {
         let mut h = FlowHint {
+            macs: [0; 12],
             tci: [0; 2],
             vlans: 0,
             ad: 0,
@@ -297,6 +300,7 @@ impl FlowHint {
         };
         let mut off = 12usize;
         let mut et = be16(head, off)?;
+        h.macs.copy_from_slice(&head[..12]);
         while et == ETH_P_8021Q || et == ETH_P_8021AD {
             if h.vlans == 2 {
                 return None;

@@ -34,9 +34,26 @@ impl std::hash::Hash for FlowKey {
     }
 }
 
+/// The identity fields, wherever they were read from.
+struct Parts<'a> {
+    /// Destination then source MAC (12 bytes).
+    macs: &'a [u8],
+    tci: [u16; 2],
+    vlans: u8,
+    /// Bit i: tag i is 802.1ad.
+    ad: u8,
+    ipv6: bool,
+    flow_label: u32,
+    ports: u32,
+    /// Source then destination address (8 or 32 bytes).
+    addrs: &'a [u8],
+}
+
 impl FlowKey {
-    /// Does this key belong to the flow a hint describes? (MAC addresses are
-    /// not compared: a frame GRO turned away is matched by its IP identity.)
+    /// Does this key belong to a flow between the addresses (and VLANs) a
+    /// hint describes, and its ports when it has them? MAC addresses are
+    /// not compared: this matches a fragment past the first, which cannot
+    /// name its flow, to every flow it may belong to.
     pub fn matches(&self, h: &crate::wire::FlowHint) -> bool {
         let w = &self.w;
         let tci = (w[1] >> 32) as u32;
@@ -64,30 +81,60 @@ impl FlowKey {
     #[inline(always)]
     pub fn new(f: &Fields) -> FlowKey {
         let t = f.layout();
-        let m = f.macs();
-        let mut w = [0u64; 7];
-        w[0] = word(m, 0);
-        w[1] = u32::from_le_bytes([m[8], m[9], m[10], m[11]]) as u64
-            | (t.tci[0] as u64) << 32
-            | (t.tci[1] as u64) << 48;
         // The tag types, read from the frame: an 802.1ad tag is another MAC
         // header than an 802.1Q one with the same TCI.
         let h = f.header();
         let ad = |i: u8| {
-            (t.vlans > i && h[12 + 4 * i as usize..14 + 4 * i as usize] == [0x88, 0xa8]) as u64
+            (t.vlans > i && h[12 + 4 * i as usize..14 + 4 * i as usize] == [0x88, 0xa8]) as u8
         };
-        w[2] = f.ports() as u64
-            | (f.flow_label() as u64) << 32
-            | (t.vlans as u64) << 52
-            | (t.ipv6 as u64) << 54
-            | (ad(0) | ad(1) << 1) << 55;
-        let a = f.addrs();
-        if t.ipv6 {
+        Self::pack(Parts {
+            macs: f.macs(),
+            tci: t.tci,
+            vlans: t.vlans,
+            ad: ad(0) | ad(1) << 1,
+            ipv6: t.ipv6,
+            flow_label: f.flow_label(),
+            ports: f.ports(),
+            addrs: f.addrs(),
+        })
+    }
+
+    /// The key of the flow a frame GRO turned away belongs to, when the
+    /// frame names it whole (`None` for a fragment past the first: no ports).
+    pub fn of_hint(h: &crate::wire::FlowHint) -> Option<FlowKey> {
+        Some(Self::pack(Parts {
+            macs: &h.macs,
+            tci: h.tci,
+            vlans: h.vlans,
+            ad: h.ad,
+            ipv6: h.ipv6,
+            flow_label: h.flow_label,
+            ports: h.ports?,
+            addrs: if h.ipv6 { &h.addrs } else { &h.addrs[..8] },
+        }))
+    }
+
+    /// The one packing of the identity fields into words (a segment's key
+    /// and a hint's must agree bit for bit).
+    #[inline(always)]
+    fn pack(p: Parts<'_>) -> FlowKey {
+        let m = p.macs;
+        let mut w = [0u64; 7];
+        w[0] = word(m, 0);
+        w[1] = u32::from_le_bytes([m[8], m[9], m[10], m[11]]) as u64
+            | (p.tci[0] as u64) << 32
+            | (p.tci[1] as u64) << 48;
+        w[2] = p.ports as u64
+            | (p.flow_label as u64) << 32
+            | (p.vlans as u64) << 52
+            | (p.ipv6 as u64) << 54
+            | (p.ad as u64) << 55;
+        if p.ipv6 {
             for (i, wi) in w[3..7].iter_mut().enumerate() {
-                *wi = word(a, i * 8);
+                *wi = word(p.addrs, i * 8);
             }
         } else {
-            w[3] = word(a, 0);
+            w[3] = word(p.addrs, 0);
         }
         FlowKey { w }
     }

@@ -689,12 +689,35 @@ impl<B: GroBuf> Gro<B> {
         self.pass(why, pkt, out)
     }
 
-    /// Flushes whatever the flow of `pkt` holds (a scan: rare frames only).
+    /// Flushes whatever the flow of `pkt` holds. A frame that names its flow
+    /// (ports and all) costs one probe of the table, as a segment does: a
+    /// stream of such frames (padded ACKs, IP options, bad checksums) is no
+    /// slower for being turned away. A fragment past the first cannot name
+    /// its flow: every held flow between its addresses leaves, in one walk
+    /// of the held packets (at most `flows` of them).
     #[cold]
     fn flush_flow_of(&mut self, pkt: &B, out: &mut impl FnMut(B)) {
-        if let Some(h) = crate::wire::FlowHint::of(pkt.head()) {
-            while let Some(s) = self.table.first_where(|e| e.key.matches(&h)) {
-                self.flush_slot(s, Flush::Unmergeable, out);
+        let Some(h) = crate::wire::FlowHint::of(pkt.head()) else {
+            return;
+        };
+        match FlowKey::of_hint(&h) {
+            Some(key) => {
+                let hash = key.hash(&self.hash_key);
+                if let Some(s) = self.table.find(hash, |e| e.key == key) {
+                    if self.table.is_live(s) {
+                        self.flush_slot(s, Flush::Unmergeable, out);
+                    }
+                }
+            }
+            None => {
+                let mut at = self.table.next_live(None);
+                while let Some(s) = at {
+                    // Read on before `s` leaves the list.
+                    at = self.table.next_live(Some(s));
+                    if self.table.get(s).key.matches(&h) {
+                        self.flush_slot(s, Flush::Unmergeable, out);
+                    }
+                }
             }
         }
     }
@@ -1014,8 +1037,14 @@ impl<B: GroBuf> Gro<B> {
                 (s, self.table.reclaim(s).expect("the flow's ghost"))
             }
             None => {
+                let Some((s, h)) = self.table.insert(hash) else {
+                    // The index has no place near the hash's home: a flood
+                    // of flows colliding under a key someone learnt. This
+                    // one goes through unheld rather than lengthen every
+                    // lookup.
+                    return self.pass(Pass::ProbeLimit, pkt, out);
+                };
                 self.stats.heads_built += 1;
-                let (s, h) = self.table.insert(hash);
                 h.key = key;
                 (s, h)
             }

@@ -108,11 +108,14 @@ pub enum Pass {
     NoPayload,
     /// A first segment with SYN, RST, URG, PSH or FIN: delivered at once.
     Flags,
+    /// A new flow the table could not index within `MAX_PROBE` of its
+    /// hash's home (flows made to collide).
+    ProbeLimit,
 }
 
 impl Pass {
     /// How many reasons there are (the length of `GroStats::pass`).
-    pub const N: usize = NotTcp::ALL.len() + 3;
+    pub const N: usize = NotTcp::ALL.len() + 4;
     /// The reason's index in `GroStats::pass`.
     pub fn index(self) -> usize {
         match self {
@@ -120,6 +123,7 @@ impl Pass {
             Pass::BadTcpChecksum => NotTcp::ALL.len(),
             Pass::NoPayload => NotTcp::ALL.len() + 1,
             Pass::Flags => NotTcp::ALL.len() + 2,
+            Pass::ProbeLimit => NotTcp::ALL.len() + 3,
         }
     }
     /// Every reason, in index order.
@@ -128,6 +132,7 @@ impl Pass {
             Pass::BadTcpChecksum,
             Pass::NoPayload,
             Pass::Flags,
+            Pass::ProbeLimit,
         ])
     }
     /// The reason's name in the report's `passthrough`.
@@ -137,6 +142,7 @@ impl Pass {
             Pass::BadTcpChecksum => "bad_tcp_checksum",
             Pass::NoPayload => "tcp_no_payload",
             Pass::Flags => "tcp_unmergeable_flags",
+            Pass::ProbeLimit => "probe_limit",
         }
     }
 }

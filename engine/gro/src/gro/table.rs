@@ -18,6 +18,13 @@
 
 const NIL: u16 = u16::MAX;
 
+/// The farthest an entry sits from its hash's home position in the index,
+/// and so the longest any lookup walks. Under a hash key nobody knows, at
+/// most a quarter of the index used, a run this long practically never
+/// forms (an insert that would need one is refused); with a key an
+/// attacker found, it caps what each of their flows costs.
+pub const MAX_PROBE: usize = 32;
+
 /// The two ends of a list threaded through `prev`/`next`.
 #[derive(Clone, Copy)]
 struct Ends {
@@ -139,7 +146,9 @@ impl<E: Default> Table<E> {
     #[inline(always)]
     pub fn find(&self, hash: u32, mut eq: impl FnMut(&E) -> bool) -> Option<u16> {
         let mut i = hash as usize & self.mask;
-        loop {
+        // No entry sits farther than MAX_PROBE from its home (insert refuses,
+        // unindex only shifts entries closer).
+        for _ in 0..MAX_PROBE {
             let s = self.index[i];
             if s == NIL {
                 return None;
@@ -150,6 +159,7 @@ impl<E: Default> Table<E> {
             }
             i = (i + 1) & self.mask;
         }
+        None
     }
 
     /// Whether the slot holds a live entry (not free, not a ghost).
@@ -189,23 +199,29 @@ impl<E: Default> Table<E> {
     /// Claims the least recently freed slot as the newest, indexed under
     /// `hash`, for the caller to fill in place: it still holds whatever its
     /// previous entry left (whose ghost it no longer is). The caller makes
-    /// room first (`is_full`).
+    /// room first (`is_full`). `None` when the index has no place within
+    /// `MAX_PROBE` of the hash's home: the slot stays free.
     #[inline(always)]
-    pub fn insert(&mut self, hash: u32) -> (u16, &mut E) {
+    pub fn insert(&mut self, hash: u32) -> Option<(u16, &mut E)> {
         let s = self.free.first;
         assert!(s != NIL, "insert into a full GRO table");
         if self.indexed[s as usize] {
             self.unindex(s);
         }
-        self.hashes[s as usize] = hash;
         let mut i = hash as usize & self.mask;
+        let mut probes = 1;
         while self.index[i] != NIL {
+            if probes == MAX_PROBE {
+                return None;
+            }
+            probes += 1;
             i = (i + 1) & self.mask;
         }
+        self.hashes[s as usize] = hash;
         self.index[i] = s;
         self.indexed[s as usize] = true;
         let e = self.reclaim(s).expect("a free slot");
-        (s, e)
+        Some((s, e))
     }
 
     /// The entry of a slot, live or not (a free one holds what its last
@@ -281,16 +297,14 @@ impl<E: Default> Table<E> {
         self.indexed[slot as usize] = false;
     }
 
-    /// The oldest entry for which `f` holds (a scan: for rare paths only).
-    pub fn first_where(&self, mut f: impl FnMut(&E) -> bool) -> Option<u16> {
-        let mut s = self.live.first;
-        while s != NIL {
-            if f(&self.entries[s as usize]) {
-                return Some(s);
-            }
-            s = self.next[s as usize];
-        }
-        None
+    /// The live slot after `s` in arrival order (`None`: the oldest), if
+    /// any: a walk that may remove the slot it stands on.
+    pub fn next_live(&self, s: Option<u16>) -> Option<u16> {
+        let n = match s {
+            None => self.live.first,
+            Some(s) => self.next[s as usize],
+        };
+        (n != NIL).then_some(n)
     }
 
     /// The entry held longest.
@@ -307,9 +321,52 @@ mod tests {
     use std::collections::VecDeque;
 
     fn put(t: &mut Table<u32>, hash: u32, v: u32) -> u16 {
-        let (s, e) = t.insert(hash);
+        let (s, e) = t.insert(hash).expect("room within the probe bound");
         *e = v;
         s
+    }
+
+    #[test]
+    fn no_entry_sits_farther_than_the_probe_bound() {
+        let mut t: Table<u32> = Table::new(64);
+        for v in 0..MAX_PROBE as u32 {
+            put(&mut t, 5, v);
+        }
+        // Another flow with the same home: refused, nothing changed.
+        assert!(t.insert(5).is_none());
+        assert_eq!(t.len(), MAX_PROBE);
+        for v in 0..MAX_PROBE as u32 {
+            assert!(t.find(5, |e| *e == v).is_some(), "{v}");
+        }
+        // One leaves: its ghost keeps its place until its slot is taken.
+        let first = t.oldest().unwrap();
+        t.remove(first);
+        assert!(t.insert(5).is_none(), "the ghost still crowds the run");
+        // Far homes take the never used slots; the ghost's slot is next,
+        // and taking it opens the run.
+        for k in 0..(64 - MAX_PROBE) as u32 {
+            put(&mut t, 128 + k, 3000 + k);
+        }
+        let (s, e) = t.insert(5).expect("a place within the bound");
+        *e = 2000;
+        assert_eq!(s, first, "the ghost's slot");
+        assert_eq!(t.find(5, |e| *e == 2000), Some(s));
+    }
+
+    #[test]
+    fn a_home_inside_a_run_is_placed_at_its_end_within_its_own_bound() {
+        let mut t: Table<u32> = Table::new(64);
+        for v in 0..MAX_PROBE as u32 - 1 {
+            put(&mut t, 5, v);
+        }
+        // The run fills 5..36: home 6 lands at 36, 30 past its home.
+        let s = put(&mut t, 6, 1000);
+        assert_eq!(t.find(6, |e| *e == 1000), Some(s));
+        // Home 5 would need 37: 32 past it, beyond the bound.
+        assert!(t.insert(5).is_none());
+        // Home 7 lands at 37, 30 past its home.
+        let s = put(&mut t, 7, 1001);
+        assert_eq!(t.find(7, |e| *e == 1001), Some(s));
     }
 
     #[test]

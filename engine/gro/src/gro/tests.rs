@@ -55,6 +55,18 @@ impl Flow {
     fn next(&mut self, len: usize) -> VecBuf {
         self.next_with(len, |_| {})
     }
+    /// The same flow's numbers from another source MAC (another flow).
+    fn clone_with_mac(&self) -> Flow {
+        let mut spec = self.spec.clone();
+        spec.src_mac[5] ^= 0x40;
+        Flow {
+            spec,
+            id: self.id,
+            seq: self.seq,
+            ip_id: self.ip_id,
+            next_tag: self.next_tag + 500_000,
+        }
+    }
 }
 
 fn gro(cfg: GroConfig) -> Gro<VecBuf> {
@@ -727,6 +739,107 @@ fn unmergeable_frames_of_a_held_flow_leave_after_its_data() {
         assert_eq!(flush_count(&g, Flush::Unmergeable), 1, "{name}");
         assert_eq!(g.held(), 1, "{name}: the other flow stays held");
     }
+}
+
+#[test]
+fn a_turned_away_frame_is_matched_to_its_whole_flow_identity() {
+    for ipv6 in [false, true] {
+        // Two flows between the same hosts, told apart by a port.
+        let mut a = Flow::new(1, ipv6);
+        let mut b = Flow::new(1, ipv6);
+        b.spec.sport += 1;
+        b.id = 9;
+        b.next_tag = 9_000_000;
+        let mut g = gro(GroConfig::default());
+        let (sa, sb) = (a.next(MSS), b.next(MSS));
+        // A's next segment, padded: GRO turns it away, after A's data.
+        let mut pad = a.next(MSS);
+        pad.segs[0].extend_from_slice(&[0; 6]);
+        let out = feed(&mut g, vec![sa, sb, pad]);
+        assert_eq!(out.len(), 2, "ipv6 {ipv6}");
+        assert_eq!(out[0].ids, vec![1_000_001], "A's held data first");
+        assert_eq!(g.held(), 1, "B stays held");
+        // The same ports and addresses from another MAC: another flow to
+        // Linux (the MAC header is part of it), so B's data stays.
+        let mut c = b.clone_with_mac();
+        let mut pad = c.next(MSS);
+        pad.segs[0].extend_from_slice(&[0; 6]);
+        let out = feed(&mut g, vec![pad]);
+        assert_eq!(out.len(), 1, "ipv6 {ipv6}: the frame alone");
+        assert_eq!(g.held(), 1);
+    }
+}
+
+#[test]
+fn a_later_fragment_flushes_every_flow_between_its_addresses() {
+    // A fragment past the first has no ports: it may belong to any flow
+    // between its hosts, so all of them leave before it, oldest first.
+    let mut a = Flow::new(1, false);
+    let mut b = Flow::new(1, false);
+    b.spec.sport += 1;
+    b.id = 9;
+    b.next_tag = 9_000_000;
+    let mut other = Flow::new(2, false);
+    let mut g = gro(GroConfig::default());
+    let (sa, sb, so) = (a.next(MSS), b.next(MSS), other.next(MSS));
+    let mut frag = a.next(MSS);
+    frag.segs[0][21] = 0x10;
+    let out = feed(&mut g, vec![sa, sb, so, frag]);
+    assert_eq!(out.len(), 3);
+    assert_eq!(out[0].ids, vec![1_000_001]);
+    assert_eq!(out[1].ids, vec![9_000_001]);
+    assert_eq!(flush_count(&g, Flush::Unmergeable), 2);
+    assert_eq!(g.held(), 1, "the flow between other hosts stays");
+}
+
+#[test]
+fn flows_made_to_collide_pass_through_beyond_the_probe_bound() {
+    // Flows whose hashes, under a key an attacker learnt, share one home
+    // in the table's index: the first table::MAX_PROBE are held, the rest pass
+    // through unheld and counted, in order, and lookups stay bounded.
+    let cfg = GroConfig {
+        flows: 64,
+        flow_cache: 64,
+        ..GroConfig::default()
+    };
+    let known = HashKey::fixed([3, 5, 7, 11]);
+    let home_mask = (cfg.table_entries() * 4).next_power_of_two() as u32 - 1;
+    let key_of = |f: &Flow| {
+        let mut probe = Flow::new(f.id, false);
+        probe.spec = f.spec.clone();
+        let b = probe.next(MSS).bytes();
+        let t = Tcp::parse(&b, b.len(), false).unwrap();
+        FlowKey::new(&Fields::new(&b, t)).hash(&known) & home_mask
+    };
+    let mut flows = Vec::new();
+    let target = key_of(&Flow::new(0, false));
+    let mut i = 0u32;
+    while flows.len() < table::MAX_PROBE + 8 {
+        i += 1;
+        let mut f = Flow::new(0, false);
+        f.spec.sport = i as u16;
+        f.id = i;
+        f.next_tag = i as u64 * 1_000_000;
+        if key_of(&f) == target {
+            flows.push(f);
+        }
+    }
+    let mut g: Gro<VecBuf> = Gro::with_hash_key(cfg, known);
+    let segs: Vec<VecBuf> = flows.iter_mut().map(|f| f.next(MSS)).collect();
+    let out = feed(&mut g, segs);
+    assert_eq!(g.held(), table::MAX_PROBE);
+    assert_eq!(out.len(), 8, "the flows beyond the bound, at once");
+    assert_eq!(g.stats().pass[Pass::ProbeLimit.index()], 8);
+    // Their next segments: the held flows merge; the others pass again.
+    let segs: Vec<VecBuf> = flows.iter_mut().map(|f| f.next(MSS)).collect();
+    let out = feed(&mut g, segs);
+    assert_eq!(out.len(), 8);
+    let held = flush(&mut g);
+    assert_eq!(held.len(), table::MAX_PROBE);
+    assert!(
+        held.iter().all(|p| p.ids.len() == 2),
+        "each held flow merged two"
+    );
 }
 
 #[test]
