@@ -363,6 +363,44 @@ fn benches(c: &mut Criterion) {
             None,
         );
     }
+    // A flood of new flows over 4 bulk flows, packets held across bursts
+    // (64 flows held, so the flood keeps the table full and evicting): the
+    // same 4096 bulk segments alone, then with one or four one-segment
+    // flows after each (never the same flow twice). Bulk throughput kept =
+    // time alone / time with the flood.
+    let held = GroConfig { flows: 64, ..trust };
+    let bulk = traffic(4, 4096, 1, 0, false);
+    let mut next_flow = 200_000u32;
+    for (name, every, flood) in [
+        ("none", 1, 0usize),
+        ("1_per_8_bulk", 8, 1),
+        ("1_per_bulk", 1, 1),
+        ("4_per_bulk", 1, 4),
+    ] {
+        let mut frames = Vec::with_capacity(bulk.len() * (1 + flood));
+        for (i, b) in bulk.iter().enumerate() {
+            frames.push(b.clone());
+            if i % every != every - 1 {
+                continue;
+            }
+            for _ in 0..flood {
+                frames.push(FlowSpec::numbered(next_flow, false).frame(
+                    &Segment {
+                        seq: 1,
+                        ack: 1,
+                        flags: TCP_ACK,
+                        ip_id: 0,
+                        tsval: 7,
+                        tsecr: 9,
+                        payload_len: 1448,
+                    },
+                    &[0x55; 1448],
+                ));
+                next_flow += 1;
+            }
+        }
+        run_case(c, &format!("flood/{name}"), frames, held, 32, false, None);
+    }
     bench_case(c, "verify/1_flow", traffic(1, n, 8, 0, false), verify, 32);
     bench_case(
         c,

@@ -33,6 +33,11 @@ use crate::wire::{Fields, NotTcp, Tcp};
 use key::{FlowKey, HashKey};
 use table::Table;
 
+/// Held packets an eviction looks at for a one-segment one (see
+/// `Gro::eviction_victim`): enough to step past the bulk flows' packets,
+/// few enough to stay cheap when every held flow merges.
+const EVICT_SCAN: usize = 8;
+
 use crate::wire::{
     TCP_CWR as CWR, TCP_FIN as FIN, TCP_PSH as PSH, TCP_RST as RST, TCP_SYN as SYN, TCP_URG as URG,
 };
@@ -1126,9 +1131,28 @@ impl<B: GroBuf> Gro<B> {
     #[inline(always)]
     fn make_room(&mut self, out: &mut impl FnMut(B)) {
         if self.table.len() >= self.cfg.flows {
-            let oldest = self.table.oldest().expect("a full table has an oldest");
-            self.flush_slot(oldest, Flush::TableFull, out);
+            let victim = self.eviction_victim();
+            self.flush_slot(victim, Flush::TableFull, out);
         }
+    }
+
+    /// Which held packet leaves to make room: among the `EVICT_SCAN` held
+    /// longest, the oldest that is still one segment (a flow that has not
+    /// merged: under a flood of new flows, one of them), else the oldest.
+    /// So a flood of one-segment flows evicts its own kind, not the bulk
+    /// flows' packets, which are older for having merged longer.
+    #[cold]
+    fn eviction_victim(&self) -> u16 {
+        let oldest = self.table.oldest().expect("a full table has an oldest");
+        let mut at = Some(oldest);
+        for _ in 0..EVICT_SCAN {
+            let Some(s) = at else { break };
+            if self.table.get(s).segs == 1 {
+                return s;
+            }
+            at = self.table.next_live(Some(s));
+        }
+        oldest
     }
 
     /// Appends a checked segment to its held packet; flushes on PSH, FIN or

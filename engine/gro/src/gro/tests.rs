@@ -1429,3 +1429,64 @@ fn an_ipv6_packet_counts_its_header_against_the_size_limit() {
 }
 
 mod conformance;
+
+/// Segments per packet out for 4 bulk flows, held across polls of 32
+/// frames for 256 bulk segments' time, with `flood` new one-segment flows
+/// after each bulk segment (on top: the clock follows the bulk flows); and
+/// the table's most held, and its evictions.
+fn bulk_under_flood(flood: usize) -> (f64, usize, u64) {
+    let cfg = GroConfig {
+        flows: 64,
+        ..GroConfig::default()
+    };
+    let mut g = gro(cfg);
+    let mut bulk: Vec<Flow> = (0..4).map(|i| Flow::new(i, false)).collect();
+    let mut flood_id = 10_000u32;
+    let (mut bulk_in, mut bulk_out, mut most) = (0u64, 0u64, 0usize);
+    let mut count = |p: &VecBuf, bulk_out: &mut u64| {
+        if p.ids[0] < 4_000_000 {
+            *bulk_out += 1;
+        }
+    };
+    let mut frames = Vec::new();
+    for n in 0..40_000usize {
+        frames.push(bulk[n % 4].next(MSS));
+        bulk_in += 1;
+        for _ in 0..flood {
+            let mut f = Flow::new(flood_id, false);
+            f.next_tag = 1u64 << 40 | flood_id as u64;
+            flood_id += 1;
+            frames.push(f.next(MSS));
+        }
+    }
+    let mut now = 0u64;
+    for chunk in frames.chunks(32) {
+        for p in chunk.iter().cloned() {
+            now += (p.ids[0] < 4_000_000) as u64;
+            g.receive(p, now, &mut |p| count(&p, &mut bulk_out));
+        }
+        most = most.max(g.held());
+        g.flush_older(now.saturating_sub(256), &mut |p| count(&p, &mut bulk_out));
+    }
+    g.flush_all(&mut |p| count(&p, &mut bulk_out));
+    (
+        bulk_in as f64 / bulk_out as f64,
+        most,
+        flush_count(&g, Flush::TableFull),
+    )
+}
+
+#[test]
+fn a_flood_of_new_flows_leaves_bulk_flows_merging() {
+    let (calm, _, _) = bulk_under_flood(0);
+    for every in [1, 2, 4, 8] {
+        let (flooded, most, evicted) = bulk_under_flood(every);
+        eprintln!("flood {every} per bulk segment: {flooded:.2} vs {calm:.2} segments/packet, {most} held, {evicted} evicted");
+        assert!(most <= 64, "memory bounded by --gro-flows");
+        assert!(evicted > 0, "the report shows the evictions");
+        assert!(
+            flooded >= 0.9 * calm,
+            "flood {every} per bulk segment: {flooded:.2} segments/packet vs {calm:.2} without"
+        );
+    }
+}
