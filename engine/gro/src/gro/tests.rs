@@ -1,4 +1,6 @@
 //! GRO rules, one test per reason to merge or not, on `VecBuf` (no EAL).
+//! One long file on purpose: the tests read top to bottom as the rules do,
+//! sharing one segment builder.
 
 use super::*;
 use crate::traffic::{
@@ -1443,7 +1445,7 @@ fn bulk_under_flood(flood: usize) -> (f64, usize, u64) {
     let mut bulk: Vec<Flow> = (0..4).map(|i| Flow::new(i, false)).collect();
     let mut flood_id = 10_000u32;
     let (mut bulk_in, mut bulk_out, mut most) = (0u64, 0u64, 0usize);
-    let mut count = |p: &VecBuf, bulk_out: &mut u64| {
+    let count = |p: &VecBuf, bulk_out: &mut u64| {
         if p.ids[0] < 4_000_000 {
             *bulk_out += 1;
         }

@@ -1,0 +1,90 @@
+//! GRO's settings for one queue, and the checksum modes.
+
+/// Software checksum validation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CsumMode {
+    /// Validate IPv4 header and TCP checksums, unless the NIC vouches.
+    #[default]
+    Verify,
+    /// Trust the traffic (what rte_gro does): validate nothing.
+    Trust,
+}
+
+/// What a merged packet's TCP checksum field holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutCsum {
+    /// The full checksum over the merged payload.
+    #[default]
+    Full,
+    /// The pseudo-header sum without length, for a TX port doing TSO.
+    Pseudo,
+}
+
+/// GRO's settings for one queue (the `--gro-*` options).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroConfig {
+    /// Buffers one merged packet may span (1..=64; Linux's MAX_SKB_FRAGS is 17).
+    pub max_frags: u16,
+    /// Largest IP packet (IP + TCP headers + payload) a merge may build.
+    pub max_size: u32,
+    /// Flows held at once per queue.
+    pub flows: usize,
+    /// Flows whose state (key, template, sums) the table keeps after their
+    /// packet left, so their next packet restarts without being rebuilt
+    /// (ghosts; the least recently flushed is forgotten first). At least
+    /// `flows` are: the table has `max(flows, flow_cache)` entries.
+    pub flow_cache: usize,
+    /// Software checksum validation of the segments received.
+    pub csum: CsumMode,
+    /// What a merged packet's TCP checksum field holds.
+    pub out_csum: OutCsum,
+}
+
+impl Default for GroConfig {
+    fn default() -> Self {
+        GroConfig {
+            max_frags: 17,
+            max_size: 65535,
+            flows: 64,
+            flow_cache: 1024,
+            csum: CsumMode::Verify,
+            out_csum: OutCsum::Full,
+        }
+    }
+}
+
+impl GroConfig {
+    /// Checks every setting's range; the error names the option to change.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(1..=64).contains(&self.max_frags) {
+            return Err(format!(
+                "--max-frags {} is out of range: give 1..=64 (Linux uses 17)",
+                self.max_frags
+            ));
+        }
+        if !(1500..=65535).contains(&self.max_size) {
+            return Err(format!(
+                "--gro-max-size {} is out of range: give 1500..=65535",
+                self.max_size
+            ));
+        }
+        if !(1..=16384).contains(&self.flows) {
+            return Err(format!(
+                "--gro-flows {} is out of range: give 1..=16384",
+                self.flows
+            ));
+        }
+        if self.flow_cache > 16384 {
+            return Err(format!(
+                "--gro-flow-cache {} is out of range: give 0..=16384",
+                self.flow_cache
+            ));
+        }
+        Ok(())
+    }
+
+    /// Entries in a queue's table: held flows and remembered ones.
+    pub fn table_entries(&self) -> usize {
+        self.flows.max(self.flow_cache)
+    }
+}

@@ -1,0 +1,186 @@
+//! The fast path: the next full-size segment of the flow the previous one
+//! went to, checked against its template and merged, or started again in
+//! the slot its flow left; another flow's found with the previous layout.
+
+use super::*;
+
+/// A flow lookup made before parsing, with a guessed header layout.
+#[derive(Clone, Copy)]
+pub(super) struct Lookup {
+    pub(super) layout: Tcp,
+    pub(super) key: FlowKey,
+    pub(super) hash: u32,
+    /// The slot holding `key`, live or a ghost, if any.
+    pub(super) found: Option<u16>,
+}
+
+impl<B: GroBuf> Gro<B> {
+    /// Looks `pkt`'s flow up by a key read as if it had the header layout
+    /// of the flow in slot `s` (the previous segment's, held or just freed),
+    /// without parsing: interleaved flows nearly always share one. A wrong
+    /// guess finds nothing, or an entry whose template then refuses the
+    /// segment (the template covers every header byte: addresses, tags,
+    /// ethertype, IHL, data offset); either way the full path decides,
+    /// reusing the lookup when its parse agrees with the guess.
+    #[inline(always)]
+    pub(super) fn lookup_by_layout(&self, pkt: &B, s: u16) -> Option<Lookup> {
+        // Read from the entry, not from a copy stored at each new head:
+        // reading back a recent store of a different width would stall.
+        let t = self.table.entry(s).t;
+        let b = pkt.head();
+        if t.l3 == 0 || b.len() < t.payload as usize {
+            return None;
+        }
+        let key = FlowKey::new(&Fields::new(b, t));
+        let hash = key.hash(&self.hash_key);
+        Some(Lookup {
+            layout: t,
+            key,
+            hash,
+            found: self.table.find(hash, |h| h.key == key),
+        })
+    }
+
+    /// The common case: the next full-size segment of the flow the previous
+    /// segment went to, matching its template. Gives the packet back when it
+    /// does not (or its checksum must be judged by the full path). A match
+    /// says everything `merge` would otherwise check: same flags as the head
+    /// but PSH (so no FIN or CWR), a full-size payload, the expected seq and
+    /// ID. What the full path would then do, this does too: merge, and flush
+    /// on PSH; or, when the held packet is full, flush it and start the next
+    /// one with this segment.
+    #[inline(always)]
+    pub(super) fn fast_merge(
+        &mut self,
+        s: u16,
+        pkt: B,
+        verify: bool,
+        out: &mut impl FnMut(B),
+    ) -> Option<B> {
+        let max_frags = self.cfg.max_frags;
+        let Some(h) = self.table.try_get_mut(s) else {
+            return self.restart(s, pkt, verify, out);
+        };
+        let id = h.next_id as u16;
+        // A bad checksum: the full path counts and passes it.
+        let Some((seq, c, psh)) =
+            h.template_match(&pkt, Some(h.next_seq), Some(id), verify, &self.masks)
+        else {
+            return Some(pkt);
+        };
+        if h.frags >= max_frags || h.ip_len + h.mss > h.max_ip {
+            if psh {
+                // Flush, then a PSH segment passes: the full path's job.
+                return Some(pkt);
+            }
+            let why = if h.frags >= max_frags {
+                Flush::FragLimit
+            } else {
+                Flush::SizeLimit
+            };
+            self.flush_slot(s, why, out);
+            return self.start_in_freed(s, pkt, seq, c, out);
+        }
+        let c = c.shifted(h.payload_len & 1 == 1);
+        if let Some(held) = h.pkt.as_mut() {
+            held.append_one(pkt, h.t.payload as usize);
+        }
+        h.psum_pos += c.pos;
+        h.psum_neg += c.neg;
+        h.payload_len += h.mss;
+        h.ip_len += h.mss;
+        h.next_seq = seq.wrapping_add(h.mss);
+        h.segs += 1;
+        h.frags += 1;
+        // The ID was the one expected: the next, or the same once fixed.
+        // (`last_id` is not read here: a load of it may be widened over the
+        // counters just stored, and wait for them, a store-forwarding stall
+        // that cost ~20% of GRO.)
+        if !h.t.ipv6 {
+            h.last_id = id;
+            if h.id_mode != IdMode::Fixed {
+                h.id_mode = IdMode::Incrementing;
+                h.next_id = id.wrapping_add(1) as u32;
+            }
+        }
+        self.stats.merged_segments += 1;
+        if psh {
+            h.flags_or |= PSH;
+            self.flush_slot(s, Flush::Psh, out);
+        }
+        None
+    }
+
+    /// The flow in slot `s` was flushed (frag limit, end of poll, PSH...),
+    /// and the slot is still its ghost: its entry still holds the flow's
+    /// state and template. A segment matching that template starts the
+    /// flow's next packet there, without parsing, hashing or building a
+    /// template: what the full path would do (it goes back to the same
+    /// slot), since every field it would read equals the old head's but
+    /// seq, ID and the checksums, which are set here.
+    #[inline]
+    pub(super) fn restart(
+        &mut self,
+        s: u16,
+        pkt: B,
+        verify: bool,
+        out: &mut impl FnMut(B),
+    ) -> Option<B> {
+        let Some(h) = self.table.ghost(s) else {
+            return Some(pkt);
+        };
+        // A new head: any sequence number, any ID; PSH would pass it.
+        let Some((seq, c, psh)) = h.template_match(&pkt, None, None, verify, &self.masks) else {
+            return Some(pkt);
+        };
+        if psh {
+            return Some(pkt);
+        }
+        self.start_in_freed(s, pkt, seq, c, out)
+    }
+
+    /// Starts a flow's next packet with `pkt` (which matched the flow's
+    /// template: sequence number `seq`, checksum contribution `c`) in the
+    /// flow's ghost slot `s`, once there is room for one more held packet.
+    #[inline(always)]
+    pub(super) fn start_in_freed(
+        &mut self,
+        s: u16,
+        pkt: B,
+        seq: u32,
+        c: Contrib,
+        out: &mut impl FnMut(B),
+    ) -> Option<B> {
+        self.make_room(out);
+        self.stats.heads_cached += 1;
+        let now = self.now;
+        let h = self.table.reclaim(s).expect("the flow's ghost");
+        let (l3, l4) = (h.t.l3 as usize, h.t.l4 as usize);
+        let id = if h.t.ipv6 {
+            0
+        } else {
+            let b = pkt.head();
+            u16::from_be_bytes([b[l3 + 4], b[l3 + 5]])
+        };
+        let ip_len = h.tmpl.frame_len - l3 as u32;
+        h.segs = 1;
+        h.frags = 1;
+        h.ip_len = ip_len;
+        h.payload_len = h.mss;
+        h.psum_pos = c.pos;
+        h.psum_neg = c.neg;
+        h.head_seq = seq;
+        h.next_seq = seq.wrapping_add(h.mss);
+        h.last_id = id;
+        h.id_mode = IdMode::Open;
+        if !h.t.ipv6 {
+            h.ip_base = csum::sub(csum::add(h.tmpl.ip_sum, id), ip_len as u16);
+        }
+        h.next_id = id.wrapping_add(1) as u32;
+        h.head_flags = h.tmpl.bytes[l4 + 13];
+        h.flags_or = 0;
+        h.since = now;
+        h.pkt = Some(pkt);
+        None
+    }
+}

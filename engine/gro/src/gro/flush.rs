@@ -1,0 +1,144 @@
+//! What leaves GRO and when: frames passed through (after their flow's
+//! held data), evictions from a full table, flushes by reason.
+
+use super::*;
+
+/// Held packets an eviction looks at for a one-segment one (see
+/// `Gro::eviction_victim`): enough to step past the bulk flows' packets,
+/// few enough to stay cheap when every held flow merges.
+pub(super) const EVICT_SCAN: usize = 8;
+
+impl<B: GroBuf> Gro<B> {
+    /// Passes a frame GRO turned away, after whatever its flow holds (if the
+    /// frame still tells its flow: a TCP segment with IP options, a fragment,
+    /// a bad checksum...). Frames that are not TCP pass at once: they are
+    /// common (UDP, ARP...), so that way is kept short.
+    #[inline(always)]
+    pub(super) fn pass_in_order(&mut self, why: Pass, pkt: B, out: &mut impl FnMut(B)) {
+        let related = !matches!(why, Pass::Frame(NotTcp::NotIp | NotTcp::NotTcp));
+        if related && !self.table.is_empty() {
+            self.flush_flow_of(&pkt, out);
+        }
+        self.pass(why, pkt, out)
+    }
+
+    /// Flushes whatever the flow of `pkt` holds. A frame that names its flow
+    /// (ports and all) costs one probe of the table, as a segment does: a
+    /// stream of such frames (padded ACKs, IP options, bad checksums) is no
+    /// slower for being turned away. A fragment past the first cannot name
+    /// its flow: every held flow between its addresses leaves, in one walk
+    /// of the held packets (at most `flows` of them).
+    #[cold]
+    pub(super) fn flush_flow_of(&mut self, pkt: &B, out: &mut impl FnMut(B)) {
+        let Some(h) = crate::wire::FlowHint::of(pkt.head()) else {
+            return;
+        };
+        match FlowKey::of_hint(&h) {
+            Some(key) => {
+                let hash = key.hash(&self.hash_key);
+                if let Some(s) = self.table.find(hash, |e| e.key == key) {
+                    if self.table.is_live(s) {
+                        self.flush_slot(s, Flush::Unmergeable, out);
+                    }
+                }
+            }
+            None => {
+                let mut at = self.table.next_live(None);
+                while let Some(s) = at {
+                    // Read on before `s` leaves the list.
+                    at = self.table.next_live(Some(s));
+                    if self.table.get(s).key.matches(&h) {
+                        self.flush_slot(s, Flush::Unmergeable, out);
+                    }
+                }
+            }
+        }
+    }
+
+    #[inline(always)]
+    pub(super) fn pass(&mut self, why: Pass, pkt: B, out: &mut impl FnMut(B)) {
+        self.stats.pass[why.index()] += 1;
+        self.stats.packets_out += 1;
+        self.stats.max_segments = self.stats.max_segments.max(1);
+        if let Some(g) = self.hist.as_deref_mut() {
+            g.segs.record(1);
+        }
+        out(pkt);
+    }
+
+    /// Flushes the oldest held packet if `flows` are held (the table has
+    /// room for more entries: the remembered flows).
+    #[inline(always)]
+    pub(super) fn make_room(&mut self, out: &mut impl FnMut(B)) {
+        if self.table.len() >= self.cfg.flows {
+            let victim = self.eviction_victim();
+            self.flush_slot(victim, Flush::TableFull, out);
+        }
+    }
+
+    /// Which held packet leaves to make room: among the `EVICT_SCAN` held
+    /// longest, the oldest that is still one segment (a flow that has not
+    /// merged: under a flood of new flows, one of them), else the oldest.
+    /// So a flood of one-segment flows evicts its own kind, not the bulk
+    /// flows' packets, which are older for having merged longer.
+    #[cold]
+    pub(super) fn eviction_victim(&self) -> u16 {
+        let oldest = self.table.oldest().expect("a full table has an oldest");
+        let mut at = Some(oldest);
+        for _ in 0..EVICT_SCAN {
+            let Some(s) = at else { break };
+            if self.table.get(s).segs == 1 {
+                return s;
+            }
+            at = self.table.next_live(Some(s));
+        }
+        oldest
+    }
+
+    /// Sends a held packet out, headers fixed if it was merged.
+    #[inline]
+    pub(super) fn flush_slot(&mut self, s: u16, why: Flush, out: &mut impl FnMut(B)) {
+        self.stats.flush[why as usize] += 1;
+        self.stats.packets_out += 1;
+        let h = self.table.remove(s);
+        self.stats.max_segments = self.stats.max_segments.max(h.segs as u64);
+        if let Some(g) = self.hist.as_deref_mut() {
+            g.segs.record(h.segs as usize);
+            g.hold.record(self.now.saturating_sub(h.since));
+        }
+        let tso = self.cfg.out_csum == OutCsum::Pseudo && h.segs > 1;
+        if h.segs > 1 {
+            fix_headers(h, tso);
+        }
+        let info = GsoInfo {
+            l2_len: h.t.l3,
+            l3_len: h.t.l3_len() as u16,
+            l4_len: h.t.l4_len() as u16,
+            mss: h.mss as u16,
+            segs: h.segs,
+            ipv6: h.t.ipv6,
+            tso,
+        };
+        if let Some(mut pkt) = h.pkt.take() {
+            pkt.set_gso(&info);
+            out(pkt);
+        }
+    }
+
+    /// Flushes everything held (end of a poll), oldest first.
+    pub fn flush_all(&mut self, out: &mut impl FnMut(B)) {
+        while let Some(s) = self.table.oldest() {
+            self.flush_slot(s, Flush::EndOfPoll, out);
+        }
+    }
+
+    /// Flushes what has been held since before `deadline` (TSC), oldest first.
+    pub fn flush_older(&mut self, deadline: u64, out: &mut impl FnMut(B)) {
+        while let Some(s) = self.table.oldest() {
+            if self.table.get(s).since > deadline {
+                break;
+            }
+            self.flush_slot(s, Flush::Age, out);
+        }
+    }
+}

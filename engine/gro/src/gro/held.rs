@@ -1,0 +1,181 @@
+//! One flow's held packet: what a merge reads and writes, laid out by use.
+
+use super::*;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum IdMode {
+    /// One segment so far.
+    Open,
+    Incrementing,
+    /// Fixed ID (allowed with or without DF, as Linux does since 2025).
+    Fixed,
+}
+
+/// One flow's held packet and what the next segment must match. The
+/// compared fields live here, not in the packet, so a lookup touches one
+/// table entry. Entries live in the table and are filled in place.
+///
+/// Laid out by use (`repr(C)`, a cache line each): the key, then what every
+/// merge reads and writes, then the template (its first 96 bytes are what a
+/// compare reads, with the mask its layout shares with other flows), then
+/// what only the full path and a flush read. A merge or a restart touches
+/// four lines of the six: for many flows held or remembered at once, fewer
+/// misses.
+#[repr(C, align(64))]
+pub(super) struct Held<B> {
+    // Line 0: who the flow is (lookups compare it) and its sizes.
+    pub(super) key: FlowKey,
+    pub(super) mss: u32,
+    /// Largest IP packet this one may grow to (`max_size`, IPv6 payload rule).
+    pub(super) max_ip: u32,
+    // Line 1: the packet and its running state.
+    /// The packet; None only while the slot is free.
+    pub(super) pkt: Option<B>,
+    /// The payload's one's-complement sum so far, as two unfolded
+    /// accumulators: the sum is `pos - neg` modulo 0xffff (see `Contrib`).
+    pub(super) psum_pos: u64,
+    pub(super) psum_neg: u64,
+    pub(super) next_seq: u32,
+    /// IP packet length so far.
+    pub(super) ip_len: u32,
+    pub(super) payload_len: u32,
+    /// The IPv4 ID the next fast merge expects (a u32 of its own: the fast
+    /// path reads it after storing the fields around it, and a narrower one
+    /// may be read through a widened load that waits on those stores).
+    pub(super) next_id: u32,
+    pub(super) segs: u16,
+    pub(super) frags: u16,
+    pub(super) last_id: u16,
+    pub(super) id_mode: IdMode,
+    pub(super) flags_or: u8,
+    pub(super) t: Tcp,
+    // Lines 2-4: what the next full-size segment must look like.
+    pub(super) tmpl: Template,
+    // The rest: read by the full path's rules and by a flush.
+    pub(super) ack: u32,
+    pub(super) word: u32,
+    pub(super) ip_word: u32,
+    /// The head's seq, urgent pointer and flags: with `hconst`, the merged
+    /// header's sum without reading it again.
+    pub(super) head_seq: u32,
+    pub(super) head_urg: u16,
+    pub(super) head_flags: u8,
+    pub(super) df: bool,
+    /// Pseudo-header sum without the length (addresses, protocol).
+    pub(super) pbase: u16,
+    /// TCP header sum without seq, checksum, urgent pointer, PSH/FIN/CWR:
+    /// what every mergeable segment's header shares with the head's.
+    pub(super) hconst: u16,
+    /// IPv4 header sum without total length and checksum (0 for IPv6).
+    pub(super) ip_base: u16,
+    pub(super) opt_words: u8,
+    pub(super) opts: [u32; 10],
+    pub(super) since: u64,
+}
+
+// The layout described on `Held`, for a packet handle of one pointer (as
+// the engine's `Skb` is; the GRO core does not name it): the key and
+// sizes, the running state, then the template from the third line.
+const _: () = {
+    type H = Held<std::ptr::NonNull<u8>>;
+    assert!(std::mem::offset_of!(H, pkt) == 64);
+    assert!(std::mem::offset_of!(H, tmpl) == 128);
+    assert!(std::mem::offset_of!(H, ack) == 128 + std::mem::size_of::<Template>());
+    assert!(std::mem::size_of::<H>() == 384);
+};
+
+impl<B> Default for Held<B> {
+    fn default() -> Self {
+        Held {
+            key: FlowKey::default(),
+            next_seq: 0,
+            ack: 0,
+            word: 0,
+            ip_word: 0,
+            last_id: 0,
+            next_id: 0,
+            id_mode: IdMode::Open,
+            df: false,
+            opt_words: 0,
+            opts: [0; 10],
+            mss: 0,
+            segs: 0,
+            frags: 0,
+            ip_len: 0,
+            payload_len: 0,
+            psum_pos: 0,
+            psum_neg: 0,
+            pbase: 0,
+            hconst: 0,
+            head_seq: 0,
+            head_urg: 0,
+            head_flags: 0,
+            ip_base: 0,
+            max_ip: 0,
+            flags_or: 0,
+            t: Tcp::default(),
+            since: 0,
+            tmpl: Template::off(),
+            pkt: None,
+        }
+    }
+}
+
+impl<B: GroBuf> Held<B> {
+    /// Are `ext` (a segment's IPv6 extension headers) the head's, byte for
+    /// byte? The head's are in its template, which a head with extension
+    /// headers but no template does not have: then nothing merges with it.
+    #[inline(always)]
+    pub(super) fn same_ext(&self, ext: &[u8]) -> bool {
+        let (at, end) = (self.t.l3 as usize + 40, self.t.l4 as usize);
+        if !self.t.ipv6 || end == at {
+            return ext.is_empty();
+        }
+        self.tmpl.on && self.tmpl.bytes.get(at..end) == Some(ext)
+    }
+
+    /// Is `pkt` a one-buffer, full-size segment of this flow matching its
+    /// template, with sequence number `seq` and IPv4 ID `id` (None: any)?
+    /// If so, its sequence number, its payload's checksum contribution and
+    /// whether it carries PSH, unless it is verified and bad (None then too).
+    #[inline(always)]
+    pub(super) fn template_match(
+        &self,
+        pkt: &B,
+        seq: Option<u32>,
+        id: Option<u16>,
+        verify: bool,
+        masks: &Masks,
+    ) -> Option<(u32, Contrib, bool)> {
+        let tm = &self.tmpl;
+        let b = pkt.head();
+        if !tm.on
+            || pkt.len() != tm.frame_len as usize
+            || pkt.segs() != 1
+            || !tm.matches(b, masks.get(tm.mask))
+            || !tm.next_ok(b, seq, id)
+        {
+            return None;
+        }
+        let l4 = self.t.l4 as usize;
+        let seq = seq.unwrap_or_else(|| u32::from_be_bytes(b[l4 + 4..l4 + 8].try_into().unwrap()));
+        let field = u16::from_be_bytes([b[l4 + 16], b[l4 + 17]]);
+        // PSH is the one flag the template lets differ (the head has none).
+        let psh = b[l4 + 13] & PSH;
+        let x = tm.k + (seq >> 16) as u64 + (seq & 0xffff) as u64 + field as u64 + psh as u64;
+        if !verify {
+            return Some((seq, Contrib { pos: 0, neg: x }, psh != 0));
+        }
+        // One buffer (checked above): its payload is one slice.
+        let payload = self.t.payload as usize;
+        let p = csum::sum(&b[payload..payload + self.mss as usize]);
+        (csum::add(csum::fold(x), p) == 0xffff).then_some((
+            seq,
+            Contrib {
+                pos: p as u64,
+                neg: 0,
+            },
+            psh != 0,
+        ))
+    }
+}

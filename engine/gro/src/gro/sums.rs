@@ -1,0 +1,142 @@
+//! Checksum state: a segment's payload sum, how held packets add them up,
+//! and the headers of a merged packet fixed from them at flush.
+
+use super::*;
+
+/// A TCP header's sum (checksum field excluded), unfolded, from the constant
+/// part of its flow's headers and the fields that vary.
+#[inline(always)]
+pub(super) fn tcp_header_sum(hconst: u16, seq: u32, urg: u16, flags: u8) -> u64 {
+    hconst as u64
+        + (seq >> 16) as u64
+        + (seq & 0xffff) as u64
+        + urg as u64
+        + (flags & VAR_FLAGS) as u64
+}
+
+/// The pseudo-header's sum, unfolded: addresses and protocol (`pbase`) and
+/// the TCP length.
+#[inline(always)]
+pub(super) fn pseudo_sum(pbase: u16, tcp_len: u32) -> u64 {
+    pbase as u64 + (tcp_len >> 16) as u64 + (tcp_len & 0xffff) as u64
+}
+
+/// The constant part of a segment's TCP header sum (see `Held::hconst`).
+#[inline]
+pub(super) fn header_const(f: &Fields, seg: &Seg) -> u16 {
+    let full = csum::sum(f.tcp_header());
+    let var = seg.var_sum(0) + seg.csum as u64;
+    csum::sub(full, csum::fold(var))
+}
+
+/// How a segment's payload sum is found, and its checksum judged.
+pub(super) struct CsumCheck {
+    pub(super) verify: bool,
+    pub(super) hint: CsumHint,
+    pub(super) tcp_len: u32,
+    pub(super) payload: usize,
+    pub(super) len: usize,
+}
+
+/// A segment's payload sum, unfolded: either the bytes' sum (`pos`) or, when
+/// the checksum is trusted, the negated sum of what the checksum covers
+/// besides the payload (`neg`: a valid segment's pseudo-header, header,
+/// checksum field and payload sum to 0 modulo 0xffff). Sums add modulo 0xffff
+/// and a byte swap is a multiplication by 256, so segments add up with plain
+/// integer arithmetic and the merged checksum folds once, at flush.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Contrib {
+    pub(super) pos: u64,
+    pub(super) neg: u64,
+}
+
+impl Contrib {
+    /// The same bytes one position later (an odd offset): swapped.
+    #[inline(always)]
+    pub(super) fn shifted(self, odd: bool) -> Contrib {
+        let k = if odd { 8 } else { 0 };
+        Contrib {
+            pos: self.pos << k,
+            neg: self.neg << k,
+        }
+    }
+}
+
+impl CsumCheck {
+    /// The payload's contribution to the merged checksum, or None if the
+    /// checksum is bad. Verify sums the bytes and checks; trust (or a NIC
+    /// that vouches) derives it from the checksum field without reading the
+    /// payload.
+    #[inline(always)]
+    pub(super) fn payload_sum<B: GroBuf>(
+        &self,
+        pkt: &B,
+        pbase: u16,
+        hdr: u64,
+        field: u16,
+    ) -> Option<Contrib> {
+        let base = pseudo_sum(pbase, self.tcp_len) + hdr + field as u64;
+        match self.hint {
+            CsumHint::Bad if self.verify => None,
+            CsumHint::DataGood => Some(Contrib {
+                pos: sum_range(pkt, self.payload, self.len) as u64,
+                neg: 0,
+            }),
+            CsumHint::Unknown if self.verify => {
+                let p = sum_range(pkt, self.payload, self.len);
+                (csum::add(csum::fold(base), p) == 0xffff).then_some(Contrib {
+                    pos: p as u64,
+                    neg: 0,
+                })
+            }
+            _ => Some(Contrib { pos: 0, neg: base }),
+        }
+    }
+}
+
+/// One's-complement sum of `len` bytes from `off`, across buffers (a chunk
+/// starting at an odd offset of the range is byte-swapped into place).
+#[inline]
+pub(super) fn sum_range<B: GroBuf>(pkt: &B, off: usize, len: usize) -> u16 {
+    let mut s = 0u16;
+    let mut odd = false;
+    pkt.for_each_chunk(off, len, |c| {
+        let cs = csum::sum(c);
+        s = csum::add(s, if odd { cs.swap_bytes() } else { cs });
+        odd ^= c.len() & 1 == 1;
+    });
+    s
+}
+
+/// A merged packet's headers: IP length and checksum, TCP flags and checksum,
+/// from sums kept since the head arrived (nothing is summed again).
+pub(super) fn fix_headers<B: GroBuf>(h: &mut Held<B>, tso: bool) {
+    let t = h.t;
+    let (l3, l4) = (t.l3 as usize, t.l4 as usize);
+    let tcp_len = h.ip_len - t.l3_len() as u32;
+    let flags = h.head_flags | h.flags_or;
+    let Some(pkt) = h.pkt.as_mut() else { return };
+    let b = pkt.head_mut();
+    if t.ipv6 {
+        // The payload length counts extension headers too.
+        let plen = h.ip_len - 40;
+        b[l3 + 4..l3 + 6].copy_from_slice(&(plen as u16).to_be_bytes());
+    } else {
+        b[l3 + 2..l3 + 4].copy_from_slice(&(h.ip_len as u16).to_be_bytes());
+        let c = csum::finish(csum::add(h.ip_base, h.ip_len as u16));
+        b[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+    }
+    b[l4 + 13] = flags;
+    let c = if tso {
+        // DPDK's TSO contract: the pseudo-header sum without the length.
+        h.pbase
+    } else {
+        let hdr = tcp_header_sum(h.hconst, h.head_seq, h.head_urg, flags);
+        let payload = csum::add(csum::fold(h.psum_pos), !csum::fold(h.psum_neg));
+        csum::finish(csum::add(
+            csum::fold(pseudo_sum(h.pbase, tcp_len) + hdr),
+            payload,
+        ))
+    };
+    b[l4 + 16..l4 + 18].copy_from_slice(&c.to_be_bytes());
+}

@@ -1,0 +1,264 @@
+//! The header templates the fast path compares a segment with, and the
+//! per-layout masks they share.
+
+use super::*;
+
+/// The header the next in-order, full-size segment of a held flow must
+/// carry, byte for byte but for its sequence number, IPv4 ID and checksums,
+/// which vary and are checked on their own (`next_ok`), and PSH (merged,
+/// then flushed): same flow, ACK, other flags, window, options, TOS/TTL/DF.
+/// It never changes once built, so a compare never waits on a store into it.
+/// A segment that matches it under its layout's mask (`Masks`), with the
+/// head's frame length, is mergeable by Linux's rules by construction: one
+/// masked compare replaces the rules for the common case; everything else
+/// takes the full path (`receive`'s slow path), which decides the same way.
+#[repr(C, align(8))]
+pub(super) struct Template {
+    /// Off when the layout does not fit, has no mask, or lost its mask.
+    pub(super) on: bool,
+    /// 8-byte words the header spans.
+    pub(super) words: u8,
+    pub(super) seq_at: u16,
+    /// IPv4 ID and header checksum offsets (0: IPv6).
+    pub(super) id_at: u16,
+    pub(super) ip_csum_at: u16,
+    /// The head's frame length: only full-size segments take the fast path.
+    pub(super) frame_len: u32,
+    /// Checksum contribution of a full-size segment's header and
+    /// pseudo-header, without its seq and checksum field (see `Contrib`).
+    pub(super) k: u64,
+    /// IPv4 header sum without ID and checksum (to update the expected checksum).
+    pub(super) ip_sum: u16,
+    /// The mask of this header layout, in `Masks`.
+    pub(super) mask: u8,
+    pub(super) bytes: [u8; TMPL_LEN],
+}
+
+/// Bytes of header a template covers (QinQ + IPv6 + TCP with options fit).
+pub(super) const TMPL_LEN: usize = 128;
+/// Bytes the common-case compare covers: Ethernet + IPv6 + TCP with
+/// timestamps is 86, with two VLAN tags 94.
+pub(super) const FIXED_CMP: usize = 96;
+
+/// What a template is built from besides the head's header.
+pub(super) struct TmplArgs {
+    /// The IPv4 header's sum (0 for IPv6).
+    pub(super) ip_hdr: u16,
+    pub(super) pbase: u16,
+    pub(super) hconst: u16,
+    pub(super) tcp_len: u32,
+    pub(super) verify: bool,
+    pub(super) frame_len: usize,
+}
+
+/// A header in a first buffer shorter than a template (rare): copied as is.
+#[cold]
+#[inline(never)]
+pub(super) fn short_copy(bytes: &mut [u8; TMPL_LEN], hdr: &[u8]) {
+    bytes[..hdr.len()].copy_from_slice(hdr);
+}
+
+impl Template {
+    pub(super) fn off() -> Template {
+        Template {
+            bytes: [0; TMPL_LEN],
+            mask: 0,
+            words: 0,
+            frame_len: 0,
+            seq_at: 0,
+            id_at: 0,
+            ip_csum_at: 0,
+            ip_sum: 0,
+            k: 0,
+            on: false,
+        }
+    }
+
+    /// Makes this the template of a flow whose head is `f`'s segment, in
+    /// place, under mask `mask` (`Masks::of`); off without one.
+    pub(super) fn build(&mut self, f: &Fields, seg: &Seg, a: TmplArgs, mask: Option<u8>) {
+        let tm = self;
+        let t = f.layout();
+        tm.on = false;
+        let Some(m) = mask else { return };
+        tm.mask = m;
+        let (l3, l4) = (t.l3 as usize, t.l4 as usize);
+        let b = f.header();
+        // A copy of a fixed size (a few vector moves), not a memcpy call of
+        // the header's length; the mask ignores what lies past the header.
+        match f.frame().first_chunk::<TMPL_LEN>() {
+            Some(all) => tm.bytes = *all,
+            None => short_copy(&mut tm.bytes, b),
+        }
+        // A head may carry CWR (held, as Linux does); what follows must not
+        // (the mask keeps CWR; PSH it lets differ).
+        tm.bytes[l4 + 13] &= !CWR;
+        tm.words = (t.payload as usize).div_ceil(8) as u8;
+        tm.frame_len = a.frame_len as u32;
+        tm.seq_at = (l4 + 4) as u16;
+        if !t.ipv6 {
+            tm.id_at = (l3 + 4) as u16;
+            // Trusting, the IPv4 checksum is not checked.
+            tm.ip_csum_at = if a.verify { (l3 + 10) as u16 } else { 0 };
+            let field = u16::from_be_bytes([b[l3 + 10], b[l3 + 11]]);
+            tm.ip_sum = csum::sub(csum::sub(a.ip_hdr, seg.id), field);
+        } else {
+            tm.id_at = 0;
+            tm.ip_csum_at = 0;
+        }
+        // A full-size segment's sum but for its seq (and checksum field).
+        tm.k =
+            pseudo_sum(a.pbase, a.tcp_len) + tcp_header_sum(a.hconst, 0, seg.urg, seg.flags & !CWR);
+        tm.on = true;
+    }
+
+    /// Does `b` match under `mask` (this template's, from `Masks`), word by
+    /// word?
+    #[inline(always)]
+    pub(super) fn matches(&self, b: &[u8], mask: &[u8; TMPL_LEN]) -> bool {
+        let n = self.words as usize;
+        // Nearly every header fits FIXED_CMP bytes: one compare of a fixed
+        // size, which the compiler turns into a few vector instructions
+        // (the mask is zero past the header).
+        if n * 8 <= FIXED_CMP && b.len() >= FIXED_CMP {
+            let w =
+                |a: &[u8], i: usize| u64::from_ne_bytes(a[i * 8..i * 8 + 8].try_into().unwrap());
+            let (b, t, m) = (
+                &b[..FIXED_CMP],
+                &self.bytes[..FIXED_CMP],
+                &mask[..FIXED_CMP],
+            );
+            let mut d = 0u64;
+            for i in 0..FIXED_CMP / 8 {
+                d |= (w(b, i) ^ w(t, i)) & w(m, i);
+            }
+            return d == 0;
+        }
+        if b.len() < n * 8 {
+            return false;
+        }
+        let mut d = 0u64;
+        for i in 0..n {
+            let w = |a: &[u8]| u64::from_ne_bytes(a[i * 8..i * 8 + 8].try_into().unwrap());
+            d |= (w(b) ^ w(&self.bytes)) & w(mask);
+        }
+        d == 0
+    }
+
+    /// Does `b` (which `matches`) carry sequence number `seq` (None: any)
+    /// and IPv4 ID `id` (None: any), and, when verifying, the IPv4 checksum
+    /// that goes with its ID?
+    #[inline(always)]
+    pub(super) fn next_ok(&self, b: &[u8], seq: Option<u32>, id: Option<u16>) -> bool {
+        let at = |i: u16| u16::from_be_bytes(b[i as usize..i as usize + 2].try_into().unwrap());
+        let s = self.seq_at as usize;
+        let got = u32::from_be_bytes(b[s..s + 4].try_into().unwrap());
+        let mut ok = seq.is_none_or(|q| got == q);
+        if self.id_at != 0 {
+            let got = at(self.id_at);
+            ok &= id.is_none_or(|i| got == i);
+            if self.ip_csum_at != 0 {
+                ok &= at(self.ip_csum_at) == csum::finish(csum::add(self.ip_sum, got));
+            }
+        }
+        ok
+    }
+}
+
+/// Header layouts a queue's templates may have at once; a new one takes
+/// the mask of the layout least recently given to a new head, if that was
+/// at least `MASK_AGE` heads ago.
+pub(super) const MASKS: usize = 16;
+/// New heads a mask must have gone unused before another layout takes it:
+/// taking one walks the table (its templates go off), so under a flood of
+/// layouts that walk stays a small share of the heads.
+pub(super) const MASK_AGE: u64 = 4096;
+
+/// The compare masks of templates, one per header layout (offsets, IP
+/// version): all ones over the header but the bytes that vary between a
+/// flow's segments (seq, TCP checksum, IPv4 ID and checksum, PSH), zero past
+/// it. Shared by every flow of the layout, so a compare reads the flow's own
+/// bytes and a mask that stays in cache, and a new template writes none.
+pub(super) struct Masks {
+    pub(super) store: Box<MaskStore>,
+    pub(super) layouts: [(u16, u16, u16, bool); MASKS],
+    pub(super) n: usize,
+}
+
+/// What `Masks` keeps out of line: the masks, and what only a new head
+/// reads (so the fields the fast path reads beside them stay where they are).
+pub(super) struct MaskStore {
+    pub(super) masks: [[u8; TMPL_LEN]; MASKS],
+    /// When each mask was last given to a new head (a count of heads).
+    pub(super) used: [u64; MASKS],
+    pub(super) heads: u64,
+}
+
+impl Default for Masks {
+    fn default() -> Masks {
+        Masks {
+            store: Box::new(MaskStore {
+                masks: [[0; TMPL_LEN]; MASKS],
+                used: [0; MASKS],
+                heads: 0,
+            }),
+            layouts: [(0, 0, 0, false); MASKS],
+            n: 0,
+        }
+    }
+}
+
+impl Masks {
+    #[inline(always)]
+    pub(super) fn get(&self, i: u8) -> &[u8; TMPL_LEN] {
+        &self.store.masks[i as usize]
+    }
+
+    /// The mask of `t`'s layout for a new head, made on first use, and
+    /// whether it was taken from another layout (whose templates must then
+    /// go off: `Gro::mask_for`). Once `MASKS` layouts are known, a new one
+    /// takes the mask least recently given to a new head, so layouts seen
+    /// early and never again do not keep the fast path from the rest; None
+    /// (no template) for a header longer than a template, and while every
+    /// mask was used in the last `MASK_AGE` heads.
+    #[inline]
+    pub(super) fn of(&mut self, t: &Tcp) -> Option<(u8, bool)> {
+        if t.payload as usize > TMPL_LEN {
+            return None;
+        }
+        let st = &mut *self.store;
+        st.heads += 1;
+        let key = (t.l3, t.l4, t.payload, t.ipv6);
+        if let Some(i) = self.layouts[..self.n].iter().position(|&k| k == key) {
+            st.used[i] = st.heads;
+            return Some((i as u8, false));
+        }
+        let (i, taken) = if self.n < MASKS {
+            self.n += 1;
+            (self.n - 1, false)
+        } else {
+            let lru = (0..MASKS).min_by_key(|&i| st.used[i]).expect("MASKS > 0");
+            if st.used[lru] + MASK_AGE > st.heads {
+                return None;
+            }
+            (lru, true)
+        };
+        st.used[i] = st.heads;
+        let (l3, l4, hl) = (t.l3 as usize, t.l4 as usize, t.payload as usize);
+        let m = &mut st.masks[i];
+        m.fill(0);
+        m[..hl].fill(0xff);
+        // Checked on their own: seq, and the TCP checksum varies.
+        m[l4 + 4..l4 + 8].fill(0);
+        m[l4 + 16..l4 + 18].fill(0);
+        // PSH may differ: a segment with it merges, then flushes.
+        m[l4 + 13] = !PSH;
+        if !t.ipv6 {
+            // ID and header checksum: checked on their own (`next_ok`).
+            m[l3 + 4..l3 + 6].fill(0);
+            m[l3 + 10..l3 + 12].fill(0);
+        }
+        self.layouts[i] = key;
+        Some((i as u8, taken))
+    }
+}
