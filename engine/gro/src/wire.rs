@@ -539,12 +539,12 @@ impl<'a> Fields<'a> {
     /// the pseudo-header that is the same for every segment of a flow.
     #[inline(always)]
     pub fn pseudo_base(&self) -> u16 {
-        csum::fold(csum::sum(self.addrs()) as u64 + IPPROTO_TCP as u64)
+        csum::pseudo_base(self.addrs(), IPPROTO_TCP)
     }
     /// Sum of the pseudo-header for a TCP length of `tcp_len`.
     #[inline(always)]
     pub fn pseudo_sum(&self, tcp_len: u32) -> u16 {
-        csum::fold(self.pseudo_base() as u64 + (tcp_len >> 16) as u64 + (tcp_len & 0xffff) as u64)
+        csum::fold(csum::pseudo_with_len(self.pseudo_base(), tcp_len))
     }
 }
 

@@ -161,18 +161,14 @@ pub unsafe fn fix_checksums(m: *mut rte_mbuf) -> Result<(), NotTcp> {
 /// # Safety
 /// `m` is a valid mbuf chain head the caller may read.
 unsafe fn chain_sum(mut m: *const rte_mbuf, mut off: usize) -> u16 {
-    let mut s = 0u16;
-    let mut odd = false;
+    let mut s = csum::Chained::default();
     // SAFETY: the caller guarantees a readable chain: each segment is read only
     // when non-null, and [off, dl) lies inside its data.
     unsafe {
         while !m.is_null() {
             let dl = mb::data_len(m) as usize;
             if off < dl {
-                let c = std::slice::from_raw_parts(mb::mtod(m).add(off), dl - off);
-                let cs = csum::sum(c);
-                s = csum::add(s, if odd { cs.swap_bytes() } else { cs });
-                odd ^= c.len() & 1 == 1;
+                s.add(std::slice::from_raw_parts(mb::mtod(m).add(off), dl - off));
                 off = 0;
             } else {
                 off -= dl;
@@ -180,7 +176,7 @@ unsafe fn chain_sum(mut m: *const rte_mbuf, mut off: usize) -> u16 {
             m = mb::next(m);
         }
     }
-    s
+    s.value()
 }
 
 #[cfg(test)]

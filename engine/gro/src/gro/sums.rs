@@ -18,7 +18,7 @@ pub(super) fn tcp_header_sum(hconst: u16, seq: u32, urg: u16, flags: u8) -> u64 
 /// the TCP length.
 #[inline(always)]
 pub(super) fn pseudo_sum(pbase: u16, tcp_len: u32) -> u64 {
-    pbase as u64 + (tcp_len >> 16) as u64 + (tcp_len & 0xffff) as u64
+    csum::pseudo_with_len(pbase, tcp_len)
 }
 
 /// The constant part of a segment's TCP header sum (see `Held::hconst`).
@@ -94,18 +94,12 @@ impl CsumCheck {
     }
 }
 
-/// One's-complement sum of `len` bytes from `off`, across buffers (a chunk
-/// starting at an odd offset of the range is byte-swapped into place).
+/// One's-complement sum of `len` bytes from `off`, across buffers.
 #[inline]
 pub(super) fn sum_range<B: GroBuf>(pkt: &B, off: usize, len: usize) -> u16 {
-    let mut s = 0u16;
-    let mut odd = false;
-    pkt.for_each_chunk(off, len, |c| {
-        let cs = csum::sum(c);
-        s = csum::add(s, if odd { cs.swap_bytes() } else { cs });
-        odd ^= c.len() & 1 == 1;
-    });
-    s
+    let mut s = csum::Chained::default();
+    pkt.for_each_chunk(off, len, |c| s.add(c));
+    s.value()
 }
 
 /// A merged packet's headers: IP length and checksum, TCP flags and checksum,

@@ -81,11 +81,11 @@ pub(super) unsafe fn scatter(m: *mut sys::rte_mbuf, off: usize, src: &[u8]) -> b
 /// # Safety
 /// `m` is null or a valid chain the caller may read.
 pub(super) unsafe fn chain_sum(m: *mut sys::rte_mbuf, off: usize, len: usize) -> u16 {
-    let mut s = Sum::default();
+    let mut s = csum::Chained::default();
     // SAFETY: the caller guarantees the chain is readable; each piece for_chunks
     // gives lies inside one segment's data.
     unsafe { for_chunks(m, off, len, |p, n| s.add(std::slice::from_raw_parts(p, n))) };
-    s.s
+    s.value()
 }
 
 /// Moves the cursor past exhausted mbufs (freeing them).
@@ -147,21 +147,5 @@ pub(super) unsafe fn free_cursor(cur: &mut Cursor) {
         // nulled right after so it cannot be freed twice.
         unsafe { sys::rte_pktmbuf_free(cur.m) };
         cur.m = std::ptr::null_mut();
-    }
-}
-
-/// A running one's-complement sum over pieces of any length.
-#[derive(Default)]
-pub(super) struct Sum {
-    pub(super) s: u16,
-    pub(super) odd: bool,
-}
-
-impl Sum {
-    #[inline(always)]
-    pub(super) fn add(&mut self, piece: &[u8]) {
-        let cs = csum::sum(piece);
-        self.s = csum::add(self.s, if self.odd { cs.swap_bytes() } else { cs });
-        self.odd ^= piece.len() & 1 == 1;
     }
 }

@@ -273,7 +273,7 @@ impl Forwarder {
             }
             let d = &mut d[..need];
             (*d[0]).data_len = hl as u16;
-            let (mut i, mut sum) = (0usize, Sum::default());
+            let (mut i, mut sum) = (0usize, csum::Chained::default());
             let got = take(cur, seglen, |mut piece: &[u8]| {
                 sum.add(piece);
                 while !piece.is_empty() {
@@ -305,7 +305,7 @@ impl Forwarder {
             (*h).nb_segs = need as u16;
             (*h).pkt_len = (hl + seglen) as u32;
             let mut hdr = [0u8; MAX_HDR];
-            self.seg_header(&mut hdr, tmpl, lay, k, seglen, last, sum.s, sport);
+            self.seg_header(&mut hdr, tmpl, lay, k, seglen, last, sum.value(), sport);
             std::ptr::copy_nonoverlapping(hdr.as_ptr(), mb::mtod(h), hl);
             self.stats.gso_segments += 1;
             self.stats.copied_segments += 1;
@@ -382,13 +382,10 @@ impl Forwarder {
 #[inline]
 pub(super) fn pseudo(h: &[u8], lay: &Layout, tcp_len: usize) -> u16 {
     let ip = lay.ip();
-    if lay.ipv6 {
-        let a: &[u8; 16] = h[ip + 8..ip + 24].try_into().unwrap();
-        let b: &[u8; 16] = h[ip + 24..ip + 40].try_into().unwrap();
-        csum::pseudo_v6(a, b, 6, tcp_len as u32)
+    let addrs = if lay.ipv6 {
+        &h[ip + 8..ip + 40]
     } else {
-        let a: [u8; 4] = h[ip + 12..ip + 16].try_into().unwrap();
-        let b: [u8; 4] = h[ip + 16..ip + 20].try_into().unwrap();
-        csum::pseudo_v4(a, b, 6, tcp_len as u16)
-    }
+        &h[ip + 12..ip + 20]
+    };
+    csum::pseudo(addrs, 6, tcp_len as u32)
 }
