@@ -61,6 +61,147 @@ impl NotTcp {
     }
 }
 
+/// Header fields, each named once: byte ranges (or single bytes) from the
+/// start of their own header, as smoltcp's `field` modules name them. Code
+/// that reads or writes a header field goes through these, moved to where
+/// the header starts with [`field::at`] or read and written with
+/// [`field::read16`] and its kin.
+pub mod field {
+    use core::ops::Range;
+
+    /// A field's bytes, from the start of its header.
+    pub type Field = Range<usize>;
+
+    /// `f` moved to a header that starts at `base`.
+    #[inline(always)]
+    pub const fn at(base: usize, f: Field) -> Field {
+        base + f.start..base + f.end
+    }
+
+    /// A 16-bit field of the header at `base` (network order).
+    #[inline(always)]
+    pub fn read16(b: &[u8], base: usize, f: Field) -> u16 {
+        debug_assert_eq!(f.len(), 2);
+        u16::from_be_bytes([b[base + f.start], b[base + f.start + 1]])
+    }
+
+    /// A 32-bit field of the header at `base` (network order).
+    #[inline(always)]
+    pub fn read32(b: &[u8], base: usize, f: Field) -> u32 {
+        debug_assert_eq!(f.len(), 4);
+        u32::from_be_bytes(b[at(base, f)].try_into().unwrap())
+    }
+
+    /// Writes a 16-bit field of the header at `base` (network order).
+    #[inline(always)]
+    pub fn write16(b: &mut [u8], base: usize, f: Field, v: u16) {
+        debug_assert_eq!(f.len(), 2);
+        b[at(base, f)].copy_from_slice(&v.to_be_bytes());
+    }
+
+    /// Writes a 32-bit field of the header at `base` (network order).
+    #[inline(always)]
+    pub fn write32(b: &mut [u8], base: usize, f: Field, v: u32) {
+        debug_assert_eq!(f.len(), 4);
+        b[at(base, f)].copy_from_slice(&v.to_be_bytes());
+    }
+
+    /// Ethernet (and 802.1Q/802.1ad tags, 4 bytes each after the MACs).
+    pub mod eth {
+        use super::Field;
+        /// Destination then source MAC.
+        pub const MACS: Field = 0..12;
+        /// The EtherType (or a tag's TPID) right after the MACs.
+        pub const ETHERTYPE: Field = 12..14;
+        /// A VLAN tag's TCI, from the start of the tag.
+        pub const TAG_TCI: Field = 2..4;
+        /// Bytes of a VLAN tag.
+        pub const TAG_LEN: usize = 4;
+        /// Bytes of an untagged Ethernet header.
+        pub const HEADER_LEN: usize = 14;
+    }
+
+    /// IPv4 (RFC 791).
+    pub mod ipv4 {
+        use super::Field;
+        /// Version and IHL.
+        pub const VER_IHL: usize = 0;
+        /// DSCP and ECN (TOS).
+        pub const TOS: usize = 1;
+        /// Total length.
+        pub const TOTAL_LEN: Field = 2..4;
+        /// Identification.
+        pub const ID: Field = 4..6;
+        /// Flags (reserved, DF, MF) and fragment offset.
+        pub const FLAGS_FRAG: Field = 6..8;
+        /// Time to live.
+        pub const TTL: usize = 8;
+        /// Protocol.
+        pub const PROTOCOL: usize = 9;
+        /// Header checksum.
+        pub const CHECKSUM: Field = 10..12;
+        /// Source then destination address.
+        pub const ADDRS: Field = 12..20;
+        /// Bytes of a header without options.
+        pub const MIN_LEN: usize = 20;
+    }
+
+    /// IPv6 (RFC 8200).
+    pub mod ipv6 {
+        use super::Field;
+        /// Version, traffic class, flow label.
+        pub const VER_TC_FLOW: Field = 0..4;
+        /// Payload length (extension headers included).
+        pub const PAYLOAD_LEN: Field = 4..6;
+        /// Next header.
+        pub const NEXT_HEADER: usize = 6;
+        /// Hop limit.
+        pub const HOP_LIMIT: usize = 7;
+        /// Source then destination address.
+        pub const ADDRS: Field = 8..40;
+        /// Bytes of the fixed header.
+        pub const HEADER_LEN: usize = 40;
+    }
+
+    /// An IPv6 extension header (hop-by-hop, routing, fragment, destination
+    /// options, AH).
+    pub mod ipv6_ext {
+        use super::Field;
+        /// The header after this one.
+        pub const NEXT_HEADER: usize = 0;
+        /// Length: in 8-byte units past the first 8 (AH: 4-byte units past
+        /// the first 8).
+        pub const LEN: usize = 1;
+        /// A fragment header's offset and flags (offset in its top 13 bits).
+        pub const FRAG_OFFSET: Field = 2..4;
+    }
+
+    /// TCP (RFC 9293).
+    pub mod tcp {
+        use super::Field;
+        /// Source then destination port.
+        pub const PORTS: Field = 0..4;
+        /// Sequence number.
+        pub const SEQ: Field = 4..8;
+        /// Acknowledgment number.
+        pub const ACK: Field = 8..12;
+        /// Data offset, flags and window: the word Linux compares whole.
+        pub const OFF_FLAGS_WINDOW: Field = 12..16;
+        /// Data offset (high nibble).
+        pub const DATA_OFF: usize = 12;
+        /// Flags.
+        pub const FLAGS: usize = 13;
+        /// Checksum.
+        pub const CHECKSUM: Field = 16..18;
+        /// Urgent pointer.
+        pub const URGENT: Field = 18..20;
+        /// Bytes of a header without options (where options start).
+        pub const MIN_LEN: usize = 20;
+    }
+}
+
+use field::{ipv4, ipv6, tcp};
+
 /// Bytes of IPv6 hop-by-hop, routing and destination options headers a
 /// segment may carry and still merge (those of Linux's own tests are 8).
 pub const EXT_MAX: usize = 32;
@@ -151,35 +292,37 @@ impl Tcp {
     #[inline(always)]
     pub fn parse(head: &[u8], frame_len: usize, check_ip: bool) -> Result<Tcp, NotTcp> {
         let mut t = Tcp::default();
-        let mut off = 12usize;
+        let mut off = field::eth::ETHERTYPE.start;
         let mut ethertype = be16(head, off).ok_or(NotTcp::Malformed)?;
         while ethertype == ETH_P_8021Q || ethertype == ETH_P_8021AD {
             if t.vlans == 2 {
                 return Err(NotTcp::NotIp);
             }
-            t.tci[t.vlans as usize] = be16(head, off + 2).ok_or(NotTcp::Malformed)?;
+            t.tci[t.vlans as usize] =
+                be16(head, off + field::eth::TAG_TCI.start).ok_or(NotTcp::Malformed)?;
             t.vlans += 1;
-            off += 4;
+            off += field::eth::TAG_LEN;
             ethertype = be16(head, off).ok_or(NotTcp::Malformed)?;
         }
-        let l3 = off + 2;
+        let l3 = off + field::eth::ETHERTYPE.len();
         let (l4, ip_end) = match ethertype {
             ETH_P_IPV4 => {
-                let ip: &[u8; 20] = head
-                    .get(l3..l3 + 20)
+                let ip: &[u8; ipv4::MIN_LEN] = head
+                    .get(l3..l3 + ipv4::MIN_LEN)
                     .ok_or(NotTcp::Malformed)?
                     .try_into()
                     .unwrap();
-                if ip[0] != 0x45 {
-                    return Err(if ip[0] >> 4 != 4 || ip[0] & 0x0f < 5 {
+                let vi = ip[ipv4::VER_IHL];
+                if vi != 0x45 {
+                    return Err(if vi >> 4 != 4 || vi & 0x0f < 5 {
                         NotTcp::Malformed
                     } else {
                         NotTcp::IpOptions
                     });
                 }
-                let tot = u16::from_be_bytes([ip[2], ip[3]]) as usize;
-                let frag = u16::from_be_bytes([ip[6], ip[7]]);
-                if tot < 20 || l3 + tot > frame_len {
+                let tot = field::read16(ip, 0, ipv4::TOTAL_LEN) as usize;
+                let frag = field::read16(ip, 0, ipv4::FLAGS_FRAG);
+                if tot < ipv4::MIN_LEN || l3 + tot > frame_len {
                     return Err(NotTcp::Malformed);
                 }
                 if frag & 0x3fff != 0 {
@@ -188,52 +331,55 @@ impl Tcp {
                 if frag & 0x8000 != 0 {
                     return Err(NotTcp::ReservedFlag);
                 }
-                if ip[9] != IPPROTO_TCP {
+                if ip[ipv4::PROTOCOL] != IPPROTO_TCP {
                     return Err(NotTcp::NotTcp);
                 }
                 if check_ip && csum::sum(ip) != 0xffff {
                     return Err(NotTcp::BadIpChecksum);
                 }
-                (l3 + 20, l3 + tot)
+                (l3 + ipv4::MIN_LEN, l3 + tot)
             }
             ETH_P_IPV6 => {
-                let ip: &[u8; 40] = head
-                    .get(l3..l3 + 40)
+                let ip: &[u8; ipv6::HEADER_LEN] = head
+                    .get(l3..l3 + ipv6::HEADER_LEN)
                     .ok_or(NotTcp::Malformed)?
                     .try_into()
                     .unwrap();
                 if ip[0] >> 4 != 6 {
                     return Err(NotTcp::Malformed);
                 }
-                let plen = u16::from_be_bytes([ip[4], ip[5]]) as usize;
-                if l3 + 40 + plen > frame_len {
+                let plen = field::read16(ip, 0, ipv6::PAYLOAD_LEN) as usize;
+                let end = l3 + ipv6::HEADER_LEN + plen;
+                if end > frame_len {
                     return Err(NotTcp::Malformed);
                 }
                 // Hop-by-hop, routing and destination options headers are
                 // stepped over (segments with byte-equal ones merge, as in
                 // Linux); a fragment header, AH or mobility never merges.
-                let mut next = ip[6];
-                let mut l4 = l3 + 40;
-                while matches!(next, 0 | 43 | 60) && l4 < l3 + 40 + EXT_MAX {
+                let mut next = ip[ipv6::NEXT_HEADER];
+                let mut l4 = l3 + ipv6::HEADER_LEN;
+                let ext_end = l4 + EXT_MAX;
+                while matches!(next, 0 | 43 | 60) && l4 < ext_end {
                     let e = head.get(l4..l4 + 2).ok_or(NotTcp::Malformed)?;
+                    // e: the extension header's next-header and length bytes.
                     next = e[0];
                     l4 += (e[1] as usize + 1) * 8;
                 }
                 match next {
-                    IPPROTO_TCP if l4 <= l3 + 40 + EXT_MAX => {}
+                    IPPROTO_TCP if l4 <= ext_end => {}
                     IPPROTO_TCP | 0 | 43 | 44 | 60 | 51 | 135 => return Err(NotTcp::Ipv6Ext),
                     _ => return Err(NotTcp::NotTcp),
                 }
-                if l4 > l3 + 40 + plen {
+                if l4 > end {
                     return Err(NotTcp::Malformed);
                 }
                 t.ipv6 = true;
-                (l4, l3 + 40 + plen)
+                (l4, end)
             }
             _ => return Err(NotTcp::NotIp),
         };
-        let doff = (*head.get(l4 + 12).ok_or(NotTcp::Malformed)? >> 4) as usize * 4;
-        if doff < 20 || l4 + doff > ip_end || l4 + doff > head.len() {
+        let doff = (*head.get(l4 + tcp::DATA_OFF).ok_or(NotTcp::Malformed)? >> 4) as usize * 4;
+        if doff < tcp::MIN_LEN || l4 + doff > ip_end || l4 + doff > head.len() {
             return Err(NotTcp::Malformed);
         }
         if ip_end != frame_len {
@@ -298,45 +444,45 @@ impl FlowHint {
             addrs: [0; 32],
             ports: None,
         };
-        let mut off = 12usize;
+        let mut off = field::eth::ETHERTYPE.start;
         let mut et = be16(head, off)?;
-        h.macs.copy_from_slice(&head[..12]);
+        h.macs.copy_from_slice(&head[field::eth::MACS]);
         while et == ETH_P_8021Q || et == ETH_P_8021AD {
             if h.vlans == 2 {
                 return None;
             }
-            h.tci[h.vlans as usize] = be16(head, off + 2)?;
+            h.tci[h.vlans as usize] = be16(head, off + field::eth::TAG_TCI.start)?;
             h.ad |= ((et == ETH_P_8021AD) as u8) << h.vlans;
             h.vlans += 1;
-            off += 4;
+            off += field::eth::TAG_LEN;
             et = be16(head, off)?;
         }
-        let l3 = off + 2;
+        let l3 = off + field::eth::ETHERTYPE.len();
         let l4 = match et {
             ETH_P_IPV4 => {
-                let ip = head.get(l3..l3 + 20)?;
-                if ip[0] >> 4 != 4 || ip[9] != IPPROTO_TCP {
+                let ip = head.get(l3..l3 + ipv4::MIN_LEN)?;
+                if ip[ipv4::VER_IHL] >> 4 != 4 || ip[ipv4::PROTOCOL] != IPPROTO_TCP {
                     return None;
                 }
-                h.addrs[..8].copy_from_slice(&ip[12..20]);
-                let frag_off = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff;
-                (frag_off == 0).then_some(l3 + (ip[0] & 0x0f) as usize * 4)
+                h.addrs[..8].copy_from_slice(&ip[ipv4::ADDRS]);
+                let frag_off = field::read16(ip, 0, ipv4::FLAGS_FRAG) & 0x1fff;
+                (frag_off == 0).then_some(l3 + (ip[ipv4::VER_IHL] & 0x0f) as usize * 4)
             }
             ETH_P_IPV6 => {
-                let ip = head.get(l3..l3 + 40)?;
+                let ip = head.get(l3..l3 + ipv6::HEADER_LEN)?;
                 if ip[0] >> 4 != 6 {
                     return None;
                 }
                 h.ipv6 = true;
-                h.flow_label = u32::from_be_bytes([0, ip[1] & 0x0f, ip[2], ip[3]]);
-                h.addrs.copy_from_slice(&ip[8..40]);
-                ipv6_tcp_offset(head, ip[6], l3 + 40)?
+                h.flow_label = field::read32(ip, 0, ipv6::VER_TC_FLOW) & 0x000f_ffff;
+                h.addrs.copy_from_slice(&ip[ipv6::ADDRS]);
+                ipv6_tcp_offset(head, ip[ipv6::NEXT_HEADER], l3 + ipv6::HEADER_LEN)?
             }
             _ => return None,
         };
         h.ports = l4
-            .and_then(|l4| head.get(l4..l4 + 4))
-            .map(|p| u32::from_be_bytes([p[0], p[1], p[2], p[3]]));
+            .and_then(|l4| head.get(field::at(l4, tcp::PORTS)))
+            .map(|p| field::read32(p, 0, tcp::PORTS));
         Some(h)
     }
 }
@@ -351,16 +497,16 @@ fn ipv6_tcp_offset(head: &[u8], mut next: u8, mut off: usize) -> Option<Option<u
         let len = match next {
             IPPROTO_TCP => return Some(Some(off)),
             44 => {
-                if be16(head, off + 2)? & 0xfff8 != 0 {
+                if be16(head, off + field::ipv6_ext::FRAG_OFFSET.start)? & 0xfff8 != 0 {
                     return Some(None);
                 }
                 8
             }
-            51 => (*head.get(off + 1)? as usize + 2) * 4,
-            0 | 43 | 60 => (*head.get(off + 1)? as usize + 1) * 8,
+            51 => (*head.get(off + field::ipv6_ext::LEN)? as usize + 2) * 4,
+            0 | 43 | 60 => (*head.get(off + field::ipv6_ext::LEN)? as usize + 1) * 8,
             _ => return None,
         };
-        next = *head.get(off)?;
+        next = *head.get(off + field::ipv6_ext::NEXT_HEADER)?;
         off += len;
     }
     None
@@ -435,37 +581,37 @@ impl<'a> Fields<'a> {
     /// The 12 bytes of MAC addresses.
     #[inline(always)]
     pub fn macs(&self) -> &'a [u8] {
-        self.slice(0, 12)
+        self.slice(0, field::eth::MACS.end)
     }
     /// TCP sequence number.
     #[inline(always)]
     pub fn seq(&self) -> u32 {
-        self.u32_at(self.t.l4 as usize + 4)
+        self.u32_at(self.t.l4 as usize + tcp::SEQ.start)
     }
     /// TCP acknowledgment number.
     #[inline(always)]
     pub fn ack(&self) -> u32 {
-        self.u32_at(self.t.l4 as usize + 8)
+        self.u32_at(self.t.l4 as usize + tcp::ACK.start)
     }
     /// Data offset, flags and window: the word Linux compares whole.
     #[inline(always)]
     pub fn flag_word(&self) -> u32 {
-        self.u32_at(self.t.l4 as usize + 12)
+        self.u32_at(self.t.l4 as usize + tcp::OFF_FLAGS_WINDOW.start)
     }
     /// TCP flags byte.
     #[inline(always)]
     pub fn flags(&self) -> u8 {
-        self.u8_at(self.t.l4 as usize + 13)
+        self.u8_at(self.t.l4 as usize + tcp::FLAGS)
     }
     /// Source and destination ports, as one big-endian word.
     #[inline(always)]
     pub fn ports(&self) -> u32 {
-        self.u32_at(self.t.l4 as usize)
+        self.u32_at(self.t.l4 as usize + tcp::PORTS.start)
     }
     /// TCP options: the header bytes after the first 20.
     #[inline(always)]
     pub fn options(&self) -> &'a [u8] {
-        self.slice(self.t.l4 as usize + 20, self.t.payload as usize)
+        self.slice(self.t.l4 as usize + tcp::MIN_LEN, self.t.payload as usize)
     }
     /// The TCP header, options included.
     #[inline(always)]
@@ -475,7 +621,7 @@ impl<'a> Fields<'a> {
     /// The TCP checksum field.
     #[inline(always)]
     pub fn tcp_csum(&self) -> u16 {
-        self.u16_at(self.t.l4 as usize + 16)
+        self.u16_at(self.t.l4 as usize + tcp::CHECKSUM.start)
     }
     /// IPv4 ID (0 for IPv6).
     #[inline(always)]
@@ -483,13 +629,13 @@ impl<'a> Fields<'a> {
         if self.t.ipv6 {
             0
         } else {
-            self.u16_at(self.t.l3 as usize + 4)
+            self.u16_at(self.t.l3 as usize + ipv4::ID.start)
         }
     }
     /// IPv4 DF bit.
     #[inline(always)]
     pub fn df(&self) -> bool {
-        !self.t.ipv6 && self.u8_at(self.t.l3 as usize + 6) & 0x40 != 0
+        !self.t.ipv6 && self.u8_at(self.t.l3 as usize + ipv4::FLAGS_FRAG.start) & 0x40 != 0
     }
     /// What must not change within a merged packet: IPv4 TOS, TTL, DF;
     /// IPv6 traffic class and hop limit.
@@ -497,19 +643,20 @@ impl<'a> Fields<'a> {
     pub fn ip_word(&self) -> u32 {
         let l3 = self.t.l3 as usize;
         if self.t.ipv6 {
+            // Traffic class: the low nibble of byte 0, the high one of byte 1.
             let tc = ((self.u8_at(l3) as u32 & 0x0f) << 4) | (self.u8_at(l3 + 1) as u32 >> 4);
-            (tc << 8) | self.u8_at(l3 + 7) as u32
+            (tc << 8) | self.u8_at(l3 + ipv6::HOP_LIMIT) as u32
         } else {
-            ((self.u8_at(l3 + 1) as u32) << 16)
-                | ((self.u8_at(l3 + 8) as u32) << 8)
-                | (self.u8_at(l3 + 6) as u32 & 0x40)
+            ((self.u8_at(l3 + ipv4::TOS) as u32) << 16)
+                | ((self.u8_at(l3 + ipv4::TTL) as u32) << 8)
+                | (self.u8_at(l3 + ipv4::FLAGS_FRAG.start) as u32 & 0x40)
         }
     }
     /// The IPv6 flow label (part of a flow's identity, as in Linux).
     #[inline(always)]
     pub fn flow_label(&self) -> u32 {
         if self.t.ipv6 {
-            self.u32_at(self.t.l3 as usize) & 0x000f_ffff
+            self.u32_at(self.t.l3 as usize + ipv6::VER_TC_FLOW.start) & 0x000f_ffff
         } else {
             0
         }
@@ -518,7 +665,7 @@ impl<'a> Fields<'a> {
     /// IPv6 without them).
     #[inline(always)]
     pub fn ipv6_ext(&self) -> &'a [u8] {
-        let at = self.t.l3 as usize + 40;
+        let at = self.t.l3 as usize + ipv6::HEADER_LEN;
         if self.t.ipv6 && (self.t.l4 as usize) > at {
             self.slice(at, self.t.l4 as usize)
         } else {
@@ -530,9 +677,9 @@ impl<'a> Fields<'a> {
     pub fn addrs(&self) -> &'a [u8] {
         let l3 = self.t.l3 as usize;
         if self.t.ipv6 {
-            self.slice(l3 + 8, l3 + 40)
+            self.slice(l3 + ipv6::ADDRS.start, l3 + ipv6::ADDRS.end)
         } else {
-            self.slice(l3 + 12, l3 + 20)
+            self.slice(l3 + ipv4::ADDRS.start, l3 + ipv4::ADDRS.end)
         }
     }
     /// One's-complement sum of the addresses and the protocol: the part of

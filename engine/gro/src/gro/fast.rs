@@ -160,7 +160,7 @@ impl<B: GroBuf> Gro<B> {
             0
         } else {
             let b = pkt.head();
-            u16::from_be_bytes([b[l3 + 4], b[l3 + 5]])
+            field::read16(b, l3, ipv4::ID)
         };
         let ip_len = h.tmpl.frame_len - l3 as u32;
         h.segs = 1;
@@ -177,7 +177,7 @@ impl<B: GroBuf> Gro<B> {
             h.ip_base = csum::sub(csum::add(h.tmpl.ip_sum, id), ip_len as u16);
         }
         h.next_id = id.wrapping_add(1) as u32;
-        h.head_flags = h.tmpl.bytes[l4 + 13];
+        h.head_flags = h.tmpl.bytes[l4 + tcp::FLAGS];
         h.flags_or = 0;
         h.since = now;
         h.pkt = Some(pkt);

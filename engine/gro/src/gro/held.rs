@@ -158,10 +158,10 @@ impl<B: GroBuf> Held<B> {
             return None;
         }
         let l4 = self.t.l4 as usize;
-        let seq = seq.unwrap_or_else(|| u32::from_be_bytes(b[l4 + 4..l4 + 8].try_into().unwrap()));
-        let field = u16::from_be_bytes([b[l4 + 16], b[l4 + 17]]);
+        let seq = seq.unwrap_or_else(|| field::read32(b, l4, tcp::SEQ));
+        let field = field::read16(b, l4, tcp::CHECKSUM);
         // PSH is the one flag the template lets differ (the head has none).
-        let psh = b[l4 + 13] & PSH;
+        let psh = b[l4 + tcp::FLAGS] & PSH;
         let x = tm.k + (seq >> 16) as u64 + (seq & 0xffff) as u64 + field as u64 + psh as u64;
         if !verify {
             return Some((seq, Contrib { pos: 0, neg: x }, psh != 0));

@@ -51,6 +51,7 @@ use sums::*;
 use template::*;
 
 use crate::csum;
+use crate::wire::field::{self, ipv4, ipv6, tcp};
 use crate::wire::{Fields, NotTcp, Tcp};
 use key::{FlowKey, HashKey};
 use table::Table;
@@ -357,8 +358,8 @@ impl<B: GroBuf> Gro<B> {
         } else {
             let l3 = t.l3 as usize;
             let b = f.header();
-            let total = u16::from_be_bytes([b[l3 + 2], b[l3 + 3]]);
-            let field = u16::from_be_bytes([b[l3 + 10], b[l3 + 11]]);
+            let total = field::read16(b, l3, ipv4::TOTAL_LEN);
+            let field = field::read16(b, l3, ipv4::CHECKSUM);
             csum::sub(csum::sub(ip_hdr, total), field)
         };
         // The whole IP packet, an IPv6 header included (as Linux counts,

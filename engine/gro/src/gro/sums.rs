@@ -114,13 +114,13 @@ pub(super) fn fix_headers<B: GroBuf>(h: &mut Held<B>, tso: bool) {
     if t.ipv6 {
         // The payload length counts extension headers too.
         let plen = h.ip_len - 40;
-        b[l3 + 4..l3 + 6].copy_from_slice(&(plen as u16).to_be_bytes());
+        field::write16(b, l3, ipv6::PAYLOAD_LEN, plen as u16);
     } else {
-        b[l3 + 2..l3 + 4].copy_from_slice(&(h.ip_len as u16).to_be_bytes());
+        field::write16(b, l3, ipv4::TOTAL_LEN, h.ip_len as u16);
         let c = csum::finish(csum::add(h.ip_base, h.ip_len as u16));
-        b[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+        field::write16(b, l3, ipv4::CHECKSUM, c);
     }
-    b[l4 + 13] = flags;
+    b[l4 + tcp::FLAGS] = flags;
     let c = if tso {
         // DPDK's TSO contract: the pseudo-header sum without the length.
         h.pbase
@@ -132,5 +132,5 @@ pub(super) fn fix_headers<B: GroBuf>(h: &mut Held<B>, tso: bool) {
             payload,
         ))
     };
-    b[l4 + 16..l4 + 18].copy_from_slice(&c.to_be_bytes());
+    field::write16(b, l4, tcp::CHECKSUM, c);
 }

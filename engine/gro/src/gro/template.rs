@@ -92,15 +92,19 @@ impl Template {
         }
         // A head may carry CWR (held, as Linux does); what follows must not
         // (the mask keeps CWR; PSH it lets differ).
-        tm.bytes[l4 + 13] &= !CWR;
+        tm.bytes[l4 + tcp::FLAGS] &= !CWR;
         tm.words = (t.payload as usize).div_ceil(8) as u8;
         tm.frame_len = a.frame_len as u32;
-        tm.seq_at = (l4 + 4) as u16;
+        tm.seq_at = (l4 + tcp::SEQ.start) as u16;
         if !t.ipv6 {
-            tm.id_at = (l3 + 4) as u16;
+            tm.id_at = (l3 + ipv4::ID.start) as u16;
             // Trusting, the IPv4 checksum is not checked.
-            tm.ip_csum_at = if a.verify { (l3 + 10) as u16 } else { 0 };
-            let field = u16::from_be_bytes([b[l3 + 10], b[l3 + 11]]);
+            tm.ip_csum_at = if a.verify {
+                (l3 + ipv4::CHECKSUM.start) as u16
+            } else {
+                0
+            };
+            let field = field::read16(b, l3, ipv4::CHECKSUM);
             tm.ip_sum = csum::sub(csum::sub(a.ip_hdr, seg.id), field);
         } else {
             tm.id_at = 0;
@@ -249,14 +253,14 @@ impl Masks {
         m.fill(0);
         m[..hl].fill(0xff);
         // Checked on their own: seq, and the TCP checksum varies.
-        m[l4 + 4..l4 + 8].fill(0);
-        m[l4 + 16..l4 + 18].fill(0);
+        m[field::at(l4, tcp::SEQ)].fill(0);
+        m[field::at(l4, tcp::CHECKSUM)].fill(0);
         // PSH may differ: a segment with it merges, then flushes.
-        m[l4 + 13] = !PSH;
+        m[l4 + tcp::FLAGS] = !PSH;
         if !t.ipv6 {
             // ID and header checksum: checked on their own (`next_ok`).
-            m[l3 + 4..l3 + 6].fill(0);
-            m[l3 + 10..l3 + 12].fill(0);
+            m[field::at(l3, ipv4::ID)].fill(0);
+            m[field::at(l3, ipv4::CHECKSUM)].fill(0);
         }
         self.layouts[i] = key;
         Some((i as u8, taken))
