@@ -24,6 +24,7 @@
 //! they are `unsafe` for that reason only: each says what the pointers must be.
 
 use crate::csum;
+use crate::wire::field::{self, ipv4, ipv6, tcp};
 use crate::wire::{NotTcp, Tcp};
 use dpdk_sys::{self as sys, inline as mb, rte_mbuf};
 
@@ -131,26 +132,27 @@ pub unsafe fn fix_checksums(m: *mut rte_mbuf) -> Result<(), NotTcp> {
         let (l3, l4) = (t.l3 as usize, t.l4 as usize);
         let tcp_len = pkt_len - l4 as u32;
         let pseudo = if t.ipv6 {
-            let src: [u8; 16] = head[l3 + 8..l3 + 24].try_into().unwrap();
-            let dst: [u8; 16] = head[l3 + 24..l3 + 40].try_into().unwrap();
-            csum::pseudo_v6(&src, &dst, 6, tcp_len)
+            csum::pseudo(&head[field::at(l3, ipv6::ADDRS)], 6, tcp_len)
         } else {
-            head[l3 + 10..l3 + 12].copy_from_slice(&[0, 0]);
+            field::write16(head, l3, ipv4::CHECKSUM, 0);
             let c = csum::ipv4_header(&head[l3..l4]);
-            head[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
-            let src: [u8; 4] = head[l3 + 12..l3 + 16].try_into().unwrap();
-            let dst: [u8; 4] = head[l3 + 16..l3 + 20].try_into().unwrap();
-            // Tcp::parse bounds the IPv4 total length, so tcp_len fits 16 bits.
-            csum::pseudo_v4(src, dst, 6, tcp_len as u16)
+            field::write16(head, l3, ipv4::CHECKSUM, c);
+            csum::pseudo(&head[field::at(l3, ipv4::ADDRS)], 6, tcp_len)
         };
-        head[l4 + 16..l4 + 18].copy_from_slice(&[0, 0]);
+        field::write16(head, l4, tcp::CHECKSUM, 0);
         (l4, pseudo)
     };
     // SAFETY: the caller guarantees `m` is a valid chain it may read.
     let c = csum::finish(csum::add(pseudo, unsafe { chain_sum(m, l4) }));
     // SAFETY: Tcp::parse checked that the TCP header (20 bytes at least) lies
     // inside the first segment, which the caller lets us write.
-    unsafe { std::ptr::copy_nonoverlapping(c.to_be_bytes().as_ptr(), mb::mtod(m).add(l4 + 16), 2) };
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            c.to_be_bytes().as_ptr(),
+            mb::mtod(m).add(l4 + tcp::CHECKSUM.start),
+            2,
+        )
+    };
     Ok(())
 }
 
@@ -254,11 +256,11 @@ mod tests {
         let total = spec.header_len() as u64 + off;
         let h = &mut parts[0];
         if ipv6 {
-            let plen = (total as usize - l3 - 40) as u16;
-            h[l3 + 4..l3 + 6].copy_from_slice(&plen.to_be_bytes());
+            let plen = (total as usize - l3 - ipv6::HEADER_LEN) as u16;
+            field::write16(h, l3, ipv6::PAYLOAD_LEN, plen);
         } else {
             let tot = (total as usize - l3) as u16;
-            h[l3 + 2..l3 + 4].copy_from_slice(&tot.to_be_bytes());
+            field::write16(h, l3, ipv4::TOTAL_LEN, tot);
         }
         (FakeChain::new(parts), spec)
     }
@@ -267,16 +269,18 @@ mod tests {
     fn valid(spec: &FlowSpec, f: &[u8]) -> (bool, bool) {
         let l3 = spec.l2_len();
         let (ip_ok, l4, pseudo) = if f[l3] >> 4 == 6 {
-            let src = f[l3 + 8..l3 + 24].try_into().unwrap();
-            let dst = f[l3 + 24..l3 + 40].try_into().unwrap();
-            let tcp = (f.len() - l3 - 40) as u32;
-            (true, l3 + 40, csum::pseudo_v6(&src, &dst, 6, tcp))
+            let l4 = l3 + ipv6::HEADER_LEN;
+            let tcp = (f.len() - l4) as u32;
+            (
+                true,
+                l4,
+                csum::pseudo(&f[field::at(l3, ipv6::ADDRS)], 6, tcp),
+            )
         } else {
-            let src = f[l3 + 12..l3 + 16].try_into().unwrap();
-            let dst = f[l3 + 16..l3 + 20].try_into().unwrap();
-            let tcp = (f.len() - l3 - 20) as u16;
-            let ok = csum::sum(&f[l3..l3 + 20]) == 0xffff;
-            (ok, l3 + 20, csum::pseudo_v4(src, dst, 6, tcp))
+            let l4 = l3 + ipv4::MIN_LEN;
+            let tcp = (f.len() - l4) as u32;
+            let ok = csum::sum(&f[l3..l4]) == 0xffff;
+            (ok, l4, csum::pseudo(&f[field::at(l3, ipv4::ADDRS)], 6, tcp))
         };
         (ip_ok, csum::add(pseudo, csum::sum(&f[l4..])) == 0xffff)
     }

@@ -21,6 +21,7 @@ use crate::mbuf::Burst;
 use crate::mempool::Mempool;
 use crate::ring_port::{PoolPtr, RingPtr};
 use crate::traffic::{self, FlowSpec, Segment};
+use crate::wire::field::{self, ipv4, tcp};
 use dpdk_sys::{self as sys, inline as mb};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -192,19 +193,24 @@ impl Flow {
         let l3 = spec.l2_len();
         let l4 = l3 + spec.l3_len();
         let v4 = !cfg.ipv6;
-        let be16 = |b: &[u8], at: usize| u16::from_be_bytes([b[at], b[at + 1]]);
-        let tcp_csum_at = l4 + 16;
-        let ip_csum_at = v4.then_some(l3 + 10);
+        let tcp_csum_at = l4 + tcp::CHECKSUM.start;
+        let ip_csum_at = v4.then_some(l3 + ipv4::CHECKSUM.start);
         Flow {
-            ip_sum: ip_csum_at.map(|a| !be16(&hdr, a)).unwrap_or(0),
-            tcp_sum: !be16(&hdr, tcp_csum_at),
+            ip_sum: if v4 {
+                !field::read16(&hdr, l3, ipv4::CHECKSUM)
+            } else {
+                0
+            },
+            tcp_sum: !field::read16(&hdr, l4, tcp::CHECKSUM),
             hdr,
             hdr_len,
-            ip_id_at: v4.then_some(l3 + 4),
+            ip_id_at: v4.then_some(l3 + ipv4::ID.start),
             ip_csum_at,
-            seq_at: l4 + 4,
-            flags_at: l4 + 13,
-            tsval_at: spec.timestamps.then_some(l4 + 24),
+            seq_at: l4 + tcp::SEQ.start,
+            flags_at: l4 + tcp::FLAGS,
+            // The timestamps option as the generator writes it: NOP, NOP,
+            // kind 8, length 10, then TSval.
+            tsval_at: spec.timestamps.then_some(l4 + tcp::MIN_LEN + 4),
             tcp_csum_at,
             seq: 0x1000u32.wrapping_mul(i + 1),
             ip_id: 0,

@@ -2,6 +2,7 @@
 //! port from the inner flow's hash.
 
 use super::*;
+use crate::wire::field::{self, eth, ipv4, ipv6, tcp};
 
 /// The outer headers with every constant field filled.
 pub(super) fn outer_template(v: &VxlanConf) -> [u8; VXLAN_ENCAP_LEN as usize] {
@@ -91,36 +92,40 @@ pub(super) fn flow_hash(head: &[u8], meta: &SkbMeta) -> u32 {
     let mut l3 = meta.l2_len as usize;
     if meta.l3_len == 0 {
         // Not parsed by GRO: find L3 past the VLAN tags.
-        l3 = 12;
-        while let Some(t) = head.get(l3..l3 + 2) {
+        l3 = eth::ETHERTYPE.start;
+        while let Some(t) = head.get(field::at(l3, 0..2)) {
             if t == [0x81, 0x00] || t == [0x88, 0xa8] {
-                l3 += 4;
+                l3 += eth::TAG_LEN;
             } else {
                 break;
             }
         }
-        l3 += 2;
+        l3 += eth::ETHERTYPE.len();
     }
     let et = head
         .get(l3 - 2..l3)
         .map(|t| u16::from_be_bytes([t[0], t[1]]));
     let (addrs, proto, l4) = match et {
-        Some(0x0800) if head.len() >= l3 + 20 => {
-            let ip = &head[l3..l3 + 20];
-            let frag = u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff;
+        Some(0x0800) if head.len() >= l3 + ipv4::MIN_LEN => {
+            let ip = &head[l3..l3 + ipv4::MIN_LEN];
+            let frag = field::read16(ip, 0, ipv4::FLAGS_FRAG) & 0x3fff;
             let l4 = if frag == 0 {
-                l3 + (ip[0] & 0x0f) as usize * 4
+                l3 + (ip[ipv4::VER_IHL] & 0x0f) as usize * 4
             } else {
                 0
             };
-            (&ip[12..20], ip[9], l4)
+            (&ip[ipv4::ADDRS], ip[ipv4::PROTOCOL], l4)
         }
-        Some(0x86dd) if head.len() >= l3 + 40 => (&head[l3 + 8..l3 + 40], head[l3 + 6], l3 + 40),
+        Some(0x86dd) if head.len() >= l3 + ipv6::HEADER_LEN => (
+            &head[field::at(l3, ipv6::ADDRS)],
+            head[l3 + ipv6::NEXT_HEADER],
+            l3 + ipv6::HEADER_LEN,
+        ),
         _ => return fnv(h, head.get(..12).unwrap_or(head)),
     };
     h = fnv(h, addrs);
     if l4 != 0 && (proto == 6 || proto == 17) {
-        if let Some(p) = head.get(l4..l4 + 4) {
+        if let Some(p) = head.get(field::at(l4, tcp::PORTS)) {
             h = fnv(h, p);
         }
     }
