@@ -30,7 +30,8 @@ pub struct Output {
 }
 
 /// Runs `opts` with its built-in stage; the report goes to stdout (JSON) or
-/// stderr (text). Fails when the run fails or leaked mbufs.
+/// stderr (text). Fails when the run fails, or ran but left mbufs out of (or
+/// twice in) their pools, or could not write its capture.
 pub fn run(command: &str, opts: &RunOptions, out: &Output) -> Result<()> {
     // Settings that cannot work are the command line's fault (exit 2).
     opts.validate()
@@ -74,8 +75,8 @@ pub fn run(command: &str, opts: &RunOptions, out: &Output) -> Result<()> {
     } else {
         crate::out::say(&report.text());
     }
-    if report.mbufs_leaked > 0 {
-        anyhow::bail!("{} mbuf(s) leaked", report.mbufs_leaked);
+    if let Some(e) = report.failure() {
+        anyhow::bail!("{e}");
     }
     Ok(())
 }

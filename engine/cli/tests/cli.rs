@@ -368,3 +368,135 @@ fn completions_and_the_man_page_come_from_the_options() {
         &s[..s.len().min(200)]
     );
 }
+
+/// A tmpfs of `size` mounted on a fresh temporary directory, unmounted when
+/// dropped (a failing test included).
+struct SmallFs {
+    dir: tempfile::TempDir,
+}
+
+impl SmallFs {
+    /// None when this process may not mount (not root).
+    fn mount(size: &str) -> Option<SmallFs> {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(SmallFs { dir })
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+#[test]
+fn a_full_disk_stops_a_capture_with_what_was_written_counted() {
+    let Some(fs) = SmallFs::mount("2m") else {
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    };
+    let cap = fs.dir.path().join("x.pcap");
+    let t0 = std::time::Instant::now();
+    let o = grorx(&[
+        "sink",
+        "--capture",
+        cap.to_str().unwrap(),
+        "--duration",
+        "5",
+        "--json",
+        "-q",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let l = error_line(&o);
+    assert!(
+        l.contains(cap.to_str().unwrap()) && l.contains("No space left on device"),
+        "{l}"
+    );
+    assert!(
+        t0.elapsed().as_secs() < 5,
+        "stopped at the error, not at --duration"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("the report");
+    assert_eq!(v["stop_reason"], "capture error");
+    let c = &v["capture"];
+    assert!(
+        c["error"].as_str().unwrap().contains("No space left"),
+        "{c}"
+    );
+    let written = grorx::pcap::read_all(&cap).expect("a valid pcap, cut after a whole record");
+    assert!(!written.is_empty());
+    assert_eq!(c["packets"].as_u64(), Some(written.len() as u64), "{c}");
+    let bytes: usize = written.iter().map(Vec::len).sum();
+    assert_eq!(c["bytes"].as_u64(), Some(bytes as u64));
+    assert_eq!(
+        c["packets"].as_u64().unwrap() + c["dropped"].as_u64().unwrap(),
+        v["delivered"]["packets"].as_u64().unwrap(),
+        "every packet given to the capture is written or counted as dropped"
+    );
+    assert_eq!(v["mbufs_leaked"], 0);
+    assert_eq!(v["mbufs_freed_twice"], 0);
+}
+
+#[test]
+fn a_capture_path_that_is_a_directory_is_refused_before_eal() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = grorx(&["sink", "--capture", dir.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(error_line(&o).contains("is a directory"), "{}", stderr(&o));
+    assert!(
+        !stderr(&o).contains("EAL"),
+        "EAL never started: {}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn an_rx_port_named_again_as_the_output_is_refused() {
+    // Found by the options: the same PCI device in two forms.
+    let o = grorx(&["forward", "--port", "3b:00.0", "--to", "0000:3B:00.0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        error_line(&o).contains("names the RX port 3b:00.0"),
+        "{}",
+        stderr(&o)
+    );
+    // Found once EAL has resolved both: a vdev and its port id.
+    let o = grorx(&[
+        "forward",
+        "--port",
+        "net_null0",
+        "--to",
+        "0",
+        "--duration",
+        "1",
+        "--no-huge",
+        "-q",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let l = error_line(&o);
+    assert!(
+        l.contains("--to 0 is port 0, which --port net_null0 receives on"),
+        "{l}"
+    );
+    assert!(!stderr(&o).contains("already started"), "{}", stderr(&o));
+}
+
+#[test]
+fn frames_that_cannot_fit_an_mbuf_are_refused_before_eal() {
+    for args in [
+        &["sink", "--gen-mss", "9000"][..],
+        &["sink", "--data-room", "1000"],
+        &["sink", "--port", "net_null0", "--mtu", "65000"],
+    ] {
+        let o = grorx(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("EAL"), "{args:?}: {}", stderr(&o));
+        let l = error_line(&o);
+        assert!(l.contains("data room"), "{args:?}: {l}");
+    }
+}

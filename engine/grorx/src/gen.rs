@@ -135,19 +135,24 @@ fn payload_offset(cfg: &GenConfig) -> usize {
     sys::RTE_PKTMBUF_HEADROOM as usize + cfg.header_len()
 }
 
-/// The payload every segment carries, and its one's-complement sum; checks
-/// the pool holds a whole frame per mbuf.
-pub fn payload(pool: &Mempool, cfg: &GenConfig) -> Result<(Vec<u8>, u16), String> {
-    let off = payload_offset(cfg);
-    let need = off + cfg.mss as usize;
-    if need > pool.data_room() as usize {
+/// Checks that a whole generated frame fits one mbuf of `data_room` bytes.
+pub fn fits(cfg: &GenConfig, data_room: u16) -> Result<(), String> {
+    let need = payload_offset(cfg) + cfg.mss as usize;
+    if need > data_room as usize {
         return Err(format!(
             "generator frames ({} B + {} B headroom) do not fit the pool's {} B data room: lower --gen-mss or raise --mtu",
             cfg.frame_len(),
             sys::RTE_PKTMBUF_HEADROOM,
-            pool.data_room()
+            data_room
         ));
     }
+    Ok(())
+}
+
+/// The payload every segment carries, and its one's-complement sum; checks
+/// the pool holds a whole frame per mbuf.
+pub fn payload(pool: &Mempool, cfg: &GenConfig) -> Result<(Vec<u8>, u16), String> {
+    fits(cfg, pool.data_room())?;
     let payload: Vec<u8> = (0..cfg.mss as u64)
         .map(|i| traffic::pattern_byte(0, i))
         .collect();

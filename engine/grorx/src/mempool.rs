@@ -126,6 +126,114 @@ impl Mempool {
         unsafe { sys::rte_mempool_in_use_count(self.mp.as_ptr()) }
     }
 
+    /// The pool driver's own count of its ring (what
+    /// rte_mempool_ops_get_count does; the shared library does not export it).
+    fn ring_count(&self) -> Option<u64> {
+        let mp = self.mp.as_ptr();
+        // SAFETY: valid pool; its ops_index names the driver registered for
+        // it, whose table lives as long as the process.
+        let count = unsafe { (*sys::rte_mempool_get_ops((*mp).ops_index)).get_count }?;
+        // SAFETY: the count function of the pool's own driver, given the pool.
+        Some(unsafe { count(mp) } as u64)
+    }
+
+    /// Calls `f` with each mbuf sitting in an lcore cache of the pool.
+    fn for_each_cached(&self, mut f: impl FnMut(*mut std::ffi::c_void)) {
+        let mp = self.mp.as_ptr();
+        // SAFETY: valid pool; these fields are set at creation and never change.
+        let (cache_size, caches) = unsafe { ((*mp).cache_size, (*mp).local_cache) };
+        if cache_size == 0 || caches.is_null() {
+            return;
+        }
+        for i in 0..sys::RTE_MAX_LCORE as usize {
+            // SAFETY: a pool with a cache has RTE_MAX_LCORE of them at
+            // `local_cache` (rte_mempool_create_empty); read volatile, as
+            // another lcore may have written them; `len` is bounded by the
+            // array it counts.
+            unsafe {
+                let c = caches.add(i);
+                let len = std::ptr::addr_of!((*c).len).read_volatile() as usize;
+                let objs = std::ptr::addr_of!((*c).objs) as *const *mut std::ffi::c_void;
+                for j in 0..len.min((*c).objs.len()) {
+                    f(objs.add(j).read_volatile());
+                }
+            }
+        }
+    }
+
+    /// mbufs in the pool's ring and every lcore cache, not capped at the
+    /// pool's size as `available` is (DPDK caps it). Above `size` means an
+    /// mbuf came back twice, but a leak and a double free cancel out here:
+    /// `audit` tells them apart.
+    pub fn available_uncapped(&self) -> u64 {
+        let Some(mut n) = self.ring_count() else {
+            return self.available() as u64;
+        };
+        self.for_each_cached(|_| n += 1);
+        n
+    }
+
+    /// The pool's count from `available_uncapped`: safe at any time, but a
+    /// leak and a double free in the same pool cancel out.
+    pub fn usage(&self, role: &str) -> PoolUsage {
+        let available = self.available_uncapped();
+        let size = self.size as u64;
+        PoolUsage {
+            name: self.name.clone(),
+            role: role.to_string(),
+            size: self.size,
+            available,
+            in_use: size.saturating_sub(available),
+            freed_twice: available.saturating_sub(size),
+        }
+    }
+
+    /// The pool's count mbuf by mbuf: each of its mbufs looked for in its
+    /// ring (taken out and put back) and its lcore caches. One missing is
+    /// out (leaked); one found twice was freed twice; neither hides the
+    /// other. A double free into a full ring is lost by DPDK, not stored:
+    /// that one leaves the pool whole and is not seen.
+    ///
+    /// # Safety
+    /// Nothing allocates from or frees into the pool during the call (a
+    /// run's teardown: ports closed, workers stopped).
+    pub unsafe fn audit(&self, role: &str) -> PoolUsage {
+        let mp = self.mp.as_ptr();
+        let mut seen: std::collections::HashMap<usize, u32> =
+            std::collections::HashMap::with_capacity(self.size as usize);
+        let n = self.ring_count().unwrap_or(0) as usize;
+        let mut objs: Vec<*mut std::ffi::c_void> = vec![std::ptr::null_mut(); n];
+        if n > 0 {
+            // SAFETY: room for n pointers; n is what the ring holds, and
+            // nobody else takes from it (the caller's promise).
+            let r = unsafe { sys::rte_mempool_ops_dequeue_bulk(mp, objs.as_mut_ptr(), n as u32) };
+            if r != 0 {
+                return self.usage(role);
+            }
+            for &o in &objs {
+                *seen.entry(o as usize).or_default() += 1;
+            }
+            // SAFETY: the same n pointers back into the ring they came from,
+            // which has room for them (it held them a moment ago).
+            unsafe { sys::rte_mempool_ops_enqueue_bulk(mp, objs.as_ptr(), n as u32) };
+        }
+        self.for_each_cached(|o| *seen.entry(o as usize).or_default() += 1);
+        let mut missing = 0u64;
+        self.for_each_mbuf(|m| {
+            if !seen.contains_key(&(m as usize)) {
+                missing += 1;
+            }
+        });
+        PoolUsage {
+            name: self.name.clone(),
+            role: role.to_string(),
+            size: self.size,
+            available: seen.values().map(|&c| c as u64).sum(),
+            in_use: missing,
+            freed_twice: seen.values().map(|&c| c as u64 - 1).sum(),
+        }
+    }
+
     /// Calls `f` once per mbuf of the pool (taken or not): for one-time
     /// initialisation of buffer contents before traffic starts.
     #[doc(hidden)]
@@ -145,6 +253,45 @@ impl Mempool {
             sys::rte_mempool_obj_iter(self.mp.as_ptr(), Some(cb::<F>), &mut f as *mut F as *mut _);
         }
     }
+}
+
+/// One pool's count: what a run's teardown reports for every pool it made.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PoolUsage {
+    /// The mempool's name.
+    pub name: String,
+    /// What the pool is for: `rx` (RX queues, the generator), `head` (copy
+    /// mode's heads) or `output` (an output port's header mbufs and
+    /// software segments).
+    pub role: String,
+    /// mbufs the pool was created with.
+    pub size: u32,
+    /// mbufs back in the pool (ring and lcore caches), not capped at `size`.
+    pub available: u64,
+    /// mbufs not back: `size - available` (0 when more came back).
+    pub in_use: u64,
+    /// mbufs that came back once too often (a double free): `available -
+    /// size` (0 when fewer came back). Never netted against `in_use`.
+    pub freed_twice: u64,
+}
+
+/// The names of every mempool EAL holds now (a pool a run kept because
+/// mbufs were out stays among them).
+#[doc(hidden)]
+pub fn names_in_eal() -> Vec<String> {
+    unsafe extern "C" fn cb(mp: *mut sys::rte_mempool, arg: *mut std::ffi::c_void) {
+        // SAFETY: arg is the Vec passed below; mp is a live pool whose name
+        // is NUL-terminated (rte_mempool_create_empty).
+        unsafe {
+            let v = &mut *(arg as *mut Vec<String>);
+            let name = std::ffi::CStr::from_ptr((*mp).name.as_ptr());
+            v.push(name.to_string_lossy().into_owned());
+        }
+    }
+    let mut v: Vec<String> = Vec::new();
+    // SAFETY: the callback and its argument outlive the call.
+    unsafe { sys::rte_mempool_walk(Some(cb), &mut v as *mut Vec<String> as *mut _) };
+    v
 }
 
 impl Drop for Mempool {

@@ -143,6 +143,14 @@ impl<W: io::Write> Writer<W> {
     pub fn into_inner(self) -> W {
         self.w
     }
+
+    pub fn get_ref(&self) -> &W {
+        &self.w
+    }
+
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.w
+    }
 }
 
 /// Reads every record of a pcap file (tests and tools; not the data path).

@@ -179,11 +179,8 @@ pub fn open(spec: &PortSpec) -> Result<u16> {
             Ok(*id)
         }
         PortSpec::Pci { addr, .. } => {
-            let full = if addr.matches(':').count() == 1 {
-                format!("0000:{addr}")
-            } else {
-                addr.clone()
-            };
+            // The form EAL names the device by (and its allow list has).
+            let full = crate::port_spec::pci_full(addr);
             id_by_name(&full)
                 .or_else(|| id_by_name(addr))
                 .with_context(|| {

@@ -71,6 +71,16 @@ fn is_pci(addr: &str) -> bool {
         && func.as_bytes()[0].is_ascii_digit()
 }
 
+/// A PCI address in full: the domain (0000 when not given), lower case.
+pub fn pci_full(addr: &str) -> String {
+    let a = addr.to_ascii_lowercase();
+    if a.matches(':').count() == 1 {
+        format!("0000:{a}")
+    } else {
+        a
+    }
+}
+
 impl PortSpec {
     /// Parses a `--port` value and checks the files a vdev reads or writes; the
     /// error says what forms are accepted.
@@ -105,6 +115,34 @@ impl PortSpec {
         };
         spec.check_files()?;
         Ok(spec)
+    }
+
+    /// True when both name the same device as far as can be told before
+    /// EAL starts: PCI addresses in their full form (`3b:00.0` is
+    /// `0000:3b:00.0`, any case), vdevs by name (their arguments aside),
+    /// port ids by number. A port id and a device name are compared once EAL
+    /// has resolved both.
+    pub fn same_device(&self, other: &PortSpec) -> bool {
+        match (self, other) {
+            (PortSpec::Pci { addr: a, .. }, PortSpec::Pci { addr: b, .. }) => {
+                pci_full(a) == pci_full(b)
+            }
+            (PortSpec::Vdev { name: a, .. }, PortSpec::Vdev { name: b, .. }) => a == b,
+            (PortSpec::Id(a), PortSpec::Id(b)) => a == b,
+            _ => false,
+        }
+    }
+
+    /// The address EAL's allow list and the ethdev name use: the PCI
+    /// address in full (`0000:3b:00.0`), lower case, with its devargs.
+    pub fn eal_allow(&self) -> Option<String> {
+        match self {
+            PortSpec::Pci { addr, devargs } => Some(match devargs {
+                Some(d) => format!("{},{d}", pci_full(addr)),
+                None => pci_full(addr),
+            }),
+            _ => None,
+        }
     }
 
     /// The ethdev name DPDK gives the port (to find its id after probing).
@@ -194,6 +232,25 @@ mod tests {
         );
         assert!(PortSpec::parse("0000:3b:00").is_err());
         assert!(PortSpec::parse("zz:00.0").is_err());
+    }
+
+    #[test]
+    fn one_device_named_two_ways_is_the_same_device() {
+        let p = |s: &str| PortSpec::parse(s).unwrap();
+        assert!(p("3b:00.0").same_device(&p("0000:3b:00.0")));
+        assert!(p("0000:3B:00.0").same_device(&p("3b:00.0,rxq_cqe_comp_en=0")));
+        assert!(!p("3b:00.0").same_device(&p("3b:00.1")));
+        assert!(!p("3b:00.0").same_device(&p("0001:3b:00.0")));
+        assert!(p("net_null0").same_device(&p("net_null0,size=128")));
+        assert!(!p("net_null0").same_device(&p("net_null1")));
+        assert!(p("2").same_device(&p("2")));
+        // Known only once EAL has resolved the name.
+        assert!(!p("net_null0").same_device(&p("0")));
+        assert_eq!(
+            p("3B:00.0,x=1").eal_allow().as_deref(),
+            Some("0000:3b:00.0,x=1")
+        );
+        assert_eq!(p("net_null0").eal_allow(), None);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 use crate::capture::CaptureReport;
 use crate::gro::GroReport;
 use crate::hist::HistReport;
+use crate::mempool::PoolUsage;
 use crate::port::{Link, PortStats};
 use crate::stats::fmt_pps;
 use serde::Serialize;
@@ -174,6 +175,11 @@ pub struct Report {
     pub mbufs_leaked: u64,
     /// mbufs found in queues at teardown and freed (not delivered).
     pub freed_at_teardown: u64,
+    /// mbufs that came back to their pools once too often (a double
+    /// free), all pools: must be 0. Never netted against `mbufs_leaked`.
+    pub mbufs_freed_twice: u64,
+    /// Every pool the run made, counted at teardown.
+    pub pools: Vec<PoolUsage>,
     /// Why the run ended (`duration`, `stopped`, `pcap replay complete`...).
     pub stop_reason: String,
     /// Where EAL's memory came from, in one line (hugepages found, set up, or `--no-huge`).
@@ -242,6 +248,23 @@ pub struct ForwardReport {
 }
 
 impl Report {
+    /// What makes the run a failure although it ran to its end: mbufs not
+    /// back in their pools or back twice, a capture that could not be
+    /// written. None for a clean run.
+    pub fn failure(&self) -> Option<String> {
+        let mut v = Vec::new();
+        if let Some(e) = self.capture.as_ref().and_then(|c| c.error.as_ref()) {
+            v.push(e.clone());
+        }
+        if self.mbufs_leaked > 0 {
+            v.push(format!("{} mbuf(s) leaked", self.mbufs_leaked));
+        }
+        if self.mbufs_freed_twice > 0 {
+            v.push(format!("{} mbuf(s) freed twice", self.mbufs_freed_twice));
+        }
+        (!v.is_empty()).then(|| v.join("; "))
+    }
+
     /// The human-readable report.
     pub fn text(&self) -> String {
         let mut s = String::new();
@@ -395,10 +418,15 @@ impl Report {
             push(
                 &mut s,
                 format!(
-                    "  capture: {} packets, {} bytes to {}",
+                    "  capture: {} packets, {} bytes to {}{}",
                     c.packets,
                     c.bytes,
-                    c.path.display()
+                    c.path.display(),
+                    if c.dropped > 0 {
+                        format!("; {} not written", c.dropped)
+                    } else {
+                        String::new()
+                    }
                 ),
             );
         }
@@ -414,8 +442,13 @@ impl Report {
         push(
             &mut s,
             format!(
-                "  mbufs leaked: {}{}",
+                "  mbufs leaked: {}{}{}",
                 self.mbufs_leaked,
+                if self.mbufs_freed_twice > 0 {
+                    format!(", freed twice: {}", self.mbufs_freed_twice)
+                } else {
+                    String::new()
+                },
                 if self.freed_at_teardown > 0 {
                     format!(
                         " ({} freed from queues at teardown)",

@@ -26,7 +26,7 @@ pub(super) struct Finished {
     pub hugepages: String,
 }
 
-/// The report, before teardown fills in `mbufs_leaked` and `freed_at_teardown`.
+/// The report, before teardown fills in the pools' counts.
 pub(super) fn report(
     eal: &Eal,
     opts: &RunOptions,
@@ -160,9 +160,14 @@ pub(super) fn report(
         }
     });
     if capture_waits > 0 {
-        notes.push(format!(
-            "capture: workers waited {capture_waits} times for the writer (nothing was lost)"
-        ));
+        let lost = f.capture.as_ref().map_or(0, |c| c.dropped);
+        notes.push(if lost == 0 {
+            format!(
+                "capture: workers waited {capture_waits} times for the writer (nothing was lost)"
+            )
+        } else {
+            format!("capture: workers waited {capture_waits} times for the writer")
+        });
     }
     let (rx_pps, rx_gbps) = rates(rx_packets, rx_bytes, dur);
     Report {
@@ -174,6 +179,8 @@ pub(super) fn report(
         rx_gbps,
         mbufs_leaked: 0,
         freed_at_teardown: 0,
+        mbufs_freed_twice: 0,
+        pools: Vec::new(),
         stop_reason: f.stop_reason,
         hugepages: f.hugepages,
         eal_args: eal.args().to_vec(),

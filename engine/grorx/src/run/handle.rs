@@ -29,6 +29,8 @@ pub(super) struct Prepared {
     hugepages: String,
     lcores: Lcores,
     ports: Ports,
+    /// `RunOptions::capture`'s file, created before EAL started.
+    capture_file: Option<std::fs::File>,
 }
 
 impl Prepared {
@@ -36,6 +38,11 @@ impl Prepared {
         opts.validate()?;
         // Files named by --port are read before EAL starts.
         let replays = ports::pcap_replays(opts)?;
+        let capture_file = opts
+            .capture
+            .as_deref()
+            .map(Capture::create_file)
+            .transpose()?;
         let opts = RunOptions {
             cached_frames: replays.cached.iter().copied().max().unwrap_or(0),
             ..opts.clone()
@@ -49,17 +56,18 @@ impl Prepared {
             hugepages,
             lcores,
             ports,
+            capture_file,
         })
     }
 
     /// The capture writer `RunOptions::capture` asks for, started on the
     /// main lcore's CPU (never a worker's).
-    pub fn capture(&self) -> Result<Option<Capture>> {
-        let Some(path) = &self.opts.capture else {
+    pub fn capture(&mut self) -> Result<Option<Capture>> {
+        let (Some(path), Some(file)) = (&self.opts.capture, self.capture_file.take()) else {
             return Ok(None);
         };
         let cpu = usize::try_from(self.eal.lcore_cpu(self.eal.main_lcore())).ok();
-        Capture::start(path, super::options::CAPTURE_SLOTS, cpu).map(Some)
+        Capture::start(path, file, super::options::CAPTURE_SLOTS, cpu).map(Some)
     }
 
     /// Makes the stages, launches the workers, and returns the handle.
@@ -74,13 +82,11 @@ impl Prepared {
             hugepages,
             lcores,
             ports,
+            ..
         } = self;
         let workers = match Workers::start(eal, &opts, &lcores, &ports, make) {
             Ok(w) => w,
-            Err(e) => {
-                ports.teardown();
-                return Err(e);
-            }
+            Err(e) => return Err(ports.teardown().onto_error(e)),
         };
         let mut notes = Vec::new();
         if let Err(e) = telemetry::register() {
@@ -300,6 +306,9 @@ impl Running {
             let w = self.why.lock().unwrap_or_else(|p| p.into_inner());
             return Some(w.clone().unwrap_or_else(|| "stopped".into()));
         }
+        if self.capture.as_ref().is_some_and(Capture::failed) {
+            return Some("capture error".into());
+        }
         let i = self.inner();
         let now = Instant::now();
         let rx = i.workers.rx_total();
@@ -328,9 +337,12 @@ impl Running {
 
     fn finish(&mut self, stop_reason: String) -> Result<Report> {
         let workers = &mut self.inner.as_mut().expect("a running handle").workers;
+        if let Some(c) = &self.capture {
+            c.stopping();
+        }
         workers.stop();
         let duration_s = workers.started.elapsed().as_secs_f64();
-        let capture = self.capture.take().map(|c| c.finish());
+        let capture = self.capture.take().map(Capture::finish);
         // What the workers published last joins the totals.
         let _ = self.take_histograms();
         let inner = self.inner.take().expect("a running handle");
@@ -339,7 +351,7 @@ impl Running {
             stop_reason,
             duration_s,
             hists,
-            capture: capture.transpose()?,
+            capture,
             hugepages: self.hugepages.clone(),
         };
         let mut report = collect::report(
@@ -351,14 +363,7 @@ impl Running {
         );
         report.notes.extend(self.notes.iter().cloned());
         drop(inner.workers);
-        let (freed, leaked) = inner.ports.teardown();
-        report.freed_at_teardown = freed;
-        report.mbufs_leaked = leaked;
-        if leaked > 0 {
-            report.notes.push(format!(
-                "{leaked} mbuf(s) not back in their pool: the pool is kept (not freed)"
-            ));
-        }
+        inner.ports.teardown().fill(&mut report);
         Ok(report)
     }
 
@@ -380,6 +385,9 @@ impl Running {
 impl Drop for Running {
     fn drop(&mut self) {
         if let Some(mut i) = self.inner.take() {
+            if let Some(c) = &self.capture {
+                c.stopping();
+            }
             i.workers.stop();
             drop(self.capture.take());
             drop(i.workers);

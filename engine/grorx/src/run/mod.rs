@@ -68,14 +68,14 @@ where
 /// Starts a run with the built-in stage the options name: forward
 /// (`forward`), capture (`capture`), or the sink.
 pub fn start(opts: &RunOptions) -> Result<Running> {
-    let p = handle::Prepared::new(opts)?;
+    let mut p = handle::Prepared::new(opts)?;
     #[cfg(feature = "measure")]
     if let Some(m) = opts.measure {
         return start_measure(p, m);
     }
     if let Some(cap) = p.capture()? {
-        let ring = cap.tx();
-        return p.launch(&mut |_, _| Ok(CaptureStage::new(ring)), Some(cap));
+        let tx = cap.tx();
+        return p.launch(&mut |_, _| Ok(CaptureStage::new(tx.clone())), Some(cap));
     }
     if let Some(f) = &opts.forward {
         let mut counters: Vec<Arc<ForwardCounters>> = Vec::new();
@@ -94,15 +94,15 @@ pub fn start(opts: &RunOptions) -> Result<Running> {
 
 /// A measurement-only stage (feature `measure`) in place of the sink.
 #[cfg(feature = "measure")]
-fn start_measure(p: handle::Prepared, m: crate::measure::Measure) -> Result<Running> {
+fn start_measure(mut p: handle::Prepared, m: crate::measure::Measure) -> Result<Running> {
     use crate::measure::{FreePerPacket, Measure, RteGroStage};
     match m {
         Measure::FreePerPacket => p.launch(&mut |_, _| Ok(FreePerPacket), None),
         Measure::RteGro => {
             let cap = p.capture()?;
-            let ring = cap.as_ref().map(crate::capture::Capture::tx);
+            let tx = cap.as_ref().map(crate::capture::Capture::tx);
             let mut make = |_: &QueueSetup, _: &ports::Ports| {
-                Ok(RteGroStage::new(ring.map(CaptureStage::new)))
+                Ok(RteGroStage::new(tx.clone().map(CaptureStage::new)))
             };
             let mut running = p.launch(&mut make, cap)?;
             running.set_gro_elsewhere();

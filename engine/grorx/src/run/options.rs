@@ -207,8 +207,15 @@ impl RunOptions {
                 );
             }
         }
+        // The data room at the MTU asked for (the generator's port has 1500),
+        // and the generator's frames in it: known before any port exists.
+        if let Some(mtu) = self.mtu {
+            self.data_room_for(mtu)?;
+        }
         if self.ports.is_empty() {
             self.gen.validate().map_err(anyhow::Error::msg)?;
+            let room = self.data_room_for(self.mtu.unwrap_or(1500))?;
+            gen::fits(&self.gen, room).map_err(anyhow::Error::msg)?;
         }
         if let Some(g) = &self.gro {
             g.validate().map_err(anyhow::Error::msg)?;
@@ -226,8 +233,14 @@ impl RunOptions {
         if let Some(m) = &self.measure {
             m.validate(self)?;
         }
+        if let Some((a, b)) = twice(&self.ports) {
+            bail!("--port {a} and --port {b} name the same device: give each port once");
+        }
+        if let Some((a, b)) = twice(&self.outputs) {
+            bail!("outputs {a} and {b} name the same device: give each output once");
+        }
         for spec in &self.outputs {
-            if self.ports.contains(spec) {
+            if self.ports.iter().any(|p| p.same_device(spec)) {
                 bail!("output {spec} is also an RX port: a stage transmits on an RX port without naming it as an output");
             }
         }
@@ -249,15 +262,28 @@ impl RunOptions {
                 );
             }
             for spec in &f.to {
-                if self.ports.contains(spec) {
-                    bail!("--to {spec}: forward to a port other than the RX ports (e.g. --to net_null1)");
+                if let Some(rx) = self.ports.iter().find(|p| p.same_device(spec)) {
+                    bail!("--to {spec} names the RX port {rx}: forward to a port other than the RX ports (e.g. --to net_null1)");
                 }
+            }
+            if let Some((a, b)) = twice(&f.to) {
+                bail!(
+                    "--to {a} and --to {b} name the same device: give each output once \
+                     (RX ports that share an output: give that one --to alone)"
+                );
             }
         }
         if self.skb_mode == SkbMode::Copy && self.gro.is_none() {
             bail!("--skb-mode copy builds skbs for GRO: use it with --gro on");
         }
         if let Some(p) = &self.capture {
+            if p.is_dir() {
+                bail!(
+                    "--capture {}: is a directory: give a file in it (e.g. {})",
+                    p.display(),
+                    p.join("out.pcap").display()
+                );
+            }
             let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
             if let Some(d) = dir.filter(|d| !d.is_dir()) {
                 bail!(
@@ -330,5 +356,68 @@ impl RunOptions {
     }
 }
 
+/// Two ports of `specs` that name the same device, if any.
+fn twice(specs: &[PortSpec]) -> Option<(&PortSpec, &PortSpec)> {
+    specs.iter().enumerate().find_map(|(i, a)| {
+        specs[i + 1..]
+            .iter()
+            .find(|b| a.same_device(b))
+            .map(|b| (a, b))
+    })
+}
+
 /// The mbuf private area reserved for the skb (built in place).
 pub const PRIV_SIZE: u16 = skb::PRIV_SIZE;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(s: &str) -> PortSpec {
+        PortSpec::parse(s).unwrap()
+    }
+
+    fn forward(rx: &[&str], to: &[&str]) -> RunOptions {
+        RunOptions {
+            ports: rx.iter().map(|s| spec(s)).collect(),
+            forward: Some(ForwardOptions {
+                to: to.iter().map(|s| spec(s)).collect(),
+                encap: crate::forward::Encap::None,
+            }),
+            ..RunOptions::default()
+        }
+    }
+
+    fn refusal(o: &RunOptions) -> String {
+        format!("{:#}", o.validate().expect_err("refused"))
+    }
+
+    #[test]
+    fn an_rx_port_named_again_as_output_is_refused_in_any_pci_form() {
+        let e = refusal(&forward(&["3b:00.0"], &["0000:3B:00.0"]));
+        assert!(
+            e.contains("--to 0000:3B:00.0 names the RX port 3b:00.0"),
+            "{e}"
+        );
+        let e = refusal(&forward(&["net_null0"], &["net_null0,size=128"]));
+        assert!(e.contains("names the RX port net_null0"), "{e}");
+        assert!(forward(&["3b:00.0"], &["3b:00.1"]).validate().is_ok());
+    }
+
+    #[test]
+    fn a_device_named_twice_among_rx_or_outputs_is_refused() {
+        let e = refusal(&forward(&["3b:00.0", "0000:3b:00.0"], &["5e:00.0"]));
+        assert!(e.contains("name the same device"), "{e}");
+        let e = refusal(&forward(
+            &["3b:00.0", "3b:00.1"],
+            &["5e:00.0", "0000:5e:00.0"],
+        ));
+        assert!(e.contains("--to 5e:00.0 and --to 0000:5e:00.0"), "{e}");
+        let e = refusal(&RunOptions {
+            ports: vec![spec("net_null0")],
+            outputs: vec![spec("3b:00.0"), spec("0000:3b:00.0")],
+            ..RunOptions::default()
+        });
+        assert!(e.contains("give each output once"), "{e}");
+    }
+}

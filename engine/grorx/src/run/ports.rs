@@ -4,10 +4,11 @@
 
 use super::options::{PoolScope, RunOptions, CAPTURE_SLOTS, COPY_BREAK, PRIV_SIZE};
 use crate::gen;
-use crate::mempool::{Mempool, PoolParams};
+use crate::mempool::{Mempool, PoolParams, PoolUsage};
 use crate::pcap;
 use crate::pool_sizing;
 use crate::port::{self, Port, PortConf};
+use crate::report::Report;
 use crate::ring_port::RingPort;
 use crate::skb::{self, SkbConf, SkbMode};
 use anyhow::{bail, Context, Result};
@@ -114,6 +115,41 @@ impl Ports {
             bail!(
                 "no port to receive on: name one with --port (e.g. --port net_null0) or run without --port for the embedded generator"
             );
+        }
+        // One device under two names (a PCI address in two forms, a vdev and
+        // its port id) is only seen once EAL has resolved both.
+        let rx_name = |i: usize| match opts.ports.get(i) {
+            Some(p) => format!("--port {p}"),
+            None => "the embedded generator".to_string(),
+        };
+        for (i, id) in ids.iter().enumerate() {
+            if let Some(j) = ids[..i].iter().position(|x| x == id) {
+                bail!(
+                    "{} and {} are both port {id}: give each port once",
+                    rx_name(j),
+                    rx_name(i)
+                );
+            }
+        }
+        let out_flag = if opts.forward.is_some() {
+            "--to"
+        } else {
+            "output"
+        };
+        let mut out_ids: Vec<u16> = Vec::new();
+        for spec in opts.output_ports() {
+            let id = port::open(spec)?;
+            if let Some(i) = ids.iter().position(|&x| x == id) {
+                bail!(
+                    "{out_flag} {spec} is port {id}, which {} receives on: forward to a port other than \
+                     the RX ports (e.g. --to net_null1)",
+                    rx_name(i)
+                );
+            }
+            if out_ids.contains(&id) {
+                bail!("{out_flag} {spec} is port {id}, named twice: give each output once");
+            }
+            out_ids.push(id);
         }
 
         // Each port's MTU, data room and socket; then the pool groups.
@@ -223,8 +259,16 @@ impl Ports {
             Some(f) => f.encap,
             None => crate::forward::Encap::Vxlan(Default::default()),
         };
-        for spec in opts.output_ports() {
-            let out = forward_port(opts, spec, &encap, lcore_count, total_queues, plans[0].2)?;
+        for (spec, &id) in opts.output_ports().iter().zip(&out_ids) {
+            let out = forward_port(
+                opts,
+                spec,
+                id,
+                &encap,
+                lcore_count,
+                total_queues,
+                plans[0].2,
+            )?;
             ports.outputs.push(out);
         }
         if ports.ring_port.is_some() {
@@ -288,48 +332,115 @@ impl Ports {
     }
 
     /// Closes the ports (their queues give mbufs back), frees what sits in
-    /// the embedded rings, counts what is still out of the pools, then frees
-    /// the pools; a pool with mbufs out is kept rather than freed under
-    /// someone's feet. Returns (freed from rings, leaked).
-    pub fn teardown(mut self) -> (u64, u64) {
+    /// the embedded rings, counts every pool the run made, then frees the
+    /// pools; a pool with mbufs out, or with more back than it has, is kept
+    /// rather than freed under someone's feet.
+    pub fn teardown(mut self) -> Teardown {
+        self.release()
+    }
+
+    /// `teardown`, once: later calls find nothing left. Ports close before
+    /// their rings and pools go, on every path (`Drop` calls it too).
+    fn release(&mut self) -> Teardown {
         for s in &mut self.slots {
             s.port.close();
         }
-        let mut fwd_pools = Vec::new();
-        for (mut p, pool) in self.outputs.drain(..) {
+        for (p, _) in &mut self.outputs {
             p.close();
-            fwd_pools.push(pool);
         }
         let freed = self
             .ring_port
             .as_ref()
             .map(|r| r.drain_and_free())
             .unwrap_or(0);
-        let leaked: u64 = self
-            .pools
-            .iter()
-            .map(|p| &**p)
-            .chain(&self.head_pools)
-            .map(|p| p.in_use() as u64)
-            .sum();
-        drop(self.slots);
-        drop(self.ring_port);
-        // A pool a stage still holds (it outlived its run) is not freed.
-        let shared = |p: Arc<Mempool>| Arc::try_unwrap(p).ok();
-        for p in self
-            .pools
-            .into_iter()
-            .filter_map(shared)
-            .chain(self.head_pools)
-            .chain(fwd_pools.into_iter().filter_map(shared))
-        {
-            if p.in_use() == 0 {
+        self.slots.clear();
+        self.ring_port = None;
+        let mut pools: Vec<(Arc<Mempool>, &str)> = Vec::new();
+        pools.extend(self.pools.drain(..).map(|p| (p, "rx")));
+        pools.extend(self.head_pools.drain(..).map(|p| (Arc::new(p), "head")));
+        for (port, p) in self.outputs.drain(..) {
+            drop(port);
+            pools.push((p, "output"));
+        }
+        let counted = pools.into_iter().map(|(p, role)| {
+            let u = if Arc::strong_count(&p) == 1 {
+                // SAFETY: the ports are closed, the workers gone, and no one
+                // else holds the pool: nothing takes from it or frees into it.
+                unsafe { p.audit(role) }
+            } else {
+                p.usage(role)
+            };
+            (p, u)
+        });
+        let mut found = Vec::new();
+        for (p, u) in counted {
+            if u.in_use == 0 && u.freed_twice == 0 {
+                // Freed here, or by the stage that still holds it when it goes.
                 drop(p);
             } else {
+                // Someone may still use its mbufs, or its ring holds an mbuf twice.
                 std::mem::forget(p);
             }
+            found.push(u);
         }
-        (freed, leaked)
+        Teardown {
+            freed,
+            pools: found,
+        }
+    }
+}
+
+impl Drop for Ports {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// What teardown found: mbufs freed from the embedded rings, and every pool's count.
+pub(super) struct Teardown {
+    pub freed: u64,
+    pub pools: Vec<PoolUsage>,
+}
+
+impl Teardown {
+    /// Each pool that did not get exactly its mbufs back, in words.
+    pub fn problems(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        for u in &self.pools {
+            if u.in_use > 0 {
+                v.push(format!(
+                    "pool {} ({}): {} of {} mbuf(s) not back (leaked); the pool is kept, not freed",
+                    u.name, u.role, u.in_use, u.size
+                ));
+            }
+            if u.freed_twice > 0 {
+                v.push(format!(
+                    "pool {} ({}): {} mbuf(s) back in it twice (a double free); the pool is kept, not freed",
+                    u.name, u.role, u.freed_twice
+                ));
+            }
+        }
+        v
+    }
+
+    /// Puts the counts into the report, and a note per pool that is off.
+    pub fn fill(self, r: &mut Report) {
+        r.notes.extend(self.problems());
+        r.freed_at_teardown = self.freed;
+        r.mbufs_leaked = self.pools.iter().map(|u| u.in_use).sum();
+        r.mbufs_freed_twice = self.pools.iter().map(|u| u.freed_twice).sum();
+        r.pools = self.pools;
+    }
+
+    /// A run that failed as it started: its error, and what teardown found
+    /// wrong besides.
+    pub fn onto_error(self, e: anyhow::Error) -> anyhow::Error {
+        let p = self.problems();
+        if p.is_empty() {
+            e
+        } else {
+            anyhow::anyhow!("{e:#}; and at teardown: {}", p.join("; "))
+        }
     }
 }
 
@@ -339,12 +450,12 @@ impl Ports {
 fn forward_port(
     opts: &RunOptions,
     spec: &crate::port_spec::PortSpec,
+    id: u16,
     encap: &crate::forward::Encap,
     lcore_count: u32,
     queues: u16,
     room: u16,
 ) -> Result<(Port, Arc<Mempool>)> {
-    let id = port::open(spec)?;
     let workers = queues.max(1);
     let n = pool_sizing::element_count(&pool_sizing::Demand {
         rx_queues: 1,

@@ -6,7 +6,6 @@ use super::options::{RunOptions, NO_HUGE_MIN_MB};
 use crate::eal::Eal;
 use crate::eal_args::{self, EalOpt};
 use crate::lcores::{self, LcorePlan};
-use crate::port_spec::PortSpec;
 use anyhow::{bail, Result};
 
 /// Starts EAL from the options; returns it and the hugepage summary.
@@ -90,29 +89,95 @@ pub(super) fn start_eal(
         }
     }
     ours.push(EalOpt::with("--file-prefix", opts.name.clone()));
-    let pci: Vec<String> = opts
-        .ports
-        .iter()
-        .filter_map(|p| match p {
-            PortSpec::Pci { .. } => Some(p.to_string()),
-            _ => None,
-        })
-        .collect();
-    if pci.is_empty() {
-        ours.push(EalOpt::flag("--no-pci"));
-    }
+    let (no_pci, allow) = device_args(opts);
+    ours.extend(no_pci);
     // EAL and telemetry chatter at start-up is noise here; the user's own
     // --log-level wins.
     ours.push(EalOpt::with("--log-level", "lib.eal:warning"));
     ours.push(EalOpt::with("--log-level", "lib.telemetry:error"));
     // PCI allow-list entries are added whatever the user passes (they are
-    // what --port asked for), then the user's own arguments.
-    let mut user: Vec<String> = pci
-        .iter()
-        .flat_map(|a| ["-a".to_string(), a.clone()])
-        .collect();
+    // what --port and --to asked for), then the user's own arguments.
+    let mut user = allow;
     user.extend(user_args.iter().cloned());
     let argv = eal_args::build("grorx", &ours, &user);
     let eal = Eal::init(&argv)?;
     Ok((eal, summary))
+}
+
+/// EAL's device arguments: `-a` for each PCI device the run names (its RX
+/// ports and its output ports, each once, in full form) so that only they
+/// are probed, or `--no-pci` when it names none.
+fn device_args(opts: &RunOptions) -> (Option<EalOpt>, Vec<String>) {
+    let mut pci: Vec<String> = Vec::new();
+    for a in opts
+        .ports
+        .iter()
+        .chain(opts.output_ports())
+        .filter_map(|p| p.eal_allow())
+    {
+        if !pci.contains(&a) {
+            pci.push(a);
+        }
+    }
+    let no_pci = pci.is_empty().then(|| EalOpt::flag("--no-pci"));
+    let allow = pci
+        .into_iter()
+        .flat_map(|a| ["-a".to_string(), a])
+        .collect();
+    (no_pci, allow)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::port_spec::PortSpec;
+    use crate::run::ForwardOptions;
+
+    fn spec(s: &str) -> PortSpec {
+        PortSpec::parse(s).unwrap()
+    }
+
+    /// EAL's argv from the device arguments alone.
+    fn argv(opts: &RunOptions) -> Vec<String> {
+        let (no_pci, allow) = device_args(opts);
+        let ours: Vec<EalOpt> = no_pci.into_iter().collect();
+        eal_args::build("grorx", &ours, &allow)
+    }
+
+    #[test]
+    fn pci_output_ports_are_on_the_allow_list_too() {
+        let opts = RunOptions {
+            ports: vec![spec("3b:00.0")],
+            forward: Some(ForwardOptions {
+                to: vec![spec("0000:5E:00.1,txq_inline_max=0")],
+                encap: crate::forward::Encap::None,
+            }),
+            ..RunOptions::default()
+        };
+        assert_eq!(
+            argv(&opts),
+            [
+                "grorx",
+                "-a",
+                "0000:3b:00.0",
+                "-a",
+                "0000:5e:00.1,txq_inline_max=0"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_pci_output_alone_keeps_the_pci_bus() {
+        let opts = RunOptions {
+            ports: vec![spec("net_null0")],
+            outputs: vec![spec("3b:00.0")],
+            ..RunOptions::default()
+        };
+        assert_eq!(argv(&opts), ["grorx", "-a", "0000:3b:00.0"]);
+        let opts = RunOptions {
+            ports: vec![spec("net_null0")],
+            ..RunOptions::default()
+        };
+        assert_eq!(argv(&opts), ["grorx", "--no-pci"]);
+    }
 }

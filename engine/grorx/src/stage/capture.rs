@@ -1,9 +1,12 @@
 //! The capture stage: packets batched per poll and handed to the pcap
 //! writer's ring (`crate::capture`); a full ring makes the worker wait, and
-//! counts it: a capture loses nothing.
+//! counts it: a capture loses nothing. Only when the run stops and the
+//! writer has made no progress for `capture::STALL` does the worker free
+//! what the ring cannot take (counted as the capture's drops), so that a
+//! stuck writer cannot keep the run from ending.
 
 use super::{Ctx, Stage};
-use crate::ring_port::RingPtr;
+use crate::capture::CaptureTx;
 use crate::skb::Skb;
 use dpdk_sys::{self as sys};
 use std::sync::atomic::Ordering::Relaxed;
@@ -13,25 +16,31 @@ const BATCH: usize = 64;
 
 /// Hands every packet to a [`crate::capture::Capture`] writer.
 pub struct CaptureStage {
-    ring: RingPtr,
+    tx: CaptureTx,
+    ring: *mut sys::rte_ring,
     pending: [*mut sys::rte_mbuf; BATCH],
     n: usize,
     /// Times the ring was full and the worker waited.
     waits: u64,
     published: u64,
+    /// The writer's progress when it was last seen to move, and when (TSC):
+    /// kept across waits, so a stuck writer costs one `STALL`, not one per poll.
+    stall: (u64, u64),
 }
 
 // SAFETY: the stage owns the mbufs it batches; the ring is multi-producer.
 unsafe impl Send for CaptureStage {}
 
 impl CaptureStage {
-    pub(crate) fn new(ring: RingPtr) -> CaptureStage {
+    pub(crate) fn new(tx: CaptureTx) -> CaptureStage {
         CaptureStage {
-            ring,
+            ring: tx.ring(),
+            tx,
             pending: [std::ptr::null_mut(); BATCH],
             n: 0,
             waits: 0,
             published: 0,
+            stall: (0, 0),
         }
     }
 
@@ -54,7 +63,7 @@ impl CaptureStage {
             // SAFETY: the ring takes ownership of the chains it enqueues.
             let k = unsafe {
                 sys::rte_ring_enqueue_burst(
-                    self.ring.0,
+                    self.ring,
                     self.pending[done..self.n].as_ptr() as *const *mut std::ffi::c_void,
                     (self.n - done) as u32,
                     std::ptr::null_mut(),
@@ -62,6 +71,19 @@ impl CaptureStage {
             } as usize;
             if k == 0 {
                 self.waits += 1;
+                let (seen, since) = &mut self.stall;
+                if self.tx.writer_stalled(seen, since) {
+                    let left = self.n - done;
+                    // SAFETY: the chains not enqueued are still ours; freed once.
+                    unsafe {
+                        sys::rte_pktmbuf_free_bulk(
+                            self.pending[done..self.n].as_mut_ptr(),
+                            left as u32,
+                        )
+                    };
+                    self.tx.gave_up(left as u64);
+                    break;
+                }
                 std::hint::spin_loop();
             }
             done += k;
