@@ -10,11 +10,15 @@
 //! - [`hist`]: distributions counted on the hot path.
 //! - `traffic` (feature `traffic`): valid TCP flows as frames, for tests,
 //!   benchmarks and the engine's generator.
+//! - `selftest` (feature `traffic`): Linux's GRO selftest cases as frames,
+//!   with the payload sizes Linux delivers.
 
 #![warn(missing_docs)]
 
 pub mod csum;
 pub mod hist;
+#[cfg(any(test, feature = "traffic"))]
+pub mod selftest;
 #[cfg(any(test, feature = "traffic"))]
 pub mod traffic;
 pub mod wire;
