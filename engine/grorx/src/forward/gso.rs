@@ -2,6 +2,7 @@
 //! TSO, or software GSO (zero-copy where the chain allows, copied otherwise).
 
 use super::*;
+use crate::wire::field::{self, ipv4, ipv6, tcp};
 
 impl Forwarder {
     /// Hands a merged packet whole to a virtio peer: the header says how to
@@ -26,7 +27,7 @@ impl Forwarder {
         } else {
             VIRTIO_NET_HDR_GSO_TCPV4
         };
-        if h[tcp + 13] & TCP_CWR != 0 {
+        if h[tcp + tcp::FLAGS] & TCP_CWR != 0 {
             gso_type |= VIRTIO_NET_HDR_GSO_ECN;
         }
         let v = &mut h[..VIRTIO_NET_HDR_LEN as usize];
@@ -38,7 +39,7 @@ impl Forwarder {
         v[8..10].copy_from_slice(&16u16.to_le_bytes());
         v[10..12].copy_from_slice(&0u16.to_le_bytes());
         let p = pseudo(h, lay, tcp_len);
-        h[tcp + 16..tcp + 18].copy_from_slice(&p.to_be_bytes());
+        field::write16(h, tcp, tcp::CHECKSUM, p);
         // SAFETY: the caller hands us `m`, a valid chain we now own and may
         // write; scatter stays within its data.
         unsafe {
@@ -69,10 +70,10 @@ impl Forwarder {
             flags |= sys::RTE_MBUF_F_TX_IPV6;
         } else {
             flags |= sys::RTE_MBUF_F_TX_IPV4 | sys::RTE_MBUF_F_TX_IP_CKSUM;
-            h[ip + 10..ip + 12].copy_from_slice(&[0, 0]);
+            field::write16(h, ip, ipv4::CHECKSUM, 0);
         }
         let p = pseudo(h, lay, 0);
-        h[tcp + 16..tcp + 18].copy_from_slice(&p.to_be_bytes());
+        field::write16(h, tcp, tcp::CHECKSUM, p);
         let mut word =
             mb::tx_offload_word(lay.l2 as u64, lay.l3 as u64, lay.l4 as u64, lay.mss as u64);
         if lay.elen > 0 {
@@ -345,28 +346,28 @@ impl Forwarder {
         let (ip, tcp, l3) = (lay.ip(), lay.tcp(), lay.l3);
         let tcp_len = lay.l4 + seglen;
         if lay.ipv6 {
-            let plen = (l3 - 40 + tcp_len) as u16;
-            out[ip + 4..ip + 6].copy_from_slice(&plen.to_be_bytes());
+            let plen = (l3 - ipv6::HEADER_LEN + tcp_len) as u16;
+            field::write16(out, ip, ipv6::PAYLOAD_LEN, plen);
         } else {
-            let id0 = u16::from_be_bytes([tmpl[ip + 4], tmpl[ip + 5]]);
-            out[ip + 2..ip + 4].copy_from_slice(&((l3 + tcp_len) as u16).to_be_bytes());
-            out[ip + 4..ip + 6].copy_from_slice(&id0.wrapping_add(k as u16).to_be_bytes());
-            out[ip + 10..ip + 12].copy_from_slice(&[0, 0]);
+            let id0 = field::read16(tmpl, ip, ipv4::ID);
+            field::write16(out, ip, ipv4::TOTAL_LEN, (l3 + tcp_len) as u16);
+            field::write16(out, ip, ipv4::ID, id0.wrapping_add(k as u16));
+            field::write16(out, ip, ipv4::CHECKSUM, 0);
             let c = csum::ipv4_header(&out[ip..ip + l3]);
-            out[ip + 10..ip + 12].copy_from_slice(&c.to_be_bytes());
+            field::write16(out, ip, ipv4::CHECKSUM, c);
         }
-        let seq0 = u32::from_be_bytes([tmpl[tcp + 4], tmpl[tcp + 5], tmpl[tcp + 6], tmpl[tcp + 7]]);
+        let seq0 = field::read32(tmpl, tcp, tcp::SEQ);
         let seq = seq0.wrapping_add((k * lay.mss) as u32);
-        out[tcp + 4..tcp + 8].copy_from_slice(&seq.to_be_bytes());
-        let mut f = tmpl[tcp + 13];
+        field::write32(out, tcp, tcp::SEQ, seq);
+        let mut f = tmpl[tcp + tcp::FLAGS];
         if k > 0 {
             f &= !TCP_CWR;
         }
         if !last {
             f &= !(TCP_PSH | TCP_FIN);
         }
-        out[tcp + 13] = f;
-        out[tcp + 16..tcp + 18].copy_from_slice(&[0, 0]);
+        out[tcp + tcp::FLAGS] = f;
+        field::write16(out, tcp, tcp::CHECKSUM, 0);
         let s = csum::add(
             csum::add(
                 pseudo(out, lay, tcp_len),
@@ -374,7 +375,7 @@ impl Forwarder {
             ),
             psum,
         );
-        out[tcp + 16..tcp + 18].copy_from_slice(&csum::finish(s).to_be_bytes());
+        field::write16(out, tcp, tcp::CHECKSUM, csum::finish(s));
     }
 }
 
@@ -383,9 +384,9 @@ impl Forwarder {
 pub(super) fn pseudo(h: &[u8], lay: &Layout, tcp_len: usize) -> u16 {
     let ip = lay.ip();
     let addrs = if lay.ipv6 {
-        &h[ip + 8..ip + 40]
+        &h[field::at(ip, ipv6::ADDRS)]
     } else {
-        &h[ip + 12..ip + 20]
+        &h[field::at(ip, ipv4::ADDRS)]
     };
     csum::pseudo(addrs, 6, tcp_len as u32)
 }
