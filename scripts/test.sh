@@ -26,3 +26,7 @@ cargo test --workspace --exclude grorx-gro "$@"
 # random smoke run, with the harness's invariants (every buffer back, the
 # held limit, valid output).
 (cd engine/fuzz && cargo test --quiet)
+# A short soak (docs/performance.md has the 10-minute one): sink and
+# forward, steady rate, no memory growth, no mbuf leaked.
+cargo build --release --quiet -p grorx-cli
+scripts/soak.sh 15

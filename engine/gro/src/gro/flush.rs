@@ -23,11 +23,13 @@ impl<B: GroBuf> Gro<B> {
     }
 
     /// Flushes whatever the flow of `pkt` holds. A frame that names its flow
-    /// (ports and all) costs one probe of the table, as a segment does: a
-    /// stream of such frames (padded ACKs, IP options, bad checksums) is no
-    /// slower for being turned away. A fragment past the first cannot name
-    /// its flow: every held flow between its addresses leaves, in one walk
-    /// of the held packets (at most `flows` of them).
+    /// (tags, addresses, ports) costs one probe run of the table, as a
+    /// segment does: a stream of such frames (padded ACKs, IP options, bad
+    /// checksums) is no slower for being turned away. Flows that differ from
+    /// it only by their MACs leave too (order is kept per 5-tuple and tags,
+    /// as checkers of captures see flows). A fragment past the first cannot
+    /// name its flow: every held flow between its addresses leaves, in one
+    /// walk of the held packets (at most `flows` of them).
     #[cold]
     pub(super) fn flush_flow_of(&mut self, pkt: &B, out: &mut impl FnMut(B)) {
         let Some(h) = crate::wire::FlowHint::of(pkt.head()) else {
@@ -35,11 +37,21 @@ impl<B: GroBuf> Gro<B> {
         };
         match FlowKey::of_hint(&h) {
             Some(key) => {
+                // The held flows it may belong to (its tags, addresses and
+                // ports; any MACs) share its hash: at most a probe run.
                 let hash = key.hash(&self.hash_key);
-                if let Some(s) = self.table.find(hash, |e| e.key == key) {
-                    if self.table.is_live(s) {
-                        self.flush_slot(s, Flush::Unmergeable, out);
+                let mut hits = [0u16; table::MAX_PROBE];
+                let mut n = 0;
+                self.table.each_with_hash(hash, |s, e| {
+                    if self.table.is_live(s) && e.key.matches(&h) {
+                        hits[n] = s;
+                        n += 1;
                     }
+                });
+                // Oldest first, as a flush of everything would let them out.
+                hits[..n].sort_unstable_by_key(|&s| self.table.get(s).since);
+                for &s in &hits[..n] {
+                    self.flush_slot(s, Flush::Unmergeable, out);
                 }
             }
             None => {

@@ -100,7 +100,8 @@ impl FlowKey {
     }
 
     /// The key of the flow a frame GRO turned away belongs to, when the
-    /// frame names it whole (`None` for a fragment past the first: no ports).
+    /// frame names it (`None` for a fragment past the first: no ports); its
+    /// hash finds the probe run of every flow `matches` accepts.
     pub fn of_hint(h: &crate::wire::FlowHint) -> Option<FlowKey> {
         Some(Self::pack(Parts {
             macs: &h.macs,
@@ -144,6 +145,11 @@ impl FlowKey {
     /// flows chosen offline to land in one run of the table's index (every
     /// lookup and insert then walks it) cannot be found: each queue has a
     /// key of its own, drawn when its GRO is made.
+    ///
+    /// The MAC addresses are left out: flows that differ only by them share
+    /// a probe run, so a frame GRO turns away finds every held flow with its
+    /// tags, addresses and ports (whatever their MACs) in that run, to let
+    /// them out before it.
     #[inline(always)]
     pub fn hash(&self, k: &HashKey) -> u32 {
         let (w, k) = (&self.w, &k.0);
@@ -151,7 +157,8 @@ impl FlowKey {
             let r = a as u128 * b as u128;
             r as u64 ^ (r >> 64) as u64
         };
-        let mut x = mum(w[0] ^ k[0], w[1] ^ k[1]) ^ mum(w[2] ^ k[2], w[3] ^ k[3]);
+        // w[1] >> 32: the VLAN TCIs, without the source MAC's last bytes.
+        let mut x = mum((w[1] >> 32) ^ k[0], w[2] ^ k[1]) ^ mum(w[3] ^ k[2], k[3]);
         // The rest of an IPv6 address pair (zero for IPv4: two multiplies
         // saved where flows are new all the time).
         if w[4] | w[5] | w[6] != 0 {

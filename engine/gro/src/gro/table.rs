@@ -162,6 +162,22 @@ impl<E: Default> Table<E> {
         None
     }
 
+    /// Calls `f` on each slot, live or ghost, indexed under `hash` (the
+    /// run `find` walks), in index order.
+    pub fn each_with_hash(&self, hash: u32, mut f: impl FnMut(u16, &E)) {
+        let mut i = hash as usize & self.mask;
+        for _ in 0..MAX_PROBE {
+            let s = self.index[i];
+            if s == NIL {
+                return;
+            }
+            if self.hashes[s as usize] == hash {
+                f(s, &self.entries[s as usize]);
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
     /// Whether the slot holds a live entry (not free, not a ghost).
     #[inline(always)]
     pub fn is_live(&self, slot: u16) -> bool {
