@@ -138,24 +138,27 @@ fn bench_case(c: &mut Criterion, name: &str, frames: Vec<Vec<u8>>, cfg: GroConfi
 /// The hash key an attacker is assumed to know (the collide cases).
 const KNOWN: HashKey = HashKey::fixed([0x51, 0x52, 0x53, 0x54]);
 
+/// A flow's first segment: ACK only, `payload_len` bytes of payload.
+fn one_segment(spec: &FlowSpec, payload_len: u16) -> Vec<u8> {
+    let s = Segment {
+        seq: 1,
+        ack: 1,
+        flags: TCP_ACK,
+        ip_id: 0,
+        tsval: 7,
+        tsecr: 9,
+        payload_len,
+    };
+    spec.frame(&s, &vec![0x55; payload_len as usize])
+}
+
 /// `n` flows whose hashes under `KNOWN` all land in one position of a
 /// table of `entries` (its index is four times that): what an attacker who
 /// knew the key would send, found by brute force over ports and addresses.
 fn colliding_flows(n: usize, entries: usize) -> Vec<FlowSpec> {
     let mask = (entries * 4).next_power_of_two() as u32 - 1;
     let key_of = |s: &FlowSpec| {
-        let f = s.frame(
-            &Segment {
-                seq: 1,
-                ack: 1,
-                flags: TCP_ACK,
-                ip_id: 0,
-                tsval: 7,
-                tsecr: 9,
-                payload_len: 0,
-            },
-            &[],
-        );
+        let f = one_segment(s, 0);
         let t = Tcp::parse(&f, f.len(), false).unwrap();
         FlowKey::new(&Fields::new(&f, t)).hash(&KNOWN)
     };
@@ -338,18 +341,7 @@ fn benches(c: &mut Criterion) {
         };
         let mut frames = traffic_mss(held, held as usize, 1, 0, false, 64);
         for i in 0..8192u32 {
-            let mut f = FlowSpec::numbered(100_000 + i % 4096, false).frame(
-                &Segment {
-                    seq: 1,
-                    ack: 1,
-                    flags: TCP_ACK,
-                    ip_id: 0,
-                    tsval: 7,
-                    tsecr: 9,
-                    payload_len: 0,
-                },
-                &[],
-            );
+            let mut f = one_segment(&FlowSpec::numbered(100_000 + i % 4096, false), 0);
             f.extend_from_slice(&[0; 6]);
             frames.push(f);
         }
@@ -384,18 +376,7 @@ fn benches(c: &mut Criterion) {
                 continue;
             }
             for _ in 0..flood {
-                frames.push(FlowSpec::numbered(next_flow, false).frame(
-                    &Segment {
-                        seq: 1,
-                        ack: 1,
-                        flags: TCP_ACK,
-                        ip_id: 0,
-                        tsval: 7,
-                        tsecr: 9,
-                        payload_len: 1448,
-                    },
-                    &[0x55; 1448],
-                ));
+                frames.push(one_segment(&FlowSpec::numbered(next_flow, false), 1448));
                 next_flow += 1;
             }
         }
