@@ -487,6 +487,29 @@ impl Collector for Snapshot {
             "RX mbuf allocations that failed (the pool was empty)",
             |p| p.rx_nombuf,
         )?;
+        let links = &self.stats.links;
+        let port = |l: &grorx::run::LinkStats| vec![("port", l.port.to_string())];
+        family(
+            e,
+            "port_link_up",
+            "1 while the port's link is up (a port whose link is down is not polled)",
+            MetricType::Gauge,
+            links.iter().map(|l| (port(l), u64::from(l.up))),
+        )?;
+        family(
+            e,
+            "port_link_downs",
+            "Times the port's link went down",
+            MetricType::Counter,
+            links.iter().map(|l| (port(l), l.downs)),
+        )?;
+        family(
+            e,
+            "port_link_down_seconds",
+            "Seconds the port's link was down",
+            MetricType::Counter,
+            links.iter().map(|l| (port(l), l.down_s)),
+        )?;
         self.histogram(e, "burst", "Packets per non-empty poll", |h| &h.burst)?;
         if self.gro {
             self.histogram(
@@ -554,6 +577,12 @@ mod tests {
             elapsed: Duration::from_millis(1500),
             queues: vec![q],
             ports,
+            links: vec![grorx::run::LinkStats {
+                port: 0,
+                up: false,
+                downs: 2,
+                down_s: 0.5,
+            }],
         };
         let hists = Histograms::new(1);
         let mut h = QueueHist::default();
@@ -571,6 +600,9 @@ mod tests {
             "grorx_rx_packets_total{name=\"rx-a\",port=\"0\",queue=\"1\",lcore=\"3\"} 42",
             "grorx_gro_flushes_total{name=\"rx-a\",port=\"0\",queue=\"1\",lcore=\"3\",reason=\"psh\"} 7",
             "grorx_port_imissed_total{name=\"rx-a\",port=\"0\"} 5",
+            "grorx_port_link_up{name=\"rx-a\",port=\"0\"} 0",
+            "grorx_port_link_downs_total{name=\"rx-a\",port=\"0\"} 2",
+            "grorx_port_link_down_seconds_total{name=\"rx-a\",port=\"0\"} 0.5",
             "grorx_stage_dropped_total{name=\"rx-a\",port=\"0\",queue=\"1\",lcore=\"3\",reason=\"no_route\"} 3",
             "grorx_stage_dropped_total{name=\"rx-a\",port=\"0\",queue=\"1\",lcore=\"3\",reason=\"other\"} 1",
             "grorx_uptime_seconds{name=\"rx-a\"} 1.5",

@@ -199,6 +199,9 @@ fn sink_serves_prometheus_metrics_while_running() {
         "grorx_port_imissed_total",
         "grorx_port_ierrors_total",
         "grorx_port_rx_nombuf_total",
+        "grorx_port_link_up",
+        "grorx_port_link_downs_total",
+        "grorx_port_link_down_seconds_total",
     ] {
         assert!(sb.iter().any(|s| s.name == metric), "no {metric} in\n{b}");
     }

@@ -39,15 +39,16 @@ fn delays(n: usize) -> Vec<u64> {
         .collect()
 }
 
-/// The report's own accounts: received = given to GRO; what GRO gave =
+/// The report's own accounts: received = given to GRO + refused as
+/// malformed; what GRO gave =
 /// what the stage was handed = what it consumed, dropped, wrote or sent.
 fn consistent(mode: &str, r: &Value) -> Result<(), String> {
     let n = |v: &Value| v.as_u64().unwrap_or(u64::MAX);
     let g = &r["gro"];
-    if n(&r["rx_packets"]) != n(&g["segments_in"]) {
+    if n(&r["rx_packets"]) != n(&g["segments_in"]) + n(&r["skb"]["malformed"]) {
         return Err(format!(
-            "rx_packets {} vs gro.segments_in {}",
-            r["rx_packets"], g["segments_in"]
+            "rx_packets {} vs gro.segments_in {} + skb.malformed {}",
+            r["rx_packets"], g["segments_in"], r["skb"]["malformed"]
         ));
     }
     let delivered = n(&r["delivered"]["packets"]);

@@ -65,6 +65,8 @@ pub mod eal;
 #[doc(hidden)]
 pub mod eal_args;
 pub mod forward;
+#[doc(hidden)]
+pub mod gate;
 pub mod gen;
 pub mod hist;
 #[doc(hidden)]

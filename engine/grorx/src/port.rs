@@ -148,6 +148,40 @@ pub fn port_name(id: u16) -> String {
         .into_owned()
 }
 
+/// `RTE_ETH_DEV_INTR_LSC` (an `RTE_BIT32` macro, which bindgen leaves out).
+const DEV_INTR_LSC: u32 = 1 << 1;
+
+/// Whether the device signals link changes (`RTE_ETH_EVENT_INTR_LSC`).
+fn lsc_capable(info: &sys::rte_eth_dev_info) -> bool {
+    // SAFETY: dev_info points dev_flags at the device's own flags word,
+    // which lives as long as the device; NULL is checked.
+    !info.dev_flags.is_null() && unsafe { *info.dev_flags } & DEV_INTR_LSC != 0
+}
+
+/// Whether port `id`'s link is up now (no waiting, no text: for the run's
+/// link watch, several times a second).
+pub fn link_up(id: u16) -> bool {
+    let mut l = sys::rte_eth_link::default();
+    // SAFETY: valid out-pointer.
+    let r = unsafe { sys::rte_eth_link_get_nowait(id, &mut l) };
+    r == 0 && l.link_status() != 0
+}
+
+/// Starts port `id` again, stopping it first if it is `running` (after a
+/// failed start it is not): a PMD that connects to its peer only when
+/// started (a memif client) tries again. The caller makes sure no worker
+/// polls the port meanwhile.
+pub fn restart(id: u16, running: bool) -> Result<()> {
+    if running {
+        // SAFETY: a started port; nothing polls it (the caller's duty).
+        unsafe { sys::rte_eth_dev_stop(id) };
+    }
+    // SAFETY: a configured, stopped port. A failed start leaves it
+    // stopped, which the next restart or the close at teardown handles.
+    let r = unsafe { sys::rte_eth_dev_start(id) };
+    check(r, || format!("port {id}: start again"))
+}
+
 /// Ports DPDK knows of right now.
 pub fn count_avail() -> u16 {
     // SAFETY: plain query.
@@ -328,6 +362,10 @@ impl Port {
             }
         }
         econf.rxmode.offloads = rx_off;
+        // Link changes as events where the device signals them (the run
+        // watches the link either way; an event is just sooner).
+        let lsc = lsc_capable(&info);
+        econf.intr_conf.set_lsc(u32::from(lsc));
         // GRO output is chained: the TX side must take multi-segment mbufs.
         let tx_off = (sys::RTE_ETH_TX_OFFLOAD_MULTI_SEGS | conf.tx_offloads) & info.tx_offload_capa;
         econf.txmode.offloads = tx_off;

@@ -78,6 +78,10 @@ pub struct SkbReport {
     pub headroom_miss: u64,
     /// Copy mode: heads the head pool could not supply (the frame went on as built).
     pub head_alloc_fail: u64,
+    /// Received chains whose lengths did not hold (segment count, lengths
+    /// that do not add up, data past a buffer): freed before GRO, counted
+    /// here and in `rx_packets`, not in `gro.segments_in`.
+    pub malformed: u64,
 }
 
 /// One port as the run used it.
@@ -91,6 +95,12 @@ pub struct PortReport {
     pub driver: String,
     /// Link state when the run ended.
     pub link: Link,
+    /// Times the link went down while the run went on (the port was not
+    /// polled until it came back).
+    pub link_downs: u64,
+    /// Seconds the link was down, in all (from the start if it started
+    /// down).
+    pub link_down_s: f64,
     /// MTU the port was configured with, bytes.
     pub mtu: u16,
     /// RX queues configured.
@@ -303,6 +313,17 @@ impl Report {
                     p.pool.segments_per_frame
                 ),
             );
+            if p.link_downs > 0 || !p.link.up {
+                push(
+                    &mut s,
+                    format!(
+                        "    link went down {} time(s), {:.1} s down in all (not polled meanwhile); {} at the end",
+                        p.link_downs,
+                        p.link_down_s,
+                        if p.link.up { "up" } else { "down" }
+                    ),
+                );
+            }
         }
         for q in &self.queues {
             push(
@@ -351,7 +372,7 @@ impl Report {
         push(
             &mut s,
             format!(
-                "  delivered: {} packets, {} bytes{}; skb {} (headroom {}, misses {})",
+                "  delivered: {} packets, {} bytes{}; skb {} (headroom {}, misses {}){}",
                 self.delivered.packets,
                 self.delivered.bytes,
                 if self.delivered.truesize_per_byte > 0.0 {
@@ -364,7 +385,12 @@ impl Report {
                 },
                 self.skb.mode,
                 self.skb.headroom,
-                self.skb.headroom_miss
+                self.skb.headroom_miss,
+                if self.skb.malformed > 0 {
+                    format!("; {} malformed chains freed", self.skb.malformed)
+                } else {
+                    String::new()
+                }
             ),
         );
         let dropped: Vec<String> = self

@@ -94,6 +94,9 @@ pub struct SkbStats {
     pub headroom_miss: u64,
     /// Copy-mode heads that could not be allocated (the frame went on as built).
     pub head_alloc_fail: u64,
+    /// Received chains whose lengths did not hold (`Skb::build_checked`):
+    /// freed before GRO saw them.
+    pub malformed: u64,
 }
 
 /// An owned packet: an mbuf chain with its skb in the head's private area.
@@ -116,16 +119,77 @@ impl Skb {
     /// Builds the skb in place around a received mbuf chain.
     ///
     /// # Safety
-    /// `m` is a valid chain head the caller owns and gives up; its pool has a
-    /// private area of at least `PRIV_SIZE` bytes. In copy mode,
+    /// `m` is a valid chain head the caller owns and gives up, whose lengths
+    /// hold (`nb_segs` segments linked, `pkt_len` the sum of their
+    /// `data_len`s, each segment's data inside its buffer: what
+    /// `build_checked` checks of a chain a driver handed over); its pool has
+    /// a private area of at least `PRIV_SIZE` bytes. In copy mode,
     /// `conf.head_pool` is a valid mbuf pool with such a private area too.
     #[doc(hidden)]
     #[inline(always)]
     pub unsafe fn build(m: *mut sys::rte_mbuf, conf: &SkbConf, stats: &mut SkbStats) -> Skb {
+        // SAFETY: the caller's contract is build_with_tail's; the last
+        // segment is found by walking the chain it owns.
+        unsafe {
+            let tail = if (*m).nb_segs == 1 { m } else { last_seg(m) };
+            Self::build_with_tail(m, tail, conf, stats)
+        }
+    }
+
+    /// `build` for a chain a driver handed over: its lengths are checked
+    /// first (`nb_segs` segments linked, their `data_len`s adding up to
+    /// `pkt_len`, each segment's data inside its buffer), since GRO, the
+    /// skb and the forward stage size every read and write by them. A chain
+    /// that breaks one is freed and counted (`SkbStats::malformed`): None.
+    /// A one-segment frame costs three compares on fields of the mbuf's
+    /// first cache line, which GRO reads next, and a load of `next`, which
+    /// the free reads later.
+    ///
+    /// # Safety
+    /// As `build`, but for the lengths: `m` is a chain head the caller owns
+    /// and gives up, whose `next` pointers link valid mbufs (what a driver
+    /// gets wrong is a length, not a pointer).
+    #[doc(hidden)]
+    #[inline(always)]
+    pub unsafe fn build_checked(
+        m: *mut sys::rte_mbuf,
+        conf: &SkbConf,
+        stats: &mut SkbStats,
+    ) -> Option<Skb> {
+        // SAFETY: the caller gives us the chain `m`, whose pointers are
+        // valid: reading its lengths is sound whatever they say, and a chain
+        // whose lengths hold meets build_with_tail's contract with the tail
+        // found; one that does not is ours to free (rte_pktmbuf_free follows
+        // `next`, not the lengths).
+        unsafe {
+            match checked_tail(m) {
+                Some(tail) => Some(Self::build_with_tail(m, tail, conf, stats)),
+                None => {
+                    stats.malformed += 1;
+                    sys::rte_pktmbuf_free(m);
+                    None
+                }
+            }
+        }
+    }
+
+    /// `build` with the chain's last segment known.
+    ///
+    /// # Safety
+    /// As `build`; `tail` is the last segment of `m`.
+    #[inline(always)]
+    unsafe fn build_with_tail(
+        m: *mut sys::rte_mbuf,
+        tail: *mut sys::rte_mbuf,
+        conf: &SkbConf,
+        stats: &mut SkbStats,
+    ) -> Skb {
         // SAFETY: the caller gives us `m`, a valid chain head whose pool
         // reserves PRIV_SIZE bytes of private area, so the SkbMeta write fits;
         // in copy mode the head comes from conf.head_pool, valid with such an
-        // area by the same contract. `head` is `m` or a fresh mbuf: non-null.
+        // area by the same contract, and is chained in front of `m`, so
+        // `tail` stays the last segment. `head` is `m` or a fresh mbuf:
+        // non-null.
         unsafe {
             debug_assert!((*m).priv_size >= PRIV_SIZE);
             let mut head = m;
@@ -141,11 +205,6 @@ impl Skb {
                     None => stats.head_alloc_fail += 1,
                 }
             }
-            let tail = if (*head).nb_segs == 1 {
-                head
-            } else {
-                last_seg(head)
-            };
             let headroom = conf.headroom.min(mb::headroom(head));
             let meta = mb::priv_area(head) as *mut SkbMeta;
             meta.write(SkbMeta {
@@ -327,6 +386,40 @@ impl Skb {
     }
 }
 
+/// The last segment of a received chain whose lengths hold (see
+/// `Skb::build_checked`), else None. The walk stops after `nb_segs`
+/// segments, so a chain whose `next` loops back ends it too.
+///
+/// # Safety
+/// `m` points to a chain head the caller may read, whose `next` pointers
+/// link valid mbufs.
+#[inline(always)]
+unsafe fn checked_tail(m: *mut sys::rte_mbuf) -> Option<*mut sys::rte_mbuf> {
+    // SAFETY: the caller guarantees `m` and every mbuf `next` links are
+    // valid; we follow `next` only while it is non-null and at most nb_segs
+    // times, reading fields only.
+    unsafe {
+        let in_buf = |s: *mut sys::rte_mbuf| {
+            (*s).data_off as u32 + (*s).data_len as u32 <= (*s).buf_len as u32
+        };
+        let (nb, pkt_len) = ((*m).nb_segs, (*m).pkt_len);
+        if nb == 1 {
+            let ok = (*m).next.is_null() && pkt_len == (*m).data_len as u32 && in_buf(m);
+            return ok.then_some(m);
+        }
+        let (mut s, mut tail, mut len) = (m, m, 0u32);
+        for _ in 0..nb {
+            if s.is_null() || !in_buf(s) {
+                return None;
+            }
+            len += (*s).data_len as u32;
+            tail = s;
+            s = (*s).next;
+        }
+        (nb > 0 && s.is_null() && len == pkt_len).then_some(tail)
+    }
+}
+
 /// The last segment of a chain.
 ///
 /// # Safety
@@ -424,6 +517,9 @@ impl GroBuf for Skb {
         }
     }
 
+    /// The buffers `append` keeps: from the one holding byte `off` on,
+    /// empty ones after it included (they stay linked, and a TX NIC spends
+    /// a descriptor on each, which is what `max_frags` counts).
     #[inline(always)]
     fn segs_from(&self, mut off: usize) -> u16 {
         let mut m = self.as_ptr();
@@ -432,11 +528,10 @@ impl GroBuf for Skb {
         unsafe {
             while !m.is_null() {
                 let dl = mb::data_len(m) as usize;
-                if off >= dl {
+                if n == 0 && off >= dl {
                     off -= dl;
                 } else {
                     n += 1;
-                    off = 0;
                 }
                 m = mb::next(m);
             }

@@ -32,6 +32,8 @@ pub struct QueueCounters {
     pub headroom_miss: AtomicU64,
     /// Copy-mode heads the head pool could not supply.
     pub head_alloc_fail: AtomicU64,
+    /// Received chains whose lengths did not hold: freed before GRO.
+    pub malformed: AtomicU64,
     /// TSC cycles in RX, over polls that received packets (`--cycles`).
     pub cycles_rx: AtomicU64,
     /// TSC cycles in skb build and GRO (merge, flush), over the same polls.
@@ -78,6 +80,8 @@ pub struct QueueCounts {
     pub headroom_miss: u64,
     /// Copy-mode heads the head pool could not supply.
     pub head_alloc_fail: u64,
+    /// Received chains whose lengths did not hold: freed before GRO.
+    pub malformed: u64,
     /// TSC cycles in RX, over polls that received packets (`--cycles`).
     pub cycles_rx: u64,
     /// TSC cycles in skb build and GRO (merge, flush), over the same polls.
@@ -100,6 +104,7 @@ impl QueueCounters {
         self.truesize.store(l.truesize, Relaxed);
         self.headroom_miss.store(l.headroom_miss, Relaxed);
         self.head_alloc_fail.store(l.head_alloc_fail, Relaxed);
+        self.malformed.store(l.malformed, Relaxed);
         self.cycles_rx.store(l.cycles_rx, Relaxed);
         self.cycles_gro.store(l.cycles_gro, Relaxed);
         self.cycles_stage.store(l.cycles_stage, Relaxed);
@@ -156,6 +161,7 @@ impl QueueCounters {
             capture_waits: self.capture_waits.load(Relaxed),
             headroom_miss: self.headroom_miss.load(Relaxed),
             head_alloc_fail: self.head_alloc_fail.load(Relaxed),
+            malformed: self.malformed.load(Relaxed),
             cycles_rx: self.cycles_rx.load(Relaxed),
             cycles_gro: self.cycles_gro.load(Relaxed),
             cycles_stage: self.cycles_stage.load(Relaxed),

@@ -245,6 +245,7 @@ fn sum_local(a: QueueCounts, b: &QueueCounts) -> QueueCounts {
         capture_waits: a.capture_waits.saturating_add(b.capture_waits),
         headroom_miss: a.headroom_miss.saturating_add(b.headroom_miss),
         head_alloc_fail: a.head_alloc_fail.saturating_add(b.head_alloc_fail),
+        malformed: a.malformed.saturating_add(b.malformed),
         cycles_rx: a.cycles_rx.saturating_add(b.cycles_rx),
         cycles_gro: a.cycles_gro.saturating_add(b.cycles_gro),
         cycles_stage: a.cycles_stage.saturating_add(b.cycles_stage),
@@ -287,6 +288,7 @@ pub fn stats_reply(live: Option<&Live>) -> Dict {
         u("capture_waits", t.capture_waits),
         u("headroom_miss", t.headroom_miss),
         u("head_alloc_fail", t.head_alloc_fail),
+        u("malformed", t.malformed),
     ];
     if l.gro_on {
         let g = l.counters.iter().fold(GroStats::default(), |mut a, c| {
@@ -356,6 +358,7 @@ fn queue_dict(q: &QueueInfo, c: &QueueCounters, gro_on: bool) -> Dict {
         u("capture_waits", l.capture_waits),
         u("headroom_miss", l.headroom_miss),
         u("head_alloc_fail", l.head_alloc_fail),
+        u("malformed", l.malformed),
     ];
     if gro_on {
         let g = c.read_gro();

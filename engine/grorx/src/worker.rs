@@ -3,9 +3,11 @@
 //! table (no locks, nothing shared), and what GRO lets out goes, packet by
 //! packet, to the queue's stage (`crate::stage`), which delivers at the end
 //! of the poll; freed buffers go back in bulk. Counters are per queue and
-//! single-writer.
+//! single-writer. A port whose link is down (or whose PMD may be tearing
+//! its queues down) is not polled: see `crate::gate`.
 
 use crate::eal::tsc;
+use crate::gate::PollGate;
 use crate::gro::{Gro, GroConfig};
 use crate::hist::{Counts, QueueHist};
 use crate::mbuf::{BulkFree, Burst};
@@ -81,6 +83,8 @@ pub struct Shared {
     pub counters: Arc<[QueueCounters]>,
     pub hists: Arc<[Mutex<QueueHist>]>,
     pub stage: Arc<[StageCounters]>,
+    /// Which ports may be polled; each worker acknowledges changes.
+    pub gate: Arc<PollGate>,
 }
 
 /// One queue a worker polls: where it is, how its skbs are built, its stage.
@@ -96,6 +100,8 @@ struct QueueState<S> {
     skb_stats: SkbStats,
     gro: Option<Gro<Skb>>,
     stage: S,
+    /// Whether the port may be polled, as of the last gate epoch seen.
+    polls: bool,
     counts: StageCounts,
     local: QueueCounts,
     polls_since_publish: u32,
@@ -147,14 +153,17 @@ fn publish_hist<S>(st: &mut QueueState<S>, shared: &Mutex<QueueHist>, force: boo
     }
 }
 
-/// The worker's loop; returns when `stop` is set and the queues are drained.
+/// The worker's loop; returns when `stop` is set (and the gate's epoch
+/// bumped: `PollGate::wake`) and the queues are drained.
 /// `CYCLES`: count TSC cycles per phase (RX, GRO, stage), four clock reads a
-/// poll; a run without it has no clock read for that in its loop.
+/// poll; a run without it has no clock read for that in its loop. `me`: this
+/// worker's place among the gate's acknowledgements.
 pub fn run<S: Stage, const CYCLES: bool>(
     queues: Vec<QueueJob<S>>,
     shared: Shared,
     stop: Arc<AtomicBool>,
     wc: WorkerConf,
+    me: usize,
 ) -> i32 {
     let mut states: Vec<QueueState<S>> = queues
         .into_iter()
@@ -168,6 +177,7 @@ pub fn run<S: Stage, const CYCLES: bool>(
                 g
             }),
             stage: j.stage,
+            polls: false,
             counts: StageCounts::default(),
             local: QueueCounts::default(),
             polls_since_publish: 0,
@@ -182,17 +192,35 @@ pub fn run<S: Stage, const CYCLES: bool>(
     let mut b: Burst<MAX_BURST> = Burst::new();
     let mut freer = BulkFree::new();
     let mut drained = 0u32;
+    let (mut gate_seen, mut stopping) = (0u64, false);
     loop {
-        let stopping = stop.load(Relaxed);
+        // The loop's one load of shared state: the gate's epoch, which
+        // also moves when `stop` is set. The ports' words and `stop` are
+        // read only when it moved. The acknowledgement comes after this
+        // loop's last RX call of the old epoch, so a closer that sees it
+        // knows we are out.
+        let epoch = shared.gate.epoch();
+        if epoch != gate_seen {
+            gate_seen = epoch;
+            stopping = stop.load(Relaxed);
+            for st in states.iter_mut() {
+                st.polls = shared.gate.polls(st.q.port);
+            }
+            shared.gate.ack(me, epoch);
+        }
         if stopping {
             drained += 1;
         }
         let mut got = 0;
         for st in states.iter_mut() {
             let t_rx = if CYCLES { tsc() } else { 0 };
-            let n = b.rx(st.q.port, st.q.queue, wc.burst);
+            let n = if st.polls {
+                b.rx(st.q.port, st.q.queue, wc.burst)
+            } else {
+                0
+            };
             let t_gro = if CYCLES { tsc() } else { 0 };
-            st.local.rx_polls += 1;
+            st.local.rx_polls += u64::from(st.polls);
             got += n;
             st.bursts.record(n);
             let mut ctx = ctx(&mut freer, &mut st.counts, &shared, st.q);
@@ -208,10 +236,13 @@ pub fn run<S: Stage, const CYCLES: bool>(
                 }
                 None => {
                     for &m in b.as_slice() {
-                        // SAFETY: each received mbuf is handed to its skb once.
-                        let skb = unsafe { Skb::build(m, &st.skb, &mut st.skb_stats) };
-                        local.rx_bytes += skb.len() as u64;
-                        deliver(local, stage, &mut ctx, skb);
+                        // SAFETY: each received mbuf is handed to its skb
+                        // once; a driver's chain links valid mbufs.
+                        let skb = unsafe { Skb::build_checked(m, &st.skb, &mut st.skb_stats) };
+                        if let Some(skb) = skb {
+                            local.rx_bytes += skb.len() as u64;
+                            deliver(local, stage, &mut ctx, skb);
+                        }
                     }
                     b.clear_moved();
                 }
@@ -221,12 +252,15 @@ pub fn run<S: Stage, const CYCLES: bool>(
                     if n > 0 {
                         let mut bytes = 0u64;
                         for &m in b.as_slice() {
-                            // SAFETY: each received mbuf is handed to its skb once.
+                            // SAFETY: each received mbuf is handed to its skb
+                            // once; a driver's chain links valid mbufs.
                             let skb = unsafe {
                                 bytes += mb::pkt_len(m) as u64;
-                                Skb::build(m, &st.skb, &mut st.skb_stats)
+                                Skb::build_checked(m, &st.skb, &mut st.skb_stats)
                             };
-                            gro.receive(skb, now, &mut |s| deliver(local, stage, &mut ctx, s));
+                            if let Some(skb) = skb {
+                                gro.receive(skb, now, &mut |s| deliver(local, stage, &mut ctx, s));
+                            }
                         }
                         b.clear_moved();
                         local.rx_bytes += bytes;
@@ -259,6 +293,7 @@ pub fn run<S: Stage, const CYCLES: bool>(
                 local.rx_bursts += 1;
                 local.headroom_miss = st.skb_stats.headroom_miss;
                 local.head_alloc_fail = st.skb_stats.head_alloc_fail;
+                local.malformed = st.skb_stats.malformed;
                 shared.counters[st.q.slot].publish(local);
                 shared.stage[st.q.slot].publish(&st.counts);
             }
@@ -287,6 +322,7 @@ pub fn run<S: Stage, const CYCLES: bool>(
             break;
         }
     }
+    shared.gate.leave(me);
     // Whatever GRO still holds leaves now, then the stage finishes.
     for st in states.iter_mut() {
         let mut ctx = ctx(&mut freer, &mut st.counts, &shared, st.q);
@@ -300,6 +336,7 @@ pub fn run<S: Stage, const CYCLES: bool>(
         ctx.freer.flush();
         local.headroom_miss = st.skb_stats.headroom_miss;
         local.head_alloc_fail = st.skb_stats.head_alloc_fail;
+        local.malformed = st.skb_stats.malformed;
         shared.counters[st.q.slot].publish(local);
         shared.stage[st.q.slot].publish(&st.counts);
         publish_hist(st, &shared.hists[st.q.slot], true);

@@ -41,7 +41,7 @@ pub(super) fn report(
     let mut all_hist = QueueHist::default();
     let (mut rx_packets, mut rx_bytes, mut out_packets, mut out_bytes, mut truesize) =
         (0, 0, 0, 0, 0);
-    let (mut headroom_miss, mut head_alloc_fail, mut capture_waits) = (0, 0, 0);
+    let (mut headroom_miss, mut head_alloc_fail, mut malformed, mut capture_waits) = (0, 0, 0, 0);
     let mut cyc = (0u64, 0u64, 0u64);
     let mut stage_total = StageCounts::default();
     let mut drops = std::collections::BTreeMap::new();
@@ -63,6 +63,7 @@ pub(super) fn report(
             truesize += l.truesize;
             headroom_miss += l.headroom_miss;
             head_alloc_fail += l.head_alloc_fail;
+            malformed += l.malformed;
             capture_waits += l.capture_waits;
             let (pps, gbps) = rates(l.rx_packets, l.rx_bytes, dur);
             queues.push(QueueReport {
@@ -119,6 +120,9 @@ pub(super) fn report(
                 name: s.port.name.clone(),
                 driver: s.port.driver.clone(),
                 link: s.port.link(),
+                // Filled in from the link watch when it has stopped.
+                link_downs: 0,
+                link_down_s: 0.0,
                 mtu: s.port.mtu,
                 rx_queues: s.port.rx_queues,
                 rx_desc: s.port.rx_desc,
@@ -216,6 +220,7 @@ pub(super) fn report(
                     .map(|c| c.load().headroom_miss)
                     .sum::<u64>(),
             head_alloc_fail,
+            malformed,
         },
         capture: f.capture,
         forward: opts.forward.as_ref().map(|f| {

@@ -4,6 +4,7 @@
 //! mbuf counted. Dropping a handle that was not waited for stops the run.
 
 use super::launch::{Factory, Lcores, Workers};
+use super::link::{LinkStats, LinkWatch};
 use super::options::RunOptions;
 use super::ports::{self, Ports};
 use super::{collect, watch};
@@ -88,7 +89,7 @@ impl Prepared {
             Ok(w) => w,
             Err(e) => return Err(ports.teardown().onto_error(e)),
         };
-        let mut notes = Vec::new();
+        let (links, mut notes) = LinkWatch::start(&ports, &opts.ports, workers.shared.gate.clone());
         if let Err(e) = telemetry::register() {
             notes.push(format!("telemetry: {e:#}"));
         }
@@ -119,6 +120,7 @@ impl Prepared {
             why: Mutex::new(None),
             capture,
             inner: Some(Inner {
+                links,
                 opts,
                 ports,
                 workers,
@@ -130,6 +132,8 @@ impl Prepared {
 
 /// What a stopped handle no longer has.
 struct Inner {
+    /// First, so that it stops before the ports close on any path.
+    links: LinkWatch,
     opts: RunOptions,
     ports: Ports,
     workers: Workers,
@@ -174,6 +178,8 @@ pub struct Stats {
     pub queues: Vec<QueueStats>,
     /// Per RX port: the port's own counters (missed, no mbuf, errors).
     pub ports: Vec<(u16, PortStats)>,
+    /// Per RX port: its link, how often it went down, how long it was down.
+    pub links: Vec<LinkStats>,
 }
 
 /// One RX queue's counters.
@@ -259,6 +265,7 @@ impl Running {
                 .into_iter()
                 .map(|p| (p, port::stats(p)))
                 .collect(),
+            links: self.inner().links.stats(),
         }
     }
 
@@ -336,12 +343,16 @@ impl Running {
     }
 
     fn finish(&mut self, stop_reason: String) -> Result<Report> {
-        let workers = &mut self.inner.as_mut().expect("a running handle").workers;
+        let inner = self.inner.as_mut().expect("a running handle");
         if let Some(c) = &self.capture {
             c.stopping();
         }
-        workers.stop();
-        let duration_s = workers.started.elapsed().as_secs_f64();
+        // The workers first (they drain their queues while the links are
+        // still watched), then the watch: held ports end closed.
+        inner.workers.stop();
+        inner.links.stop();
+        let links = inner.links.stats();
+        let duration_s = inner.workers.started.elapsed().as_secs_f64();
         let capture = self.capture.take().map(Capture::finish);
         // What the workers published last joins the totals.
         let _ = self.take_histograms();
@@ -362,6 +373,12 @@ impl Running {
             finished,
         );
         report.notes.extend(self.notes.iter().cloned());
+        for p in &mut report.ports {
+            if let Some(l) = links.iter().find(|l| l.port == p.id) {
+                p.link_downs = l.downs;
+                p.link_down_s = l.down_s;
+            }
+        }
         drop(inner.workers);
         inner.ports.teardown().fill(&mut report);
         Ok(report)
@@ -389,6 +406,7 @@ impl Drop for Running {
                 c.stopping();
             }
             i.workers.stop();
+            i.links.stop();
             drop(self.capture.take());
             drop(i.workers);
             i.ports.teardown();

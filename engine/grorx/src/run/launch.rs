@@ -89,10 +89,12 @@ impl Workers {
         let queue_list = ports.queues();
         let plan = worker::assign(&queue_list, &lc.workers);
         let n = queue_list.len();
+        let max_port = queue_list.iter().map(|&(p, _)| p).max().unwrap_or(0);
         let shared = Shared {
             counters: (0..n).map(|_| QueueCounters::default()).collect(),
             hists: (0..n).map(|_| Mutex::new(QueueHist::default())).collect(),
             stage: (0..n).map(|_| StageCounters::default()).collect(),
+            gate: super::link::gate(ports, max_port, plan.len()),
         };
         let wc = WorkerConf {
             burst: opts.burst,
@@ -143,16 +145,20 @@ impl Workers {
             generator: None,
             plan,
         };
-        for (lcore, qs) in jobs {
+        for (me, (lcore, qs)) in jobs.into_iter().enumerate() {
             let (sh, st) = (r.shared.clone(), r.worker_stop.clone());
             let job = if opts.cycles {
-                eal.launch(lcore, move || worker::run::<S, true>(qs, sh, st, wc))
+                eal.launch(lcore, move || worker::run::<S, true>(qs, sh, st, wc, me))
             } else {
-                eal.launch(lcore, move || worker::run::<S, false>(qs, sh, st, wc))
+                eal.launch(lcore, move || worker::run::<S, false>(qs, sh, st, wc, me))
             };
             match job {
                 Ok(l) => r.workers.push(l),
                 Err(e) => {
+                    // Workers never launched never acknowledge anything.
+                    for w in me..r.plan.len() {
+                        r.shared.gate.leave(w);
+                    }
                     r.stop();
                     return Err(e);
                 }
@@ -193,6 +199,8 @@ impl Workers {
             g.wait();
         }
         self.worker_stop.store(true, Relaxed);
+        // Workers read their stop flag when the gate's epoch moves.
+        self.shared.gate.wake();
         for l in self.workers.drain(..) {
             l.wait();
         }

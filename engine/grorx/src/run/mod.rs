@@ -1,7 +1,8 @@
 //! One run of the engine, start to finish, in the order it happens:
 //! options checked (`options`), hugepages and EAL (`startup`), ports and
 //! pools (`ports`), a stage per RX queue and the workers on their lcores
-//! (`launch`), then a [`Running`] handle: live stats, stop conditions
+//! (`launch`), then a [`Running`] handle: live stats, the RX ports' links
+//! (`link`: a port whose link is down is not polled), stop conditions
 //! (`watch`), a clean stop, the report (`collect`), and teardown with every
 //! mbuf accounted.
 //!
@@ -31,12 +32,14 @@ mod collect;
 mod handle;
 mod instance;
 mod launch;
+mod link;
 mod options;
 mod ports;
 mod startup;
 mod watch;
 
 pub use handle::{QueueStats, Running, Stats, Stopper};
+pub use link::LinkStats;
 pub use options::{EalSetup, ForwardOptions, PoolScope, RunOptions, PRIV_SIZE};
 
 use crate::eal::{self, Eal};
