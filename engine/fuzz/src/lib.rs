@@ -7,8 +7,10 @@
 //! frame (arbitrary bytes, or a valid TCP segment built by `grorx_gro::traffic`
 //! with fuzzer-chosen fields, optionally corrupted), laid out in buffers of a
 //! fuzzer-chosen size with fuzzer-chosen NIC checksum hints; `flush_all`;
-//! `flush_older`. After a final `flush_all`, `check` asserts (independently
-//! of GRO's own code where it can):
+//! `flush_older`. GRO runs on `FuzzBuf` (`VecBuf`'s list of buffers, without
+//! a copy per buffer) with a fixed hash key, so an input replays the same
+//! way every time. After a final `flush_all`, `check` asserts
+//! (independently of GRO's own code where it can):
 //!
 //! - every input id comes out exactly once; `packets_out` and `segments_in`
 //!   match; nothing is held; `flush_older` leaves nothing older than its deadline;
@@ -28,22 +30,31 @@
 //!   parses as TCP only);
 //! - a frame GRO turns away but that still tells its flow (a TCP fragment,
 //!   IP options, a bad IP checksum, IPv6 extension headers...) comes out
-//!   after every earlier segment of that flow (matched by IP identity and
-//!   ports).
+//!   after every earlier segment of that flow: the flow it names, MACs and
+//!   ports included (Linux's identity), or, for a fragment past the first
+//!   (no ports), any flow between its addresses.
 //!
-//! The flows are told by this harness's own parse (`flow_of`), not by GRO's
-//! code: a flow identity GRO gets wrong shows as an order it broke.
+//! The flows are told by this harness's own parse (`flow::flow_of`), not by
+//! GRO's code: a flow identity GRO gets wrong shows as an order it broke.
 //!
 //! Histograms (`Gro::enable_histograms`) are switched on by the input too.
 //!
 //! A known finding can be tolerated to fuzz past it: see `allowed`.
 
+pub mod buf;
+pub mod flow;
+pub mod gen;
+#[cfg(feature = "mbuf")]
+pub mod mbuf;
+
 use arbitrary::{Arbitrary, Unstructured};
+use buf::FuzzBuf;
+use flow::{flow_of, FxMap, Ident, Key};
 use grorx_gro::csum;
-use grorx_gro::{CsumHint, CsumMode, Gro, GroConfig, GroStats, OutCsum, RxHints, VecBuf};
-use grorx_gro::traffic::{pattern_byte, FlowSpec, Segment, TCP_ACK, TCP_FIN, TCP_PSH};
+use grorx_gro::key::HashKey;
+use grorx_gro::traffic::{TCP_ACK, TCP_FIN, TCP_PSH};
 use grorx_gro::wire::{Fields, Tcp};
-use std::collections::HashMap;
+use grorx_gro::{CsumHint, CsumMode, Gro, GroBuf, GroConfig, GroStats, GsoInfo, OutCsum, RxHints};
 
 /// Operations decoded from one input at most (keeps an execution short).
 pub const MAX_OPS: usize = 256;
@@ -282,6 +293,12 @@ pub fn run(data: &[u8]) {
     }
 }
 
+/// Runs the operations through a `Gro<FuzzBuf>` and checks every invariant.
+pub fn check(input: &Input) -> Result<Summary, String> {
+    let fed = feed(input, &mut Plain)?;
+    check_outputs(&fed, &fed.out)
+}
+
 /// What one execution did (for replay summaries).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Summary {
@@ -293,129 +310,106 @@ pub struct Summary {
     pub stats: GroStats,
 }
 
-/// A flow's identity as GRO sees it (computed here, not with GRO's FlowKey).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct Key {
-    macs: [u8; 12],
-    /// VLAN tags: (tag type, TCI), outermost first.
-    tags: Vec<(u16, u16)>,
-    ipv6: bool,
-    label: u32,
-    addrs: Vec<u8>,
-    ports: u32,
+/// The hash key of every `Gro` here: fixed, so that an input replays the
+/// same way (a random key could change which lookups reach the probe limit).
+pub const HASH_KEY: HashKey = HashKey::fixed([
+    0x243f_6a88_85a3_08d3,
+    0x1319_8a2e_0370_7345,
+    0xa409_3822_299f_31d1,
+    0x082e_fa98_ec4e_6c89,
+]);
+
+/// How a harness hands a frame to GRO: the buffer it lays the frame out in.
+pub trait Rx {
+    type Buf: GroBuf;
+    /// Frame `id` (numbered in the order GRO receives them), laid out as
+    /// `layout` says, with the NIC's `hints`. Err: an invariant broke.
+    fn make(
+        &mut self,
+        id: u32,
+        frame: &[u8],
+        layout: &Layout,
+        hints: RxHints,
+    ) -> Result<Made<Self::Buf>, String>;
+}
+
+/// What `Rx::make` did with a frame.
+pub enum Made<B> {
+    /// A buffer for GRO; `head_len` bytes of the frame in its first buffer.
+    Buf { buf: B, head_len: usize },
+    /// Turned away before GRO (counted by the backend).
+    Refused,
+    /// Not fed: the backend's budget for one execution is spent.
+    Skipped,
+}
+
+/// `FuzzBuf`s, laid out as the input says.
+pub struct Plain;
+
+impl Rx for Plain {
+    type Buf = FuzzBuf;
+    fn make(
+        &mut self,
+        id: u32,
+        frame: &[u8],
+        layout: &Layout,
+        hints: RxHints,
+    ) -> Result<Made<FuzzBuf>, String> {
+        let mut buf = FuzzBuf::new(id, frame.to_vec(), gen::split(frame, layout));
+        buf.hints = hints;
+        let head_len = buf.head_len();
+        Ok(Made::Buf { buf, head_len })
+    }
+}
+
+/// A packet GRO let out, as the checks read it.
+pub trait Output {
+    /// The inputs it is made of, in order.
+    fn ids(&self) -> &[u32];
+    /// Whether its bytes are `b`.
+    fn eq_bytes(&self, b: &[u8]) -> bool;
+    /// Its bytes.
+    fn bytes(&self) -> Vec<u8>;
+    /// Bytes in its first buffer.
+    fn head_len(&self) -> usize;
+    /// Buffers it spans.
+    fn nsegs(&self) -> usize;
+    /// The layout GRO gave it.
+    fn gso(&self) -> Option<GsoInfo>;
+}
+
+impl Output for FuzzBuf {
+    fn ids(&self) -> &[u32] {
+        &self.ids
+    }
+    fn eq_bytes(&self, b: &[u8]) -> bool {
+        FuzzBuf::eq_bytes(self, b)
+    }
+    fn bytes(&self) -> Vec<u8> {
+        FuzzBuf::bytes(self)
+    }
+    fn head_len(&self) -> usize {
+        FuzzBuf::head_len(self)
+    }
+    fn nsegs(&self) -> usize {
+        FuzzBuf::nsegs(self)
+    }
+    fn gso(&self) -> Option<GsoInfo> {
+        self.gso
+    }
 }
 
 /// What the harness knows of one input frame.
 struct Rec {
     bytes: Vec<u8>,
     hints: RxHints,
-    /// GRO's parse (of the first buffer, with GRO's IP checksum rule).
-    tcp: Option<(Tcp, Key)>,
+    /// GRO's parse (of the first buffer, with GRO's IP checksum rule), and
+    /// the frame's flow (an index into `Fed::keys`).
+    tcp: Option<(Tcp, u32)>,
     ip_ok: bool,
     tcp_ok: bool,
     /// For a frame GRO turns away (`tcp` is None): the flow it still tells.
     hint: Option<(Ident, Option<u32>)>,
-}
-
-/// A flow's IP identity (GRO's key without the MACs and ports): what a frame
-/// GRO turned away is matched by.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct Ident {
-    tags: Vec<(u16, u16)>,
-    ipv6: bool,
-    label: u32,
-    addrs: Vec<u8>,
-}
-
-impl Key {
-    fn ident(&self) -> Ident {
-        Ident {
-            tags: self.tags.clone(),
-            ipv6: self.ipv6,
-            label: self.label,
-            addrs: self.addrs.clone(),
-        }
-    }
-}
-
-/// The flow a frame tells by its protocol fields alone (TCP over IPv4 or
-/// IPv6, at most two VLAN tags, IPv6 extension headers stepped over), and
-/// its ports unless it is a non-first fragment. Written here, apart from
-/// GRO's parser, so the checks do not share its mistakes.
-fn flow_of(head: &[u8]) -> Option<(Ident, Option<u32>)> {
-    let be16 = |at: usize| Some(u16::from_be_bytes([*head.get(at)?, *head.get(at + 1)?]));
-    let mut off = 12;
-    let mut tags = Vec::new();
-    let mut et = be16(off)?;
-    while et == 0x8100 || et == 0x88a8 {
-        if tags.len() == 2 {
-            return None;
-        }
-        tags.push((et, be16(off + 2)?));
-        off += 4;
-        et = be16(off)?;
-    }
-    let l3 = off + 2;
-    let (ipv6, label, addrs, l4) = match et {
-        0x0800 => {
-            let ip = head.get(l3..l3 + 20)?;
-            if ip[0] >> 4 != 4 || ip[9] != 6 {
-                return None;
-            }
-            let frag_off = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff;
-            let l4 = (frag_off == 0).then_some(l3 + (ip[0] & 0x0f) as usize * 4);
-            (false, 0, ip[12..20].to_vec(), l4)
-        }
-        0x86dd => {
-            let ip = head.get(l3..l3 + 40)?;
-            if ip[0] >> 4 != 6 {
-                return None;
-            }
-            let label = u32::from_be_bytes([0, ip[1] & 0x0f, ip[2], ip[3]]);
-            let (mut next, mut at, mut l4) = (ip[6], l3 + 40, None);
-            for _ in 0..8 {
-                match next {
-                    6 => {
-                        l4 = Some(at);
-                        break;
-                    }
-                    44 => {
-                        if be16(at + 2)? & 0xfff8 != 0 {
-                            break; // a later fragment: no TCP header here
-                        }
-                        next = *head.get(at)?;
-                        at += 8;
-                    }
-                    51 => {
-                        next = *head.get(at)?;
-                        at += (*head.get(at + 1)? as usize + 2) * 4;
-                    }
-                    0 | 43 | 60 => {
-                        next = *head.get(at)?;
-                        at += (*head.get(at + 1)? as usize + 1) * 8;
-                    }
-                    _ => return None,
-                }
-            }
-            if next != 6 && l4.is_none() && next != 44 {
-                return None;
-            }
-            (true, label, ip[8..40].to_vec(), l4)
-        }
-        _ => return None,
-    };
-    let ports = l4
-        .and_then(|l4| head.get(l4..l4 + 4))
-        .map(|p| u32::from_be_bytes([p[0], p[1], p[2], p[3]]));
-    Some((
-        Ident {
-            tags,
-            ipv6,
-            label,
-            addrs,
-        },
-        ports,
-    ))
 }
 
 impl Rec {
@@ -429,19 +423,6 @@ impl Rec {
     }
 }
 
-/// The flow of a frame GRO parsed as a TCP segment, by `flow_of`.
-fn key_of(bytes: &[u8]) -> Key {
-    let (id, ports) = flow_of(bytes).expect("a TCP segment tells its flow");
-    Key {
-        macs: bytes[..12].try_into().unwrap(),
-        tags: id.tags,
-        ipv6: id.ipv6,
-        label: id.label,
-        addrs: id.addrs,
-        ports: ports.expect("a TCP segment has its ports"),
-    }
-}
-
 /// The TCP checksum of a frame parsed as `t`, the slow way: true if it verifies.
 fn tcp_sum_ok(bytes: &[u8], t: Tcp) -> bool {
     let f = Fields::new(bytes, t);
@@ -449,149 +430,44 @@ fn tcp_sum_ok(bytes: &[u8], t: Tcp) -> bool {
     csum::add(f.pseudo_sum(tcp.len() as u32), csum::sum(tcp)) == 0xffff
 }
 
-fn hint(b: u8) -> CsumHint {
-    match b & 3 {
-        0 => CsumHint::Unknown,
-        1 => CsumHint::Good,
-        2 => CsumHint::Bad,
-        _ => CsumHint::DataGood,
-    }
+/// An execution's operations, done: what GRO was given and gave back.
+pub struct Fed<B> {
+    pub cfg: GroConfig,
+    /// GRO's outputs, in order.
+    pub out: Vec<B>,
+    /// GRO's counters.
+    pub stats: GroStats,
+    /// Frames the backend turned away before GRO.
+    pub refused: usize,
+    recs: Vec<Rec>,
+    /// Every flow seen (by `flow_of`), numbered in order of arrival.
+    keys: Vec<Key>,
+    key_ids: FxMap<Key, u32>,
 }
 
-fn make_buf(id: u64, frame: &[u8], l: &Layout) -> VecBuf {
-    let room = if l.room == 0 {
-        usize::MAX
-    } else {
-        l.room as usize
-    };
-    let mut segs = Vec::new();
-    let mut rest = frame;
-    let head = match l.head {
-        HeadSplit::Room => None,
-        HeadSplit::At(h) => Some(h as usize),
-        HeadSplit::Headers(d) => Tcp::parse(frame, frame.len(), false)
-            .ok()
-            .map(|t| (t.payload as isize + d as isize).max(1) as usize),
-    };
-    if let Some(h) = head {
-        let h = h.max(1).min(rest.len());
-        if h > 0 {
-            segs.push(rest[..h].to_vec());
-            rest = &rest[h..];
-        }
+impl<B> Fed<B> {
+    /// Frames GRO received.
+    pub fn inputs(&self) -> usize {
+        self.recs.len()
     }
-    segs.extend(rest.chunks(room).map(|c| c.to_vec()));
-    if segs.is_empty() {
-        segs.push(Vec::new());
+    /// The bytes of input `id`.
+    pub fn frame(&self, id: u32) -> &[u8] {
+        &self.recs[id as usize].bytes
     }
-    let hints = l
-        .hints
-        .map(|b| RxHints {
-            ip: hint(b),
-            l4: hint(b >> 2),
-        })
-        .unwrap_or_default();
-    VecBuf {
-        segs,
-        hints,
-        gso: None,
-        ids: vec![id],
-    }
-}
-
-/// One flow's stream state.
-struct FlowState {
-    seq: u32,
-    ack: u32,
-    ip_id: u16,
-    tsval: u32,
-    len: u16,
-}
-
-/// Builds the frame a `TcpFrame` describes and advances its flow's state.
-fn tcp_frame(op: &TcpFrame, flows: &mut HashMap<(u8, bool, u8, u16), FlowState>) -> Vec<u8> {
-    let idx = op.flow % 16;
-    let nv = op.vlans % 3;
-    let tags = if nv == 0 { 0 } else { op.tags };
-    let mut spec = FlowSpec::numbered(idx as u32, op.ipv6);
-    spec.vlans = match nv {
-        0 => vec![],
-        1 => vec![tags & 0x0fff],
-        _ => vec![tags & 0x0fff, (tags >> 4) ^ 0x5a5],
-    };
-    if let Some(tw) = op.ip {
-        spec.tos = tw.tos;
-        spec.ttl = tw.ttl;
-        spec.df = !tw.no_df;
-        spec.window = tw.window;
-        spec.timestamps = !tw.no_timestamps;
-        spec.flow_label = tw.flow_label as u32;
-    }
-    let st = flows
-        .entry((idx, op.ipv6, nv, tags))
-        .or_insert_with(|| FlowState {
-            // Flow 1 starts just before the sequence space wraps.
-            seq: (idx as u32).wrapping_mul(0x9e37_79b9) ^ if idx == 1 { 0xffff_f000 } else { 0 },
-            ack: 1,
-            ip_id: 100,
-            tsval: 1000,
-            len: 1448,
-        });
-    let seq = match op.seq {
-        SeqChoice::Next => st.seq,
-        SeqChoice::Back(d) => st.seq.wrapping_sub(d as u32),
-        SeqChoice::Ahead(d) => st.seq.wrapping_add(d as u32),
-        SeqChoice::Set(s) => s,
-    };
-    if let Some(a) = op.ack {
-        st.ack = a;
-    }
-    if let Some(t) = op.tsval {
-        st.tsval = t;
-    }
-    if let Some(n) = op.len {
-        st.len = n % (MAX_PAYLOAD + 1);
-    }
-    let ip_id = match op.ip_id {
-        IdChoice::Next => st.ip_id,
-        IdChoice::Same => st.ip_id.wrapping_sub(1),
-        IdChoice::Set(i) => i,
-    };
-    let s = Segment {
-        seq,
-        ack: st.ack,
-        flags: op.flags.bits(),
-        ip_id,
-        tsval: st.tsval,
-        tsecr: 500,
-        payload_len: st.len,
-    };
-    let payload: Vec<u8> = (0..st.len as u32)
-        .map(|k| pattern_byte(idx as u32, seq.wrapping_add(k) as u64))
-        .collect();
-    let mut f = spec.frame(&s, &payload);
-    st.seq = seq.wrapping_add(st.len as u32);
-    st.ip_id = ip_id.wrapping_add(1);
-    if let Some((at, x)) = op.corrupt {
-        let n = f.len();
-        f[at as usize % n] ^= x.max(1);
-    }
-    f
 }
 
 /// The GRO under test and what it was given and gave back.
-struct Harness {
-    cfg: GroConfig,
+struct Harness<'r, R: Rx> {
+    rx: &'r mut R,
     verify: bool,
-    gro: Gro<VecBuf>,
-    recs: Vec<Rec>,
-    out: Vec<VecBuf>,
-    flows: HashMap<(u8, bool, u8, u16), FlowState>,
+    gro: Gro<R::Buf>,
+    fed: Fed<R::Buf>,
+    flows: gen::Flows,
     now: u64,
     bytes: usize,
 }
 
-impl Harness {
+impl<R: Rx> Harness<'_, R> {
     /// Gives GRO one frame, laid out as `layout` says.
     fn feed(&mut self, frame: Vec<u8>, layout: &Layout) -> Result<(), String> {
         self.bytes += frame.len();
@@ -599,16 +475,23 @@ impl Harness {
             return Ok(());
         }
         let verify = self.verify;
-        let id = self.recs.len() as u64;
-        let buf = make_buf(id, &frame, layout);
-        let hints = buf.hints;
+        let id = self.fed.recs.len() as u32;
+        let hints = gen::hints(layout);
+        let (buf, head_len) = match self.rx.make(id, &frame, layout, hints)? {
+            Made::Buf { buf, head_len } => (buf, head_len),
+            Made::Refused => {
+                self.fed.refused += 1;
+                return Ok(());
+            }
+            Made::Skipped => return Ok(()),
+        };
         // GRO's view: the first buffer, its IP checksum rule.
-        let head = &buf.segs[0];
+        let head = &frame[..head_len];
         let gro_parses = !(verify && hints.ip == CsumHint::Bad);
         let tcp = if gro_parses {
             Tcp::parse(head, frame.len(), verify && hints.ip == CsumHint::Unknown)
                 .ok()
-                .map(|t| (t, key_of(&frame)))
+                .map(|t| (t, self.flow_id(&frame)))
         } else {
             None
         };
@@ -621,7 +504,7 @@ impl Harness {
             ),
             None => (false, false),
         };
-        self.recs.push(Rec {
+        self.fed.recs.push(Rec {
             bytes: frame,
             hints,
             tcp,
@@ -630,29 +513,42 @@ impl Harness {
             hint,
         });
         self.now += layout.dt as u64;
-        let out = &mut self.out;
+        let out = &mut self.fed.out;
         self.gro.receive(buf, self.now, &mut |b| out.push(b));
-        if self.gro.held() > self.cfg.flows {
+        if self.gro.held() > self.fed.cfg.flows {
             return Err(format!(
                 "{} packets held, table of {}",
                 self.gro.held(),
-                self.cfg.flows
+                self.fed.cfg.flows
             ));
         }
         Ok(())
+    }
+
+    /// The number of the flow of a frame GRO parsed as a TCP segment.
+    fn flow_id(&mut self, frame: &[u8]) -> u32 {
+        let (id, ports) = flow_of(frame).expect("a TCP segment tells its flow");
+        let key = Key::of(frame, id, ports.expect("a TCP segment has its ports"));
+        let f = &mut self.fed;
+        let next = f.keys.len() as u32;
+        let k = *f.key_ids.entry(key).or_insert(next);
+        if k == next {
+            f.keys.push(key);
+        }
+        k
     }
 
     fn tcp(&mut self, t: &TcpFrame) -> Result<(), String> {
         if self.bytes > MAX_BYTES {
             return Ok(());
         }
-        let f = tcp_frame(t, &mut self.flows);
+        let f = gen::tcp_frame(t, &mut self.flows);
         self.feed(f, &t.layout)
     }
 
     fn flush_all(&mut self) -> Result<(), String> {
         self.gro.tick(self.now);
-        let out = &mut self.out;
+        let out = &mut self.fed.out;
         self.gro.flush_all(&mut |b| out.push(b));
         if self.gro.held() != 0 {
             return Err(format!("{} packets held after flush_all", self.gro.held()));
@@ -666,16 +562,7 @@ impl Harness {
             Op::Raw(r) => self.feed(r.bytes.clone(), &r.layout)?,
             Op::Stream { n, first } => {
                 self.tcp(first)?;
-                let next = TcpFrame {
-                    seq: SeqChoice::Next,
-                    ack: None,
-                    flags: FlagChoice::Ack,
-                    ip_id: IdChoice::Next,
-                    tsval: None,
-                    len: None,
-                    corrupt: None,
-                    ..first.clone()
-                };
+                let next = gen::next_of(first);
                 for _ in 0..n % 64 {
                     self.tcp(&next)?;
                 }
@@ -684,7 +571,7 @@ impl Harness {
             Op::FlushOlder { age } => {
                 let deadline = self.now.saturating_sub(*age as u64);
                 self.gro.tick(self.now);
-                let out = &mut self.out;
+                let out = &mut self.fed.out;
                 self.gro.flush_older(deadline, &mut |b| out.push(b));
                 if let Some(s) = self.gro.oldest_since() {
                     if s <= deadline {
@@ -699,17 +586,25 @@ impl Harness {
     }
 }
 
-/// Runs the operations through a `Gro<VecBuf>` and checks every invariant.
-pub fn check(input: &Input) -> Result<Summary, String> {
+/// Runs the operations through a `Gro` on `rx`'s buffers, then flushes
+/// everything: GRO's outputs, for `check_outputs`.
+pub fn feed<R: Rx>(input: &Input, rx: &mut R) -> Result<Fed<R::Buf>, String> {
     let cfg = input.cfg;
     cfg.validate()?;
     let mut h = Harness {
-        cfg,
+        rx,
         verify: cfg.csum == CsumMode::Verify,
-        gro: Gro::new(cfg),
-        recs: Vec::new(),
-        out: Vec::new(),
-        flows: HashMap::new(),
+        gro: Gro::with_hash_key(cfg, HASH_KEY),
+        fed: Fed {
+            cfg,
+            out: Vec::new(),
+            stats: GroStats::default(),
+            refused: 0,
+            recs: Vec::new(),
+            keys: Vec::new(),
+            key_ids: FxMap::default(),
+        },
+        flows: gen::Flows::default(),
         now: 0,
         bytes: 0,
     };
@@ -720,16 +615,69 @@ pub fn check(input: &Input) -> Result<Summary, String> {
         h.run(op)?;
     }
     h.flush_all()?;
-    let Harness { gro, recs, out, .. } = h;
+    h.fed.stats = *h.gro.stats();
+    Ok(h.fed)
+}
+
+/// A flow's input payload bytes, in arrival order, read off as outputs
+/// bring theirs: the inputs (with payload) and a position in them.
+#[derive(Default)]
+struct Stream {
+    recs: Vec<u32>,
+    at: usize,
+    off: usize,
+    /// Bytes read off so far.
+    read: usize,
+}
+
+impl Stream {
+    /// Reads `out` off the stream: Err(the stream offset where they differ).
+    fn take(&mut self, recs: &[Rec], mut out: &[u8]) -> Result<(), usize> {
+        while !out.is_empty() {
+            let Some(&i) = self.recs.get(self.at) else {
+                return Err(self.read);
+            };
+            let whole = recs[i as usize].payload();
+            let p = &whole[self.off..];
+            let n = p.len().min(out.len());
+            if p[..n] != out[..n] {
+                let d = p.iter().zip(out).position(|(a, b)| a != b).unwrap_or(0);
+                return Err(self.read + d);
+            }
+            self.off += n;
+            self.read += n;
+            out = &out[n..];
+            if self.off == whole.len() {
+                self.at += 1;
+                self.off = 0;
+            }
+        }
+        Ok(())
+    }
+
+    /// Input payload bytes not read off.
+    fn left(&self, recs: &[Rec]) -> usize {
+        self.recs[self.at.min(self.recs.len())..]
+            .iter()
+            .map(|&i| recs[i as usize].payload().len())
+            .sum::<usize>()
+            - self.off
+    }
+}
+
+/// Checks GRO's outputs (`outs`, in order: `fed.out` or views of them)
+/// against what it was given.
+pub fn check_outputs<B, O: Output>(fed: &Fed<B>, outs: &[O]) -> Result<Summary, String> {
+    let (cfg, recs, keys) = (&fed.cfg, &fed.recs, &fed.keys);
 
     // Conservation.
     let n = recs.len();
     let mut seen = vec![0u32; n];
-    for o in &out {
-        if o.ids.is_empty() {
+    for o in outs {
+        if o.ids().is_empty() {
             return Err("an output made of no input".into());
         }
-        for &id in &o.ids {
+        for &id in o.ids() {
             let i = id as usize;
             if i >= n {
                 return Err(format!("an output holds unknown id {id}"));
@@ -740,76 +688,104 @@ pub fn check(input: &Input) -> Result<Summary, String> {
     if let Some(i) = seen.iter().position(|&c| c != 1) {
         return Err(format!("input {i} came out {} times", seen[i]));
     }
-    let st = gro.stats();
-    if st.packets_out != out.len() as u64 {
+    let st = &fed.stats;
+    if st.packets_out != outs.len() as u64 {
         return Err(format!(
             "packets_out {} but {} outputs",
             st.packets_out,
-            out.len()
+            outs.len()
         ));
     }
     if st.segments_in != n as u64 {
         return Err(format!("segments_in {} but {} inputs", st.segments_in, n));
     }
 
-    // Each output.
-    let mut merged = 0;
-    let mut got: HashMap<Key, Vec<u8>> = HashMap::new();
-    for (oi, o) in out.iter().enumerate() {
-        let ob = o.bytes();
-        let first = &recs[o.ids[0] as usize];
-        if o.ids.len() == 1 {
-            if ob != first.bytes {
-                return Err(format!(
-                    "output {oi} (input {}) alone but changed",
-                    o.ids[0]
-                ));
+    // Each output; per flow, payload bytes in arrival order.
+    let mut streams: Vec<Stream> = (0..keys.len()).map(|_| Stream::default()).collect();
+    for (i, r) in recs.iter().enumerate() {
+        if let Some((_, k)) = r.tcp {
+            if !r.payload().is_empty() {
+                streams[k as usize].recs.push(i as u32);
             }
-            if let Some(g) = o.gso {
+        }
+    }
+    let mut merged = 0;
+    for (oi, o) in outs.iter().enumerate() {
+        let ids = o.ids();
+        let first = &recs[ids[0] as usize];
+        let ob: Vec<u8>;
+        let (flow, payload) = if ids.len() == 1 {
+            if !o.eq_bytes(&first.bytes) {
+                return Err(format!("output {oi} (input {}) alone but changed", ids[0]));
+            }
+            if let Some(g) = o.gso() {
                 if g.segs != 1 {
                     return Err(format!("output {oi}: one input but gso.segs {}", g.segs));
                 }
             }
-            if let Some((_, k)) = &first.tcp {
-                got.entry(k.clone())
-                    .or_default()
-                    .extend_from_slice(first.payload());
-            }
-            continue;
+            let Some((_, k)) = first.tcp else { continue };
+            (k, first.payload())
+        } else {
+            merged += 1;
+            ob = o.bytes();
+            check_merged(cfg, oi, o, &ob, recs)?;
+            let (_, k) = first.tcp.unwrap();
+            let ot = Tcp::parse(&ob, ob.len(), false).unwrap();
+            (k, &ob[ot.payload as usize..])
+        };
+        let s = &mut streams[flow as usize];
+        if let Err(at) = s.take(recs, payload) {
+            let total: usize = s
+                .recs
+                .iter()
+                .map(|&i| recs[i as usize].payload().len())
+                .sum();
+            return Err(format!(
+                "flow {:?}: output {oi} brings payload that differs from the input's at \
+                 stream byte {at} ({total} bytes in)",
+                keys[flow as usize]
+            ));
         }
-        merged += 1;
-        check_merged(&cfg, oi, o, &ob, &recs)?;
-        let (_, k) = first.tcp.as_ref().unwrap();
-        let ot = Tcp::parse(&ob, ob.len(), false).unwrap();
-        got.entry(k.clone())
-            .or_default()
-            .extend_from_slice(&ob[ot.payload as usize..]);
+    }
+    for (k, s) in streams.iter().enumerate() {
+        let left = s.left(recs);
+        if left > 0 {
+            return Err(format!(
+                "flow {:?}: {} payload bytes out, {} in",
+                keys[k],
+                s.read,
+                s.read + left
+            ));
+        }
     }
 
     // A frame GRO turned away comes out after every earlier segment of the
-    // flow it tells (matched by IP identity and ports, any MACs).
+    // flow it tells: its whole key when it has ports, else (a fragment past
+    // the first) any flow of its IP identity, whatever the MACs.
     let mut out_pos = vec![0usize; n];
-    for (oi, o) in out.iter().enumerate() {
-        for &id in &o.ids {
+    for (oi, o) in outs.iter().enumerate() {
+        for &id in o.ids() {
             out_pos[id as usize] = oi;
         }
     }
-    let mut last_full: HashMap<(Ident, u32), usize> = HashMap::new();
-    let mut last_any: HashMap<Ident, usize> = HashMap::new();
+    let mut last_full: Vec<Option<usize>> = vec![None; keys.len()];
+    let mut last_any: FxMap<Ident, usize> = FxMap::default();
     for (i, r) in recs.iter().enumerate() {
-        if let Some((_, k)) = &r.tcp {
-            let id = k.ident();
+        if let Some((_, k)) = r.tcp {
             let p = out_pos[i];
-            let e = last_full.entry((id.clone(), k.ports)).or_insert(p);
-            *e = (*e).max(p);
-            let e = last_any.entry(id).or_insert(p);
+            let e = &mut last_full[k as usize];
+            *e = Some(e.map_or(p, |e| e.max(p)));
+            let e = last_any.entry(keys[k as usize].ident).or_insert(p);
             *e = (*e).max(p);
         } else if let Some((h, ports)) = &r.hint {
             let m = match ports {
-                Some(p) => last_full.get(&(h.clone(), *p)),
-                None => last_any.get(h),
+                Some(p) => fed
+                    .key_ids
+                    .get(&Key::of(&r.bytes, *h, *p))
+                    .and_then(|&k| last_full[k as usize]),
+                None => last_any.get(h).copied(),
             };
-            if let Some(&m) = m {
+            if let Some(m) = m {
                 if m >= out_pos[i] {
                     return Err(format!(
                         "input {i}, turned away, came out (output {}) before output {m}, \
@@ -820,56 +796,32 @@ pub fn check(input: &Input) -> Result<Summary, String> {
             }
         }
     }
-
-    // Per flow, bytes in arrival order.
-    let mut expect: HashMap<Key, Vec<u8>> = HashMap::new();
-    for r in &recs {
-        if let Some((_, k)) = &r.tcp {
-            expect
-                .entry(k.clone())
-                .or_default()
-                .extend_from_slice(r.payload());
-        }
-    }
-    for (k, e) in &expect {
-        let g = got.get(k).map(|v| v.as_slice()).unwrap_or(&[]);
-        if g != e.as_slice() {
-            let at = g.iter().zip(e).position(|(a, b)| a != b);
-            return Err(format!(
-                "flow {k:?}: {} payload bytes out, {} in; first difference at {at:?}",
-                g.len(),
-                e.len()
-            ));
-        }
-    }
-    if let Some(k) = got.keys().find(|k| !expect.contains_key(*k)) {
-        return Err(format!("payload out for flow {k:?} that never came in"));
-    }
     Ok(Summary {
         inputs: n,
-        outputs: out.len(),
+        outputs: outs.len(),
         merged,
-        stats: *gro.stats(),
+        stats: fed.stats,
     })
 }
 
 /// The invariants of an output made of several inputs.
-fn check_merged(
+fn check_merged<O: Output>(
     cfg: &GroConfig,
     oi: usize,
-    o: &VecBuf,
+    o: &O,
     ob: &[u8],
     recs: &[Rec],
 ) -> Result<(), String> {
     let verify = cfg.csum == CsumMode::Verify;
-    let e = |m: String| Err(format!("merged output {oi} (inputs {:?}): {m}", o.ids));
-    let parts: Vec<&Rec> = o.ids.iter().map(|&i| &recs[i as usize]).collect();
+    let ids = o.ids();
+    let e = |m: String| Err(format!("merged output {oi} (inputs {ids:?}): {m}"));
+    let parts: Vec<&Rec> = ids.iter().map(|&i| &recs[i as usize]).collect();
     let first = parts[0];
     let Some((t0, k0)) = &first.tcp else {
         return e("holds a frame GRO does not parse as TCP".into());
     };
     for (j, p) in parts.iter().enumerate() {
-        let id = o.ids[j];
+        let id = ids[j];
         let Some((_, k)) = &p.tcp else {
             return e(format!("input {id} does not parse as TCP"));
         };
@@ -911,15 +863,18 @@ fn check_merged(
         return e(format!("header layout {t:?}, first input's {t0:?}"));
     }
     // Payload: the inputs', in order.
-    let want: Vec<u8> = parts
-        .iter()
-        .flat_map(|p| p.payload().iter().copied())
-        .collect();
-    if ob[t.payload as usize..] != want[..] {
+    let want = parts.iter().map(|p| p.payload().len()).sum::<usize>();
+    let mut at = t.payload as usize;
+    let same = ob.len() - at == want
+        && parts.iter().all(|p| {
+            let n = p.payload().len();
+            at += n;
+            ob[at - n..at] == *p.payload()
+        });
+    if !same {
         return e(format!(
-            "payload of {} bytes is not its inputs' {} bytes in order",
+            "payload of {} bytes is not its inputs' {want} bytes in order",
             ob.len() - t.payload as usize,
-            want.len()
         ));
     }
     // Headers: the first's but for lengths, checksums, PSH/FIN.
@@ -949,12 +904,12 @@ fn check_merged(
         ));
     }
     // Limits.
-    let header_only_head = o.segs[0].len() <= t.payload as usize;
+    let header_only_head = o.head_len() <= t.payload as usize;
     let frag_limit = cfg.max_frags as usize + (header_only_head && allowed("head-buffer")) as usize;
-    if o.segs.len() > frag_limit {
+    if o.nsegs() > frag_limit {
         return e(format!(
             "{} buffers, max_frags {}{}",
-            o.segs.len(),
+            o.nsegs(),
             cfg.max_frags,
             if header_only_head {
                 " (its first buffer holds headers only)"
@@ -1000,7 +955,7 @@ fn check_merged(
             }
         }
     }
-    match o.gso {
+    match o.gso() {
         Some(g) if g.segs as usize == parts.len() && g.mss as usize == first.payload().len() => {}
         g => {
             return e(format!(
