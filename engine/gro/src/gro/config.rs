@@ -38,7 +38,14 @@ pub struct GroConfig {
     pub csum: CsumMode,
     /// What a merged packet's TCP checksum field holds.
     pub out_csum: OutCsum,
+    /// Segments per flow that may wait ahead of a sequence gap for it to
+    /// fill (0: off; at most `MAX_REORDER`). How long they may wait is the
+    /// caller's: `Gro::expire_reorder`.
+    pub reorder: u16,
 }
+
+/// The most segments a flow may hold ahead of a gap (`GroConfig::reorder`).
+pub const MAX_REORDER: u16 = 16;
 
 impl Default for GroConfig {
     fn default() -> Self {
@@ -49,6 +56,7 @@ impl Default for GroConfig {
             flow_cache: 1024,
             csum: CsumMode::Verify,
             out_csum: OutCsum::Full,
+            reorder: 0,
         }
     }
 }
@@ -72,6 +80,12 @@ impl GroConfig {
             return Err(format!(
                 "--gro-flows {} is out of range: give 1..=16384",
                 self.flows
+            ));
+        }
+        if self.reorder > MAX_REORDER {
+            return Err(format!(
+                "--gro-reorder {} is out of range: give 0..={MAX_REORDER} (0 turns it off)",
+                self.reorder
             ));
         }
         if self.flow_cache > 16384 {

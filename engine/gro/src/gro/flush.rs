@@ -18,6 +18,9 @@ impl<B: GroBuf> Gro<B> {
         let related = !matches!(why, Pass::Frame(NotTcp::NotIp | NotTcp::NotTcp));
         if related && !self.table.is_empty() {
             self.flush_flow_of(&pkt, out);
+            if self.pending != 0 {
+                self.before_it(&pkt, out);
+            }
         }
         self.pass(why, pkt, out)
     }
@@ -67,6 +70,19 @@ impl<B: GroBuf> Gro<B> {
         }
     }
 
+    /// The flows `pkt` let out had segments waiting ahead of a gap: they
+    /// arrived before it, so they leave before it too (taken again, never to
+    /// wait, and flushed), in sequence order.
+    #[cold]
+    fn before_it(&mut self, pkt: &B, out: &mut impl FnMut(B)) {
+        let was = std::mem::replace(&mut self.giving_up, true);
+        while self.pending != 0 {
+            self.settle(out);
+            self.flush_flow_of(pkt, out);
+        }
+        self.giving_up = was;
+    }
+
     #[inline(always)]
     pub(super) fn pass(&mut self, why: Pass, pkt: B, out: &mut impl FnMut(B)) {
         self.stats.pass[why.index()] += 1;
@@ -112,6 +128,11 @@ impl<B: GroBuf> Gro<B> {
     pub(super) fn flush_slot(&mut self, s: u16, why: Flush, out: &mut impl FnMut(B)) {
         self.stats.flush[why as usize] += 1;
         self.stats.packets_out += 1;
+        if self.ahead_flows != 0 {
+            // What waited for a gap in this flow goes through GRO again
+            // once the caller is done (`settle`).
+            self.let_go(s);
+        }
         let h = self.table.remove(s);
         self.stats.max_segments = self.stats.max_segments.max(h.segs as u64);
         if let Some(g) = self.hist.as_deref_mut() {
@@ -137,20 +158,53 @@ impl<B: GroBuf> Gro<B> {
         }
     }
 
-    /// Flushes everything held (end of a poll), oldest first.
+    /// Flushes everything held, oldest first, segments waiting ahead of a
+    /// gap included (the end of a run; with the reorder window off, the end
+    /// of a poll too).
     pub fn flush_all(&mut self, out: &mut impl FnMut(B)) {
-        while let Some(s) = self.table.oldest() {
-            self.flush_slot(s, Flush::EndOfPoll, out);
+        let was = std::mem::replace(&mut self.giving_up, true);
+        loop {
+            while let Some(s) = self.table.oldest() {
+                self.flush_slot(s, Flush::EndOfPoll, out);
+            }
+            if self.pending == 0 {
+                break;
+            }
+            // What waited goes through again, in sequence order: it may
+            // hold packets of its own, which the next round lets out.
+            self.settle(out);
+        }
+        self.giving_up = was;
+    }
+
+    /// The end of a poll: flushes everything held, oldest first, but the
+    /// flows whose segments wait ahead of a gap (the reorder window; their
+    /// wait is bounded by `expire_reorder`). Without the window, `flush_all`.
+    pub fn end_of_poll(&mut self, out: &mut impl FnMut(B)) {
+        if self.ahead_flows == 0 {
+            return self.flush_all(out);
+        }
+        let mut at = self.table.next_live(None);
+        while let Some(s) = at {
+            at = self.table.next_live(Some(s));
+            if !self.has_waiting(s) {
+                self.flush_slot(s, Flush::EndOfPoll, out);
+            }
         }
     }
 
-    /// Flushes what has been held since before `deadline` (TSC), oldest first.
+    /// Flushes what has been held since before `deadline` (TSC), oldest
+    /// first, but the flows waiting for a gap (as `end_of_poll`).
     pub fn flush_older(&mut self, deadline: u64, out: &mut impl FnMut(B)) {
-        while let Some(s) = self.table.oldest() {
+        let mut at = self.table.next_live(None);
+        while let Some(s) = at {
             if self.table.get(s).since > deadline {
                 break;
             }
-            self.flush_slot(s, Flush::Age, out);
+            at = self.table.next_live(Some(s));
+            if !self.has_waiting(s) {
+                self.flush_slot(s, Flush::Age, out);
+            }
         }
     }
 }

@@ -58,6 +58,15 @@ pub(super) struct Held<B> {
     /// The head's seq, urgent pointer and flags: with `hconst`, the merged
     /// header's sum without reading it again.
     pub(super) head_seq: u32,
+    /// Every packet of the flow this entry held started where the one
+    /// before it ended: what the flow sent before the held data was all
+    /// delivered, as far as GRO saw (the reorder window's test for a
+    /// retransmission of delivered data).
+    pub(super) gapless: bool,
+    /// The furthest any packet of the flow this entry held ended (mod
+    /// 2^32, as far as the ghost remembers): with the held packet behind
+    /// it, no gap ahead of it is worth waiting for.
+    pub(super) high: u32,
     pub(super) head_urg: u16,
     pub(super) head_flags: u8,
     pub(super) df: bool,
@@ -84,6 +93,16 @@ const _: () = {
     assert!(std::mem::size_of::<H>() == 384);
 };
 
+/// The later of two sequence numbers (modulo 2^32, within 2^31).
+#[inline(always)]
+pub(super) fn later(a: u32, b: u32) -> u32 {
+    if b.wrapping_sub(a) < 1 << 31 {
+        b
+    } else {
+        a
+    }
+}
+
 impl<B> Default for Held<B> {
     fn default() -> Self {
         Held {
@@ -108,6 +127,8 @@ impl<B> Default for Held<B> {
             pbase: 0,
             hconst: 0,
             head_seq: 0,
+            gapless: false,
+            high: 0,
             head_urg: 0,
             head_flags: 0,
             ip_base: 0,

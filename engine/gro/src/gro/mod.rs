@@ -22,6 +22,7 @@
 //!
 //! Here: `Gro`, `receive` and the full path (`receive_slow`, `merge`). The
 //! rest, by concern: `config` (settings), `held` (a flow's held packet),
+//! `reorder` (the window that lets segments ahead of a gap wait for it),
 //! `rules` (the full path's decision), `template` (the fast path's compare
 //! and its masks), `fast` (the fast path), `sums` (checksum state and the
 //! merged headers), `flush` (what leaves and when), `key` and `table` (flow
@@ -36,16 +37,18 @@ mod config;
 mod fast;
 mod flush;
 mod held;
+mod reorder;
 mod rules;
 mod sums;
 mod template;
 
 pub use buf::{CsumHint, GroBuf, GsoInfo, RxHints, VecBuf};
-pub use config::{CsumMode, GroConfig, OutCsum};
-pub use stats::{Flush, GroReport, GroStats, Pass};
+pub use config::{CsumMode, GroConfig, OutCsum, MAX_REORDER};
+pub use stats::{Flush, GroReport, GroStats, Pass, ReorderReport};
 
 use fast::*;
 use held::*;
+use reorder::*;
 use rules::*;
 use sums::*;
 use template::*;
@@ -74,6 +77,19 @@ pub struct Gro<B> {
     hist: Option<Box<GroHist>>,
     /// The secret the flow hashes are keyed with.
     hash_key: HashKey,
+    /// The reorder window's segments (None with it off).
+    reorder: Option<Box<Reorder<B>>>,
+    /// Flows with segments waiting ahead of a gap, and segments let go and
+    /// not yet taken again: with both 0, a receive has nothing more to do.
+    ahead_flows: u32,
+    pending: u32,
+    /// The segment being taken may not wait ahead of a gap (its wait was
+    /// given up).
+    no_wait: bool,
+    /// Flushes let their flows' waiting segments go for good.
+    giving_up: bool,
+    /// The segment being taken comes from the reorder window, not the wire.
+    from_window: bool,
     /// Tests turn the fast path off to hold it to the full path's decisions.
     #[cfg(test)]
     full_path_only: bool,
@@ -123,6 +139,18 @@ impl<B: GroBuf> Gro<B> {
             last: None,
             now: 0,
             hist: None,
+            reorder: (cfg.reorder > 0).then(|| {
+                Box::new(Reorder::new(
+                    cfg.table_entries(),
+                    cfg.reorder as usize,
+                    cfg.flows,
+                ))
+            }),
+            ahead_flows: 0,
+            pending: 0,
+            no_wait: false,
+            giving_up: false,
+            from_window: false,
             #[cfg(test)]
             full_path_only: false,
         }
@@ -175,6 +203,14 @@ impl<B: GroBuf> Gro<B> {
     /// in order.
     #[inline]
     pub fn receive(&mut self, pkt: B, now: u64, out: &mut impl FnMut(B)) {
+        self.receive_one(pkt, now, out);
+        if self.reorder_busy() {
+            self.settle(out);
+        }
+    }
+
+    #[inline(always)]
+    fn receive_one(&mut self, pkt: B, now: u64, out: &mut impl FnMut(B)) {
         self.stats.segments_in += 1;
         self.now = now;
         if !crate::wire::may_be_ip(pkt.head()) {
@@ -276,12 +312,38 @@ impl<B: GroBuf> Gro<B> {
                 // pointer and PSH/FIN: its sum follows from the head's.
                 let Some(psum) = csum.payload_sum(&pkt, h.pbase, seg.var_sum(h.hconst), seg.csum)
                 else {
+                    if self.waiting_go_first(s, Flush::BadChecksum) {
+                        // What waited arrived first: it leaves first.
+                        self.give_up(s, Flush::BadChecksum, out);
+                        return self.receive_slow(pkt, now, verify, hints, None, out);
+                    }
                     self.flush_slot(s, Flush::BadChecksum, out);
                     return self.pass(Pass::BadTcpChecksum, pkt, out);
                 };
                 return self.merge(s, pkt, &seg, psum, out);
             }
+            let mut go_first = true;
+            if self.reorder.is_some() {
+                match self.window(s, &seg, f.ipv6_ext()) {
+                    Window::Wait => return self.wait_ahead(s, pkt, seg.seq, now),
+                    Window::Retransmission => return self.pass(Pass::Retransmission, pkt, out),
+                    Window::Full => {
+                        // The held packet and what waited leave first, in
+                        // sequence order; then this one is taken afresh.
+                        self.give_up(s, Flush::ReorderFull, out);
+                        return self.receive_slow(pkt, now, verify, hints, None, out);
+                    }
+                    Window::Continues => go_first = false,
+                    Window::No => {}
+                }
+            }
             let why = self.why_not(self.table.get(s), &seg, f.options(), f.ipv6_ext());
+            // What waited arrived before this one: it leaves first, in
+            // sequence order, then this one is taken afresh.
+            if go_first && self.waiting_go_first(s, why) {
+                self.give_up(s, why, out);
+                return self.receive_slow(pkt, now, verify, hints, None, out);
+            }
             self.flush_slot(s, why, out);
         }
         // Not merged: hold it as the start of a new packet, unless it cannot
@@ -328,6 +390,12 @@ impl<B: GroBuf> Gro<B> {
                 h.key = key;
                 (s, h)
             }
+        };
+        // A flow's own ghost still holds where its last packet ended.
+        h.gapless = found.is_none() || (h.gapless && h.next_seq == seg.seq);
+        h.high = match found {
+            Some(_) => later(h.high, h.next_seq),
+            None => seg.seq,
         };
         h.next_seq = seg.seq.wrapping_add(seg.payload);
         h.ack = seg.ack;

@@ -46,11 +46,18 @@ pub enum Flush {
     /// checksum, malformed TCP, padding) passes through: the flow's held data
     /// leaves first, so the flow keeps its order.
     Unmergeable,
+    /// Segments waited ahead of a sequence gap longer than the reorder
+    /// window's time (`--gro-reorder-us`): the held packet left, then they
+    /// did, in sequence order.
+    ReorderTimeout,
+    /// One more segment came ahead of a gap than the reorder window holds
+    /// (`--gro-reorder`): as `ReorderTimeout`.
+    ReorderFull,
 }
 
 impl Flush {
     /// How many reasons there are (the length of `GroStats::flush`).
-    pub const N: usize = 18;
+    pub const N: usize = 20;
     /// Every reason, in index order.
     pub const ALL: [Flush; Flush::N] = [
         Flush::Psh,
@@ -71,6 +78,8 @@ impl Flush {
         Flush::TableFull,
         Flush::EndOfPoll,
         Flush::Unmergeable,
+        Flush::ReorderTimeout,
+        Flush::ReorderFull,
     ];
     /// The reason's name in the report's `flush_reasons`.
     pub fn name(self) -> &'static str {
@@ -93,6 +102,8 @@ impl Flush {
             Flush::TableFull => "table_full",
             Flush::EndOfPoll => "end_of_poll",
             Flush::Unmergeable => "unmergeable_same_flow",
+            Flush::ReorderTimeout => "reorder_timeout",
+            Flush::ReorderFull => "reorder_full",
         }
     }
 }
@@ -111,11 +122,15 @@ pub enum Pass {
     /// A new flow the table could not index within `MAX_PROBE` of its
     /// hash's home (flows made to collide).
     ProbeLimit,
+    /// With the reorder window on: a segment wholly before its flow's held
+    /// data (a retransmission of what was delivered), passed at once without
+    /// letting the held data out.
+    Retransmission,
 }
 
 impl Pass {
     /// How many reasons there are (the length of `GroStats::pass`).
-    pub const N: usize = NotTcp::ALL.len() + 4;
+    pub const N: usize = NotTcp::ALL.len() + 5;
     /// The reason's index in `GroStats::pass`.
     pub fn index(self) -> usize {
         match self {
@@ -124,6 +139,7 @@ impl Pass {
             Pass::NoPayload => NotTcp::ALL.len() + 1,
             Pass::Flags => NotTcp::ALL.len() + 2,
             Pass::ProbeLimit => NotTcp::ALL.len() + 3,
+            Pass::Retransmission => NotTcp::ALL.len() + 4,
         }
     }
     /// Every reason, in index order.
@@ -133,6 +149,7 @@ impl Pass {
             Pass::NoPayload,
             Pass::Flags,
             Pass::ProbeLimit,
+            Pass::Retransmission,
         ])
     }
     /// The reason's name in the report's `passthrough`.
@@ -143,6 +160,7 @@ impl Pass {
             Pass::NoPayload => "tcp_no_payload",
             Pass::Flags => "tcp_unmergeable_flags",
             Pass::ProbeLimit => "probe_limit",
+            Pass::Retransmission => "tcp_retransmission",
         }
     }
 }
@@ -164,6 +182,10 @@ pub struct GroStats {
     pub heads_cached: u64,
     /// Largest number of segments in one output packet.
     pub max_segments: u64,
+    /// Segments that waited ahead of a sequence gap (the reorder window).
+    pub reorder_held: u64,
+    /// Of those, segments merged in sequence once their gap filled.
+    pub reorder_filled: u64,
     /// Held packets let out, by reason (indexed by `Flush as usize`).
     pub flush: [u64; Flush::N],
     /// Packets passed through without being held, by reason (indexed by `Pass::index`).
@@ -179,10 +201,21 @@ impl Default for GroStats {
             heads_built: 0,
             heads_cached: 0,
             max_segments: 0,
+            reorder_held: 0,
+            reorder_filled: 0,
             flush: [0; Flush::N],
             pass: [0; Pass::N],
         }
     }
+}
+
+/// What the reorder window did.
+#[derive(Debug, Clone, Copy, Serialize, Default, PartialEq, Eq)]
+pub struct ReorderReport {
+    /// Segments that waited ahead of a sequence gap.
+    pub held: u64,
+    /// Of those, segments merged in sequence once their gap filled.
+    pub filled: u64,
 }
 
 /// The report form (names instead of indices).
@@ -202,6 +235,9 @@ pub struct GroReport {
     pub avg_segments_per_packet: f64,
     /// Most segments in one packet out.
     pub max_segments_per_packet: u64,
+    /// The reorder window (`--gro-reorder`): segments that waited ahead of a
+    /// gap, and those merged once it filled (timeouts are flush reasons).
+    pub reorder: ReorderReport,
     /// Held packets let out, by reason (every reason, zeros included).
     pub flush_reasons: std::collections::BTreeMap<String, u64>,
     /// Packets passed through without being held, by reason (zeros included).
@@ -222,6 +258,8 @@ impl GroStats {
         self.heads_built = self.heads_built.saturating_add(o.heads_built);
         self.heads_cached = self.heads_cached.saturating_add(o.heads_cached);
         self.max_segments = self.max_segments.max(o.max_segments);
+        self.reorder_held = self.reorder_held.saturating_add(o.reorder_held);
+        self.reorder_filled = self.reorder_filled.saturating_add(o.reorder_filled);
         for (x, y) in self.flush.iter_mut().zip(o.flush) {
             *x = x.saturating_add(y);
         }
@@ -244,6 +282,10 @@ impl GroStats {
                 0.0
             },
             max_segments_per_packet: self.max_segments,
+            reorder: ReorderReport {
+                held: self.reorder_held,
+                filled: self.reorder_filled,
+            },
             flush_reasons: Flush::ALL
                 .iter()
                 .map(|f| (f.name().to_string(), self.flush[*f as usize]))

@@ -1,0 +1,319 @@
+//! The reorder window (`GroConfig::reorder`): a segment that arrives ahead
+//! of a gap in its held flow waits, instead of flushing the flow, for the
+//! gap to fill; the filler merges, then the waiting segments merge after it
+//! in sequence order, each under every rule of the full path. Linux and
+//! VPP flush at every gap; DPDK's rte_gro merges out of order segments but
+//! breaks the segment and IP ID limits. Here nothing merges across a gap
+//! that does not fill: when the wait is over (`expire_reorder`), the
+//! window is full, or the flow leaves for any other reason, the held packet
+//! leaves and the waiting segments go through GRO again, in sequence order
+//! (they merge among themselves where they are contiguous).
+//!
+//! A data segment of the flow waits when it starts at most `reorder`
+//! segments of the flow's size past the gap, whether or not it could merge
+//! with the held packet (one with other timestamps starts the next packet
+//! once the gap fills, in sequence order). A segment wholly before the held data (a retransmission of
+//! what was delivered) passes at once and leaves the held data be.
+//!
+//! Waiting segments live beside the table, `reorder` places per entry, in
+//! sequence order; segments let go are queued (`pending`) and go through
+//! GRO again before the call that let them go returns. Everything is
+//! allocated when GRO is built; with the window off, none of it is, and the
+//! receive path pays one compare of two counters.
+
+use super::*;
+
+/// A segment waiting ahead of a gap.
+pub(super) struct Ahead<B> {
+    pub(super) seq: u32,
+    /// When it arrived (TSC): its wait is bounded from then.
+    pub(super) arrived: u64,
+    pub(super) pkt: B,
+}
+
+/// A segment let go, to go through GRO again.
+pub(super) struct Again<B> {
+    pub(super) pkt: B,
+    pub(super) arrived: u64,
+    /// Whether it may wait ahead of a gap again (not once its wait was
+    /// given up).
+    pub(super) may_wait: bool,
+}
+
+/// The waiting segments of every entry, and those let go.
+pub(super) struct Reorder<B> {
+    /// Places per entry (`GroConfig::reorder`).
+    per: usize,
+    /// Entry `s`'s waiting segments: `ahead[s * per..][..count[s]]`, in
+    /// sequence order.
+    ahead: Vec<Option<Ahead<B>>>,
+    count: Vec<u8>,
+    /// Segments let go; at most every place at once, so never grown.
+    pending: std::collections::VecDeque<Again<B>>,
+}
+
+impl<B> Reorder<B> {
+    pub(super) fn new(entries: usize, per: usize, flows: usize) -> Reorder<B> {
+        Reorder {
+            per,
+            ahead: (0..entries * per).map(|_| None).collect(),
+            count: vec![0; entries],
+            pending: std::collections::VecDeque::with_capacity(flows * per + per),
+        }
+    }
+
+    /// How many segments wait in entry `s`.
+    #[inline(always)]
+    pub(super) fn waiting(&self, s: u16) -> usize {
+        self.count[s as usize] as usize
+    }
+
+    fn places(&mut self, s: u16) -> &mut [Option<Ahead<B>>] {
+        let at = s as usize * self.per;
+        &mut self.ahead[at..at + self.per]
+    }
+}
+
+/// What the window does with a segment its held flow cannot merge.
+pub(super) enum Window {
+    /// It waits ahead of the gap.
+    Wait,
+    /// Wholly before the held data: it passes at once.
+    Retransmission,
+    /// Ahead of the gap, but the window is full: give the wait up.
+    Full,
+    /// The held packet came late (behind delivered data) and this one
+    /// starts where that data ends: the held packet leaves, this one starts
+    /// the next, and what waited follows it.
+    Continues,
+    /// Not the window's: the flow flushes as without it.
+    No,
+}
+
+impl<B: GroBuf> Gro<B> {
+    /// Whether the window has work: segments waiting or let go.
+    #[inline(always)]
+    pub(super) fn reorder_busy(&self) -> bool {
+        (self.ahead_flows | self.pending) != 0
+    }
+
+    /// What the window makes of `seg`, which the flow held in `s` could not
+    /// merge (`ext`: its IPv6 extension headers).
+    #[cold]
+    pub(super) fn window(&self, s: u16, seg: &Seg, ext: &[u8]) -> Window {
+        let Some(r) = self.reorder.as_deref() else {
+            return Window::No;
+        };
+        if self.no_wait || seg.payload == 0 {
+            return Window::No;
+        }
+        let h = self.table.get(s);
+        let end = seg.seq.wrapping_add(seg.payload);
+        // At or before the held packet's first byte (modulo 2^31), in a flow
+        // that has had no gap: delivered already. (Where a gap was, it may
+        // be the gap's data: as without the window, the held data leaves
+        // first.)
+        if h.gapless && h.head_seq.wrapping_sub(end) < 1 << 31 {
+            return Window::Retransmission;
+        }
+        // The gap starts where the held packet ends; or, for a packet that
+        // came late, behind data of its flow already delivered, where that
+        // data ends: a segment there continues the flow, and what waits
+        // beyond waits for it.
+        let behind = h.next_seq.wrapping_sub(h.high) >= 1 << 31;
+        let gap = if behind { h.high } else { h.next_seq };
+        let past = seg.seq.wrapping_sub(gap);
+        if behind && past == 0 {
+            return Window::Continues;
+        }
+        // Only segments of this flow wait (the same IPv6 extension headers:
+        // those with others pass in order). One that will not merge with
+        // the held packet (other options, ACK, flags) still waits: once the
+        // gap fills, it starts the next packet in sequence order. SYN, RST
+        // and URG do not: they leave at once, after the flow's data.
+        if past == 0 || past >= 1 << 31 || seg.flags & (SYN | RST | URG) != 0 || !h.same_ext(ext) {
+            return Window::No;
+        }
+        let n = r.waiting(s);
+        let places = &r.ahead[s as usize * r.per..][..n];
+        // Past what the window could bridge (`reorder` places, one of them
+        // at least the gap), a place short, or a second copy of a waiting
+        // segment: the wait is given up, what waited leaves before this one.
+        if past > r.per as u32 * h.mss
+            || n == r.per
+            || places.iter().flatten().any(|a| a.seq == seg.seq)
+        {
+            return if n == 0 { Window::No } else { Window::Full };
+        }
+        Window::Wait
+    }
+
+    /// Puts `pkt` (sequence number `seq`) in the window of the flow in
+    /// `s`, in sequence order (the caller checked there is a place).
+    #[cold]
+    pub(super) fn wait_ahead(&mut self, s: u16, pkt: B, seq: u32, arrived: u64) {
+        let next = self.table.get(s).next_seq;
+        let r = self.reorder.as_deref_mut().expect("the window is on");
+        let n = r.waiting(s);
+        let places = r.places(s);
+        let key = |a: &Option<Ahead<B>>| a.as_ref().map_or(0, |a| a.seq.wrapping_sub(next));
+        let at = places[..n].partition_point(|a| key(a) < seq.wrapping_sub(next));
+        places[at..=n].rotate_right(1);
+        places[at] = Some(Ahead { seq, arrived, pkt });
+        r.count[s as usize] += 1;
+        if n == 0 {
+            self.ahead_flows += 1;
+        }
+        self.stats.reorder_held += 1;
+    }
+
+    /// The first waiting segment of the flow in `s`, if it now starts at or
+    /// before the flow's next byte (its gap filled).
+    #[inline]
+    fn take_filled(&mut self, s: u16) -> Option<Ahead<B>> {
+        let next = self.table.try_get(s)?.next_seq;
+        let r = self.reorder.as_deref_mut()?;
+        let n = r.waiting(s);
+        if n == 0 {
+            return None;
+        }
+        let places = r.places(s);
+        let first = places[0].as_ref().expect("counted places are filled");
+        if next.wrapping_sub(first.seq) >= 1 << 31 {
+            return None;
+        }
+        let a = places[0].take();
+        places[..n].rotate_left(1);
+        r.count[s as usize] -= 1;
+        if n == 1 {
+            self.ahead_flows -= 1;
+        }
+        a
+    }
+
+    /// Lets every segment waiting in `s` go, in sequence order, to go
+    /// through GRO again (from `settle`). Called as its flow leaves.
+    #[inline]
+    pub(super) fn let_go(&mut self, s: u16) {
+        let may_wait = !self.giving_up;
+        let Some(r) = self.reorder.as_deref_mut() else {
+            return;
+        };
+        let n = r.waiting(s);
+        if n == 0 {
+            return;
+        }
+        r.count[s as usize] = 0;
+        self.ahead_flows -= 1;
+        let at = s as usize * r.per;
+        for i in 0..n {
+            let a = r.ahead[at + i].take().expect("counted places are filled");
+            r.pending.push_back(Again {
+                pkt: a.pkt,
+                arrived: a.arrived,
+                may_wait,
+            });
+        }
+        self.pending = r.pending.len() as u32;
+    }
+
+    /// Gives up the wait of the flow in `s`: its held packet leaves (`why`),
+    /// then its waiting segments go through GRO again at once, never to
+    /// wait again.
+    #[cold]
+    pub(super) fn give_up(&mut self, s: u16, why: Flush, out: &mut impl FnMut(B)) {
+        let was = std::mem::replace(&mut self.giving_up, true);
+        self.flush_slot(s, why, out);
+        self.giving_up = was;
+        self.settle(out);
+    }
+
+    /// Finishes what the window started in this call: the flow a segment
+    /// just went to merges whatever waited for the gap it filled, and what
+    /// was let go goes through GRO again, oldest first, until neither is
+    /// left. Each round takes one segment out of the window or the queue
+    /// and puts none back in the queue without a flush (which lets at
+    /// least one held packet out for good), so it ends.
+    #[cold]
+    pub(super) fn settle(&mut self, out: &mut impl FnMut(B)) {
+        let verify = self.cfg.csum == CsumMode::Verify;
+        loop {
+            if let Some(s) = self.last {
+                if let Some(a) = self.take_filled(s) {
+                    self.stats.reorder_filled += 1;
+                    let hints = a.pkt.rx_hints();
+                    let was = std::mem::replace(&mut self.from_window, true);
+                    self.receive_slow(a.pkt, a.arrived, verify, hints, None, out);
+                    self.from_window = was;
+                    continue;
+                }
+            }
+            let Some(r) = self.reorder.as_deref_mut() else {
+                return;
+            };
+            let Some(a) = r.pending.pop_front() else {
+                return;
+            };
+            self.pending = r.pending.len() as u32;
+            let hints = a.pkt.rx_hints();
+            // Nested calls (a give-up inside) restore what they change.
+            let was = (
+                std::mem::replace(&mut self.no_wait, !a.may_wait),
+                std::mem::replace(&mut self.from_window, true),
+            );
+            self.receive_slow(a.pkt, a.arrived, verify, hints, None, out);
+            (self.no_wait, self.from_window) = was;
+        }
+    }
+
+    /// Gives up the wait of every flow whose oldest waiting segment arrived
+    /// at or before `deadline` (TSC): its held packet leaves
+    /// (`Flush::ReorderTimeout`), then the segments, in sequence order.
+    /// The engine calls it once per poll with the window on, before the
+    /// end-of-poll flush, with `now` less `--gro-reorder-us`.
+    pub fn expire_reorder(&mut self, deadline: u64, out: &mut impl FnMut(B)) {
+        if self.ahead_flows == 0 {
+            return;
+        }
+        let mut at = self.table.next_live(None);
+        while let Some(s) = at {
+            at = self.table.next_live(Some(s));
+            let Some(r) = self.reorder.as_deref() else {
+                return;
+            };
+            let n = r.waiting(s);
+            let oldest = r.ahead[s as usize * r.per..][..n]
+                .iter()
+                .flatten()
+                .map(|a| a.arrived)
+                .min();
+            if oldest.is_some_and(|t| t <= deadline) {
+                self.give_up(s, Flush::ReorderTimeout, out);
+                // The walk may have lost its place: start it again (each
+                // give-up empties one flow's window, so this ends).
+                at = self.table.next_live(None);
+            }
+        }
+    }
+
+    /// Whether the flow in `s` has segments waiting ahead of a gap (the
+    /// end-of-poll and age flushes leave it held; `expire_reorder` bounds
+    /// its wait).
+    #[inline(always)]
+    pub(super) fn has_waiting(&self, s: u16) -> bool {
+        self.ahead_flows != 0 && self.reorder.as_deref().is_some_and(|r| r.waiting(s) > 0)
+    }
+
+    /// Whether a segment that cannot join the flow in `s` comes after the
+    /// segments waiting there (it came from the wire, after them), so they
+    /// leave before it. One taken from the window comes before them in
+    /// sequence, as does the next byte when the held packet is just full
+    /// (`why` a limit, as on the fast path): it starts the next packet and
+    /// they follow.
+    #[inline(always)]
+    pub(super) fn waiting_go_first(&self, s: u16, why: Flush) -> bool {
+        self.has_waiting(s)
+            && !self.from_window
+            && !matches!(why, Flush::FragLimit | Flush::SizeLimit)
+    }
+}
