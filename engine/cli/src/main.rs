@@ -249,6 +249,13 @@ struct GroArgs {
     /// Hold packets across polls up to this many microseconds (0: flush at the end of each poll).
     #[arg(long, default_value_t = 0)]
     gro_flush_us: u32,
+    /// Segments per flow that may wait ahead of a sequence gap for it to
+    /// fill, then merge in sequence order (0-16; 0: off, gaps flush as in Linux).
+    #[arg(long, default_value_t = 0)]
+    gro_reorder: u16,
+    /// The longest a segment waits ahead of a gap, in microseconds (with --gro-reorder).
+    #[arg(long, default_value_t = 100)]
+    gro_reorder_us: u32,
     /// Checksum validation.
     #[arg(long, value_enum, default_value = "verify")]
     gro_csum: CsumArg,
@@ -360,9 +367,11 @@ fn run_options(a: RunArgs) -> Result<(RunOptions, Output)> {
                 CsumArg::Verify => CsumMode::Verify,
                 CsumArg::Trust => CsumMode::Trust,
             },
+            reorder: a.gro.gro_reorder,
             ..GroConfig::default()
         }),
         gro_flush_us: a.gro.gro_flush_us,
+        gro_reorder_us: a.gro.gro_reorder_us,
         headroom: a.gro.headroom,
         skb_mode: match a.gro.skb_mode {
             SkbArg::Build => SkbMode::Build,

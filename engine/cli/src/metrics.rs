@@ -430,6 +430,18 @@ impl Collector for Snapshot {
             self.per_queue(e, "gro_packets_out", "Packets GRO gave back", |q| {
                 q.gro.packets_out
             })?;
+            self.per_queue(
+                e,
+                "gro_reorder_held",
+                "Segments that waited ahead of a sequence gap (--gro-reorder)",
+                |q| q.gro.reorder_held,
+            )?;
+            self.per_queue(
+                e,
+                "gro_reorder_filled",
+                "Segments that waited and merged once their gap filled",
+                |q| q.gro.reorder_filled,
+            )?;
             self.per_queue_reason(e, "gro_flushes", "Held packets let out, by reason", |q| {
                 Flush::ALL
                     .iter()

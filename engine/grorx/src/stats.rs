@@ -53,6 +53,8 @@ pub struct GroCounters {
     heads_built: AtomicU64,
     heads_cached: AtomicU64,
     max_segments: AtomicU64,
+    reorder_held: AtomicU64,
+    reorder_filled: AtomicU64,
     flush: [AtomicU64; Flush::N],
     pass: [AtomicU64; Pass::N],
 }
@@ -119,6 +121,8 @@ impl QueueCounters {
         c.heads_built.store(g.heads_built, Relaxed);
         c.heads_cached.store(g.heads_cached, Relaxed);
         c.max_segments.store(g.max_segments, Relaxed);
+        c.reorder_held.store(g.reorder_held, Relaxed);
+        c.reorder_filled.store(g.reorder_filled, Relaxed);
         for (a, v) in c.flush.iter().zip(g.flush) {
             a.store(v, Relaxed);
         }
@@ -137,6 +141,8 @@ impl QueueCounters {
             heads_built: c.heads_built.load(Relaxed),
             heads_cached: c.heads_cached.load(Relaxed),
             max_segments: c.max_segments.load(Relaxed),
+            reorder_held: c.reorder_held.load(Relaxed),
+            reorder_filled: c.reorder_filled.load(Relaxed),
             ..GroStats::default()
         };
         for (v, a) in g.flush.iter_mut().zip(&c.flush) {

@@ -453,6 +453,8 @@ pub fn gro_reply(live: Option<&Live>, param: Option<&str>) -> Dict {
         u("heads_built", r.heads_built),
         u("heads_cached", r.heads_cached),
         u("max_segments_per_packet", r.max_segments_per_packet),
+        u("reorder_held", r.reorder.held),
+        u("reorder_filled", r.reorder.filled),
         u(
             "avg_segments_per_packet_milli",
             milli(r.segments_in, r.packets_out),

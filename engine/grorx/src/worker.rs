@@ -74,6 +74,9 @@ pub struct WorkerConf {
     /// Hold packets across polls up to this many TSC ticks (0: flush at the
     /// end of every poll).
     pub gro_hold_tsc: u64,
+    /// With the reorder window on, the longest a segment waits ahead of a
+    /// gap, in TSC ticks (0: the window is off).
+    pub reorder_tsc: u64,
     pub tsc_hz: u64,
 }
 
@@ -266,10 +269,18 @@ pub fn run<S: Stage, const CYCLES: bool>(
                         local.rx_bytes += bytes;
                     }
                     if gro.held() > 0 {
-                        if wc.gro_hold_tsc == 0 || stopping {
-                            // The flush time, for hold times: once per poll.
+                        if wc.reorder_tsc > 0 {
+                            gro.expire_reorder(now.saturating_sub(wc.reorder_tsc), &mut |s| {
+                                deliver(local, stage, &mut ctx, s)
+                            });
+                        }
+                        if stopping {
                             gro.tick(tsc());
                             gro.flush_all(&mut |s| deliver(local, stage, &mut ctx, s));
+                        } else if wc.gro_hold_tsc == 0 {
+                            // The flush time, for hold times: once per poll.
+                            gro.tick(tsc());
+                            gro.end_of_poll(&mut |s| deliver(local, stage, &mut ctx, s));
                         } else {
                             gro.flush_older(now.saturating_sub(wc.gro_hold_tsc), &mut |s| {
                                 deliver(local, stage, &mut ctx, s)
