@@ -183,6 +183,12 @@ impl<B: GroBuf> Gro<B> {
         h.flags_or = 0;
         h.since = now;
         h.pkt = Some(pkt);
+        if self.pending != 0 {
+            // The room was made by evicting a flow whose segments waited
+            // ahead of a gap: they go through again now, as after a new
+            // head on the full path.
+            self.settle(out);
+        }
         None
     }
 }

@@ -130,7 +130,7 @@ impl<B: GroBuf> Gro<B> {
         self.stats.packets_out += 1;
         if self.ahead_flows != 0 {
             // What waited for a gap in this flow goes through GRO again
-            // once the caller is done (`settle`).
+            // (`settle`), before the flow's next segment.
             self.let_go(s);
         }
         let h = self.table.remove(s);
@@ -181,6 +181,9 @@ impl<B: GroBuf> Gro<B> {
     /// flows whose segments wait ahead of a gap (the reorder window; their
     /// wait is bounded by `expire_reorder`). Without the window, `flush_all`.
     pub fn end_of_poll(&mut self, out: &mut impl FnMut(B)) {
+        if self.reorder_busy() {
+            self.settle(out);
+        }
         if self.ahead_flows == 0 {
             return self.flush_all(out);
         }
@@ -196,6 +199,9 @@ impl<B: GroBuf> Gro<B> {
     /// Flushes what has been held since before `deadline` (TSC), oldest
     /// first, but the flows waiting for a gap (as `end_of_poll`).
     pub fn flush_older(&mut self, deadline: u64, out: &mut impl FnMut(B)) {
+        if self.reorder_busy() {
+            self.settle(out);
+        }
         let mut at = self.table.next_live(None);
         while let Some(s) = at {
             if self.table.get(s).since > deadline {

@@ -203,14 +203,6 @@ impl<B: GroBuf> Gro<B> {
     /// in order.
     #[inline]
     pub fn receive(&mut self, pkt: B, now: u64, out: &mut impl FnMut(B)) {
-        self.receive_one(pkt, now, out);
-        if self.reorder_busy() {
-            self.settle(out);
-        }
-    }
-
-    #[inline(always)]
-    fn receive_one(&mut self, pkt: B, now: u64, out: &mut impl FnMut(B)) {
         self.stats.segments_in += 1;
         self.now = now;
         if !crate::wire::may_be_ip(pkt.head()) {
@@ -230,7 +222,7 @@ impl<B: GroBuf> Gro<B> {
                 };
                 // Not the previous segment's flow: another held one?
                 let Some(l) = self.lookup_by_layout(&p, s) else {
-                    return self.receive_slow(p, now, verify, hints, None, out);
+                    return self.slow(p, now, verify, hints, None, out);
                 };
                 let p = match l.found.filter(|&s2| s2 != s) {
                     Some(s2) => {
@@ -242,10 +234,38 @@ impl<B: GroBuf> Gro<B> {
                     }
                     None => p,
                 };
-                return self.receive_slow(p, now, verify, hints, Some(l), out);
+                return self.slow(p, now, verify, hints, Some(l), out);
             }
         }
-        self.receive_slow(pkt, now, verify, hints, None, out)
+        self.slow(pkt, now, verify, hints, None, out)
+    }
+
+    /// The full path from the wire. The reorder window works on it alone
+    /// (a flow with segments waiting, or let go, has its template off, so
+    /// the fast path never touches it): what the window let go or can now
+    /// merge is taken before this segment (it arrived first) and after it
+    /// (this one may have filled a gap). Out of line, as the full path is:
+    /// the fast path's code stays as small as without the window.
+    #[inline(never)]
+    fn slow(
+        &mut self,
+        pkt: B,
+        now: u64,
+        verify: bool,
+        hints: RxHints,
+        lookup: Option<Lookup>,
+        out: &mut impl FnMut(B),
+    ) {
+        if !self.reorder_busy() {
+            self.receive_slow(pkt, now, verify, hints, lookup, out);
+        } else {
+            self.settle(out);
+            // The table may have changed under the lookup.
+            self.receive_slow(pkt, now, verify, hints, None, out);
+        }
+        if self.reorder_busy() {
+            self.settle(out);
+        }
     }
 
     /// Everything that is not the fast path: parse, find the flow, Linux's

@@ -17,9 +17,10 @@
 //!
 //! Waiting segments live beside the table, `reorder` places per entry, in
 //! sequence order; segments let go are queued (`pending`) and go through
-//! GRO again before the call that let them go returns. Everything is
-//! allocated when GRO is built; with the window off, none of it is, and the
-//! receive path pays one compare of two counters.
+//! GRO again before the flow's next segment, on the full path: a flow with
+//! segments waiting or let go has its template off, so the fast path never
+//! meets the window and pays nothing for it. Everything is allocated when
+//! GRO is built; with the window off, none of it is.
 
 use super::*;
 
@@ -110,10 +111,11 @@ impl<B: GroBuf> Gro<B> {
         let h = self.table.get(s);
         let end = seg.seq.wrapping_add(seg.payload);
         // At or before the held packet's first byte (modulo 2^31), in a flow
-        // that has had no gap: delivered already. (Where a gap was, it may
-        // be the gap's data: as without the window, the held data leaves
-        // first.)
-        if h.gapless && h.head_seq.wrapping_sub(end) < 1 << 31 {
+        // that has had no gap and has nothing waiting: delivered already.
+        // (Where a gap was, it may be the gap's data; past what waits, it
+        // would overtake it: as without the window, what is held and waits
+        // leaves first.)
+        if h.gapless && r.waiting(s) == 0 && h.head_seq.wrapping_sub(end) < 1 << 31 {
             return Window::Retransmission;
         }
         // The gap starts where the held packet ends; or, for a packet that
@@ -163,6 +165,10 @@ impl<B: GroBuf> Gro<B> {
         r.count[s as usize] += 1;
         if n == 0 {
             self.ahead_flows += 1;
+            // The fast path never touches a flow the window works on: its
+            // segments go the full path (which settles the window) until
+            // its next packet builds a template again.
+            self.table.get_mut(s).tmpl.on = false;
         }
         self.stats.reorder_held += 1;
     }
@@ -205,6 +211,8 @@ impl<B: GroBuf> Gro<B> {
         }
         r.count[s as usize] = 0;
         self.ahead_flows -= 1;
+        // Its next segment takes the full path, which takes these first.
+        self.table.get_mut(s).tmpl.on = false;
         let at = s as usize * r.per;
         for i in 0..n {
             let a = r.ahead[at + i].take().expect("counted places are filled");
@@ -272,6 +280,9 @@ impl<B: GroBuf> Gro<B> {
     /// The engine calls it once per poll with the window on, before the
     /// end-of-poll flush, with `now` less `--gro-reorder-us`.
     pub fn expire_reorder(&mut self, deadline: u64, out: &mut impl FnMut(B)) {
+        if self.reorder_busy() {
+            self.settle(out);
+        }
         if self.ahead_flows == 0 {
             return;
         }
