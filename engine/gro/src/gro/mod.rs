@@ -10,8 +10,8 @@
 //! bytes always leave in order. Limits: `max_frags` buffers and `max_size`
 //! bytes of IP packet. Everything else passes through untouched.
 //!
-//! The rules are decided in one place (`mergeable`, with `why_not` naming
-//! the rule that said no). The common case skips them: the next full-size
+//! The rules are decided in one place (`refusals`: a flush word whose
+//! lowest bit names the rule that said no). The common case skips them: the next full-size
 //! segment of the flow the previous segment went to is compared, masked, with
 //! a header template of what that segment must be (`Template`), and merged
 //! (`fast_merge`) or, after its flow's packet left, starts the next one in
@@ -244,9 +244,9 @@ impl<B: GroBuf> Gro<B> {
     /// (a flow with segments waiting, or let go, has its template off, so
     /// the fast path never touches it): what the window let go or can now
     /// merge is taken before this segment (it arrived first) and after it
-    /// (this one may have filled a gap). Out of line, as the full path is:
-    /// the fast path's code stays as small as without the window.
-    #[inline(never)]
+    /// (this one may have filled a gap). Two tests on the full path; the
+    /// window's work itself is out of line.
+    #[inline(always)]
     fn slow(
         &mut self,
         pkt: B,
@@ -256,13 +256,14 @@ impl<B: GroBuf> Gro<B> {
         lookup: Option<Lookup>,
         out: &mut impl FnMut(B),
     ) {
-        if !self.reorder_busy() {
-            self.receive_slow(pkt, now, verify, hints, lookup, out);
-        } else {
+        let lookup = if self.reorder_busy() {
             self.settle(out);
             // The table may have changed under the lookup.
-            self.receive_slow(pkt, now, verify, hints, None, out);
-        }
+            None
+        } else {
+            lookup
+        };
+        self.receive_slow(pkt, now, verify, hints, lookup, out);
         if self.reorder_busy() {
             self.settle(out);
         }
@@ -327,7 +328,8 @@ impl<B: GroBuf> Gro<B> {
         };
         if let Some(s) = found.filter(|&s| self.table.is_live(s)) {
             let h = self.table.get(s);
-            if self.mergeable(h, &seg, f.options(), f.ipv6_ext()) {
+            let refused = self.refusals(h, &seg, f.options(), f.ipv6_ext());
+            if refused == 0 {
                 // The header equals the head's but for seq, checksum, urgent
                 // pointer and PSH/FIN: its sum follows from the head's.
                 let Some(psum) = csum.payload_sum(&pkt, h.pbase, seg.var_sum(h.hconst), seg.csum)
@@ -357,7 +359,7 @@ impl<B: GroBuf> Gro<B> {
                     Window::No => {}
                 }
             }
-            let why = self.why_not(self.table.get(s), &seg, f.options(), f.ipv6_ext());
+            let why = why(refused);
             // What waited arrived before this one: it leaves first, in
             // sequence order, then this one is taken afresh.
             if go_first && self.waiting_go_first(s, why) {

@@ -198,8 +198,10 @@ impl<B: GroBuf> Gro<B> {
     }
 
     /// Lets every segment waiting in `s` go, in sequence order, to go
-    /// through GRO again (from `settle`). Called as its flow leaves.
-    #[inline]
+    /// through GRO again (from `settle`). Called as its flow leaves; out of
+    /// line, so that a flush (inlined where packets leave) stays small.
+    #[cold]
+    #[inline(never)]
     pub(super) fn let_go(&mut self, s: u16) {
         let may_wait = !self.giving_up;
         let Some(r) = self.reorder.as_deref_mut() else {
@@ -243,6 +245,7 @@ impl<B: GroBuf> Gro<B> {
     /// and puts none back in the queue without a flush (which lets at
     /// least one held packet out for good), so it ends.
     #[cold]
+    #[inline(never)]
     pub(super) fn settle(&mut self, out: &mut impl FnMut(B)) {
         let verify = self.cfg.csum == CsumMode::Verify;
         loop {

@@ -1,6 +1,6 @@
 //! Linux's merge rules on the full path: the fields of a segment they
-//! compare (`Seg`), the decision (`mergeable`) and the rule that said no
-//! (`why_not`).
+//! compare (`Seg`), and the decision (`refusals`): one flush word whose
+//! lowest bit names the rule that said no (`why`).
 
 use super::*;
 
@@ -71,63 +71,93 @@ pub(super) fn opts_equal(held: &[u32], opts: &[u8]) -> bool {
     d == 0
 }
 
-impl<B: GroBuf> Gro<B> {
-    /// Linux's merge rules, all at once: the common answer (merge) costs a
-    /// few compares; `why_not` names the rule when it is no.
-    #[inline(always)]
-    pub(super) fn mergeable(&self, h: &Held<B>, seg: &Seg, opts: &[u8], ext: &[u8]) -> bool {
-        let same = (seg.ack ^ h.ack)
-            | ((seg.word ^ h.word) & !WORD_FREE)
-            | (seg.ip_word ^ h.ip_word)
-            | (seg.seq ^ h.next_seq)
-            | (seg.flags & CWR) as u32;
-        if same != 0 || seg.payload == 0 || seg.payload > h.mss {
-            return false;
+/// The reasons a merge can be refused, in the order Linux checks them: a
+/// refusal sets its reason's bit (its place here) in a flush word, and the
+/// lowest bit set names the reason the flow flushes for.
+const REFUSALS: [Flush; 10] = [
+    Flush::AckChange,
+    Flush::Flags,
+    Flush::OptionMismatch,
+    Flush::IpMismatch,
+    Flush::PureAck,
+    Flush::SeqGap,
+    Flush::LargerThanMss,
+    Flush::FragLimit,
+    Flush::SizeLimit,
+    Flush::IpId,
+];
+
+/// The bit of `why` in a flush word.
+const fn bit(why: Flush) -> u32 {
+    let mut i = 0;
+    while i < REFUSALS.len() {
+        if REFUSALS[i] as u8 == why as u8 {
+            return 1 << i;
         }
-        let next = h.last_id.wrapping_add(1);
+        i += 1;
+    }
+    panic!("not a reason a merge is refused for")
+}
+
+impl<B: GroBuf> Gro<B> {
+    /// Linux's merge rules for `seg` (with its options and IPv6 extension
+    /// headers) against the packet `h` holds, read top to bottom as
+    /// `tcp_gro_receive` does: each rule is one line that sets its reason's
+    /// bit when it refuses. 0: the segment merges. Otherwise the flow
+    /// flushes for the lowest bit set (`why`).
+    #[inline(always)]
+    pub(super) fn refusals(&self, h: &Held<B>, seg: &Seg, opts: &[u8], ext: &[u8]) -> u32 {
+        let on = |broken: bool, why: Flush| if broken { bit(why) } else { 0 };
+        let next_id = h.last_id.wrapping_add(1);
         let id_ok = h.t.ipv6
             || match h.id_mode {
-                IdMode::Open => seg.id == next || seg.id == h.last_id,
-                IdMode::Incrementing => seg.id == next,
+                IdMode::Open => seg.id == next_id || seg.id == h.last_id,
+                IdMode::Incrementing => seg.id == next_id,
                 IdMode::Fixed => seg.id == h.last_id,
             };
-        id_ok
-            && h.frags as u32 + seg.frags as u32 <= self.cfg.max_frags as u32
-            && h.ip_len + seg.payload <= h.max_ip
-            && opts_equal(&h.opts[..h.opt_words as usize], opts)
-            && h.same_ext(ext)
+        on(seg.ack != h.ack, Flush::AckChange)
+            | on(
+                (seg.word ^ h.word) & !WORD_FREE != 0 || seg.flags & CWR != 0,
+                Flush::Flags,
+            )
+            | on(
+                !opts_equal(&h.opts[..h.opt_words as usize], opts),
+                Flush::OptionMismatch,
+            )
+            | on(
+                seg.ip_word != h.ip_word || !h.same_ext(ext),
+                Flush::IpMismatch,
+            )
+            | on(seg.payload == 0, Flush::PureAck)
+            | on(seg.seq != h.next_seq, Flush::SeqGap)
+            | on(seg.payload > h.mss, Flush::LargerThanMss)
+            | on(
+                h.frags as u32 + seg.frags as u32 > self.cfg.max_frags as u32,
+                Flush::FragLimit,
+            )
+            | on(h.ip_len + seg.payload > h.max_ip, Flush::SizeLimit)
+            | on(!id_ok, Flush::IpId)
     }
+}
 
-    /// Which rule refused a merge, in Linux's order of checks.
-    #[cold]
-    pub(super) fn why_not(&self, h: &Held<B>, seg: &Seg, opts: &[u8], ext: &[u8]) -> Flush {
-        if seg.ack != h.ack {
-            return Flush::AckChange;
+/// The reason a non-zero flush word names: its lowest bit's.
+#[inline]
+pub(super) fn why(refusals: u32) -> Flush {
+    REFUSALS[refusals.trailing_zeros() as usize]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lowest_refusal_names_the_flush() {
+        for (i, &r) in REFUSALS.iter().enumerate() {
+            assert_eq!(bit(r), 1 << i);
+            assert_eq!(why(bit(r)), r);
+            // Any later refusal alongside does not change the reason.
+            let later = !0u32 << (i + 1) & ((1 << REFUSALS.len()) - 1);
+            assert_eq!(why(bit(r) | later), r);
         }
-        if (seg.word ^ h.word) & !WORD_FREE != 0 || seg.flags & CWR != 0 {
-            return Flush::Flags;
-        }
-        if !opts_equal(&h.opts[..h.opt_words as usize], opts) {
-            return Flush::OptionMismatch;
-        }
-        if seg.ip_word != h.ip_word || !h.same_ext(ext) {
-            return Flush::IpMismatch;
-        }
-        if seg.payload == 0 {
-            return Flush::PureAck;
-        }
-        if seg.seq != h.next_seq {
-            return Flush::SeqGap;
-        }
-        if seg.payload > h.mss {
-            return Flush::LargerThanMss;
-        }
-        if h.frags as u32 + seg.frags as u32 > self.cfg.max_frags as u32 {
-            return Flush::FragLimit;
-        }
-        if h.ip_len + seg.payload > h.max_ip {
-            return Flush::SizeLimit;
-        }
-        Flush::IpId
     }
 }
