@@ -22,10 +22,11 @@ RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet -p grorx -p grorx-gro
 scripts/check-layers.sh
 PKG_CONFIG_LIBDIR=/nonexistent LIBCLANG_PATH=/nonexistent cargo test -p grorx-gro "$@"
 cargo test --workspace --exclude grorx-gro "$@"
-# The fuzz crate (outside the workspace): its corpus replayed and a seeded
-# random smoke run, with the harness's invariants (every buffer back, the
-# held limit, valid output).
-(cd engine/fuzz && cargo test --quiet)
+# The fuzz crate (outside the workspace): both targets' corpora and findings
+# replayed and seeded random smoke runs, with the harness's invariants (every
+# buffer back, the held limit, valid output; for real mbufs, every pool back
+# to zero in use).
+(cd engine/fuzz && cargo test --quiet --features mbuf)
 # A short soak (docs/performance.md has the 10-minute one): sink and
 # forward, steady rate, no memory growth, no mbuf leaked.
 cargo build --release --quiet -p grorx-cli
