@@ -339,8 +339,10 @@ pub trait Rx {
 
 /// What `Rx::make` did with a frame.
 pub enum Made<B> {
-    /// A buffer for GRO; `head_len` bytes of the frame in its first buffer.
-    Buf { buf: B, head_len: usize },
+    /// A buffer for GRO; `head_len` bytes of the frame in its first buffer,
+    /// `len` in all (fewer than the frame's when the backend's layout,
+    /// lengths consistent, holds less: a short write its driver reported).
+    Buf { buf: B, head_len: usize, len: usize },
     /// Turned away before GRO (counted by the backend).
     Refused,
     /// Not fed: the backend's budget for one execution is spent.
@@ -362,7 +364,11 @@ impl Rx for Plain {
         let mut buf = FuzzBuf::new(id, frame.to_vec(), gen::split(frame, layout));
         buf.hints = hints;
         let head_len = buf.head_len();
-        Ok(Made::Buf { buf, head_len })
+        Ok(Made::Buf {
+            buf,
+            head_len,
+            len: frame.len(),
+        })
     }
 }
 
@@ -473,7 +479,7 @@ struct Harness<'r, R: Rx> {
 
 impl<R: Rx> Harness<'_, R> {
     /// Gives GRO one frame, laid out as `layout` says.
-    fn feed(&mut self, frame: Vec<u8>, layout: &Layout) -> Result<(), String> {
+    fn feed(&mut self, mut frame: Vec<u8>, layout: &Layout) -> Result<(), String> {
         self.bytes += frame.len();
         if self.bytes > MAX_BYTES {
             return Ok(());
@@ -482,7 +488,11 @@ impl<R: Rx> Harness<'_, R> {
         let id = self.fed.recs.len() as u32;
         let hints = gen::hints(layout);
         let (buf, head_len) = match self.rx.make(id, &frame, layout, hints)? {
-            Made::Buf { buf, head_len } => (buf, head_len),
+            Made::Buf { buf, head_len, len } => {
+                // What GRO is given is what the buffer holds.
+                frame.truncate(len);
+                (buf, head_len.min(len))
+            }
             Made::Refused => {
                 self.fed.refused += 1;
                 return Ok(());

@@ -303,7 +303,14 @@ impl Rx for MbufRx<'_> {
         match (built, holds) {
             (Some(skb), true) => {
                 let head_len = skb.data().len();
-                Ok(Made::Buf { buf: skb, head_len })
+                // A short chain whose pkt_len says so too is a shorter
+                // frame, lengths right (Short with PktLen to match).
+                let len = skb.len();
+                Ok(Made::Buf {
+                    buf: skb,
+                    head_len,
+                    len,
+                })
             }
             (None, false) => Ok(Made::Refused),
             (Some(_), false) => Err(format!(
