@@ -170,8 +170,7 @@ impl<B: GroBuf> Gro<B> {
         h.psum_pos = c.pos;
         h.psum_neg = c.neg;
         h.head_seq = seq;
-        h.gapless &= h.next_seq == seq;
-        h.high = later(h.high, h.next_seq);
+        h.follow(seq);
         h.next_seq = seq.wrapping_add(h.mss);
         h.last_id = id;
         h.id_mode = IdMode::Open;

@@ -93,6 +93,28 @@ const _: () = {
     assert!(std::mem::size_of::<H>() == 384);
 };
 
+/// How far behind where its last packet ended a flow's new packet may start
+/// and still be the same stream (a head that came late); farther, the flow
+/// started again (a new connection on the same addresses and ports, a
+/// capture replayed in a loop), and what GRO knew of its past is dropped.
+const SAME_STREAM: u32 = 1 << 24;
+
+impl<B> Held<B> {
+    /// A new packet of the flow this entry held starts at `seq`: keeps
+    /// `gapless` and `high` (read before `next_seq` is overwritten).
+    #[inline(always)]
+    pub(super) fn follow(&mut self, seq: u32) {
+        let back = self.next_seq.wrapping_sub(seq);
+        if back < 1 << 31 && back > SAME_STREAM {
+            self.gapless = true;
+            self.high = seq;
+        } else {
+            self.gapless &= self.next_seq == seq;
+            self.high = later(self.high, self.next_seq);
+        }
+    }
+}
+
 /// The later of two sequence numbers (modulo 2^32, within 2^31).
 #[inline(always)]
 pub(super) fn later(a: u32, b: u32) -> u32 {

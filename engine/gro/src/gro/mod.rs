@@ -414,11 +414,12 @@ impl<B: GroBuf> Gro<B> {
             }
         };
         // A flow's own ghost still holds where its last packet ended.
-        h.gapless = found.is_none() || (h.gapless && h.next_seq == seg.seq);
-        h.high = match found {
-            Some(_) => later(h.high, h.next_seq),
-            None => seg.seq,
-        };
+        if found.is_some() {
+            h.follow(seg.seq);
+        } else {
+            h.gapless = true;
+            h.high = seg.seq;
+        }
         h.next_seq = seg.seq.wrapping_add(seg.payload);
         h.ack = seg.ack;
         h.word = seg.word;

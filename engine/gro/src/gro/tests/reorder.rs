@@ -185,6 +185,24 @@ fn a_reset_ahead_of_a_gap_does_not_wait() {
 }
 
 #[test]
+fn a_flow_that_starts_again_far_behind_gets_its_window_back() {
+    // The same addresses and ports, sequence numbers from far behind (a
+    // new connection, or a capture replayed in a loop): what GRO knew of
+    // the old stream does not keep the window shut.
+    let mut f = Flow::new(10, false);
+    let first = segments(&mut f, 3);
+    let mut g = gro(window(4));
+    let mut out = feed(&mut g, first);
+    out.extend(end_of_poll(&mut g));
+    f.seq = f.seq.wrapping_sub(1 << 25);
+    let again = segments(&mut f, 6);
+    out.extend(feed(&mut g, arrange(&again, &[0, 1, 3, 2, 4, 5])));
+    out.extend(end_of_poll(&mut g));
+    assert_eq!(check(&f, &out[1..]), [6], "in sequence order, one packet");
+    assert_eq!(g.stats().reorder_filled, 1);
+}
+
+#[test]
 fn flush_all_lets_the_waiting_segments_out_too() {
     let mut f = Flow::new(8, false);
     let segs = segments(&mut f, 5);
