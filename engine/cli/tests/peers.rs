@@ -135,21 +135,21 @@ impl Proc {
         Some(l)
     }
 
-    /// Waits for a line containing `text`.
-    fn wait_for(&mut self, text: &str, t: Duration) {
+    /// Waits for a line containing `text`; says why not if none comes.
+    fn try_wait_for(&mut self, text: &str, t: Duration) -> Result<(), String> {
         let end = Instant::now() + t;
         while let Some(left) = end.checked_duration_since(Instant::now()) {
             match self.line(left) {
-                Some(l) if l.contains(text) => return,
+                Some(l) if l.contains(text) => return Ok(()),
                 Some(_) => {}
                 None => break,
             }
         }
-        panic!(
+        Err(format!(
             "{}: no line with {text:?} within {t:?}:\n{}",
             self.what,
             self.tail()
-        );
+        ))
     }
 
     fn tail(&self) -> String {
@@ -202,8 +202,29 @@ impl Drop for Proc {
 
 /// dpdk-testpmd sending 1514 B frames as fast as it can on `vdev`, its
 /// forwarding lcore on CPU 0 (the sink's worker takes the last CPU);
-/// returns once it forwards.
+/// returns once it forwards. A memif server that starts while the sink's
+/// client retries its connection can die before it forwards, in a race of
+/// DPDK 22.11's memif PMD (its interrupt thread panics: "Error adding fd
+/// ... epoll_ctl, Bad file descriptor", seen once in a few dozen starts
+/// here): the peer's own fault, so such a peer is started again (three
+/// tries).
 fn testpmd(vdev: &str, dir: &Path) -> Proc {
+    let mut why = String::new();
+    for _ in 0..3 {
+        let mut p = testpmd_once(vdev, dir);
+        match p.try_wait_for("start packet forwarding", Duration::from_secs(20)) {
+            Ok(()) => return p,
+            Err(e) if p.child.try_wait().ok().flatten().is_some() => {
+                eprintln!("the peer died before it forwarded; starting it again:\n{e}");
+                why = e;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    panic!("the peer died before it forwarded, three times; the last:\n{why}");
+}
+
+fn testpmd_once(vdev: &str, dir: &Path) -> Proc {
     let prefix = unique("testpmd");
     let mut cmd = Command::new("dpdk-testpmd");
     cmd.args([
@@ -226,9 +247,7 @@ fn testpmd(vdev: &str, dir: &Path) -> Proc {
     .args(["--log-level=lib.eal:warning", "--"])
     .args(["--forward-mode=txonly", "--auto-start", "--txpkts=1514"])
     .args(["--total-num-mbufs=16384", "--stats-period=1"]);
-    let mut p = Proc::spawn("testpmd", &mut cmd, &prefix, dir);
-    p.wait_for("start packet forwarding", Duration::from_secs(20));
-    p
+    Proc::spawn("testpmd", &mut cmd, &prefix, dir)
 }
 
 fn memif_server(socket: &str, dir: &Path) -> Proc {
