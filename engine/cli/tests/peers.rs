@@ -550,6 +550,40 @@ fn a_memif_peer_that_comes_back_is_polled_again() {
 }
 
 #[test]
+fn a_memif_client_started_before_its_peer_connects_once_the_peer_is_there() {
+    require!();
+    let _g = lock();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = unique("memif");
+    let mut s = sink(
+        &format!("net_memif0,role=client,socket={socket}"),
+        60.0,
+        &[],
+        dir.path(),
+    );
+    // Nothing listens yet: the sink runs, its port down and not polled.
+    until_interval(&mut s, "the sink did not run without its peer", |rx| {
+        rx == 0
+    });
+    let peer = memif_server(&socket, dir.path());
+    until_receiving(&mut s);
+    s.signal(libc::SIGINT);
+    let (r, _) = report_stopped_by(&mut s, "memif peer later", "signal");
+    drop(peer);
+    assert_eq!(r["ports"][0]["link"]["up"], true, "connected: {r}");
+    assert_eq!(
+        link_downs(&r),
+        0,
+        "it started down, it did not go down: {r}"
+    );
+    assert!(
+        r["ports"][0]["link_down_s"].as_f64() > Some(0.0),
+        "the time before the peer came counts as down: {r}"
+    );
+    assert!(r["rx_packets"].as_u64() > Some(1000), "{r}");
+}
+
+#[test]
 fn a_vhost_sink_outlives_its_virtio_user_peer_and_polls_it_again() {
     require!();
     let _g = lock();

@@ -83,6 +83,8 @@ pub struct Port {
     /// What the device could not do as asked, for the start-up banner.
     pub notes: Vec<String>,
     started: bool,
+    /// Its last start failed (another may have started it since).
+    start_failed: bool,
     closed: bool,
 }
 
@@ -427,6 +429,7 @@ impl Port {
             rss_hf,
             notes,
             started: false,
+            start_failed: false,
             closed: false,
         })
     }
@@ -435,6 +438,7 @@ impl Port {
     pub fn start(&mut self, promisc: bool) -> Result<()> {
         // SAFETY: configured port.
         let r = unsafe { sys::rte_eth_dev_start(self.id) };
+        self.start_failed = r < 0;
         check(r, || format!("port {}: start", self.name))?;
         self.started = true;
         if promisc {
@@ -478,9 +482,17 @@ impl Port {
         xstats(self.id)
     }
 
-    /// Stops the port (idempotent). mbufs in its RX rings are released at close.
+    /// Whether its start succeeded.
+    pub fn is_started(&self) -> bool {
+        self.started
+    }
+
+    /// Stops the port (idempotent). mbufs in its RX rings are released at
+    /// close. A port whose start failed may have been started since by the
+    /// run's link watch (`restart`): it is stopped too (stopping a stopped
+    /// port does nothing).
     pub fn stop(&mut self) {
-        if self.started {
+        if self.started || self.start_failed {
             // SAFETY: started port.
             unsafe { sys::rte_eth_dev_stop(self.id) };
             self.started = false;

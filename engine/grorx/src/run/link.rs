@@ -22,7 +22,8 @@
 //! (a reconnect's handshake goes at full speed). A memif client connects
 //! only when started: while its link is down, the hold's step restarts it
 //! every second, on the interrupt thread, so the PMD's own handlers never
-//! run beside it.
+//! run beside it; one whose peer was not there when the run started is
+//! started the same way.
 
 use super::ports::Ports;
 use crate::gate::{PollGate, HELD, LINK};
@@ -45,8 +46,14 @@ const HOLD_FOR: Duration = Duration::from_millis(50);
 const HOLD_GAP_US: u64 = 50;
 /// With nothing to hold, the next look at the held ports' links.
 const IDLE_US: u64 = 10_000;
-/// A memif client whose link is down is restarted this often.
+/// A memif client whose link is down is restarted this often while it
+/// cannot connect (nothing listens: the attempt costs the peer nothing).
 const RETRY_EVERY: Duration = Duration::from_secs(1);
+/// One that connected is given this long to finish the handshake before it
+/// is restarted: a peer that is still starting answers late, and DPDK
+/// 22.11's memif server can die in its interrupt thread when a client
+/// leaves in the middle of a handshake.
+const HANDSHAKE_WAIT: Duration = Duration::from_secs(5);
 
 /// One RX port's link as the run saw it.
 #[derive(Debug, Clone, Copy, Default)]
@@ -65,6 +72,17 @@ pub struct LinkStats {
 /// peer leaves: the interrupt thread is held while they are polled.
 fn needs_holding(driver: &str) -> bool {
     driver == "net_memif"
+}
+
+/// Whether `port` connects to its peer only when started (a memif client):
+/// the hold starts it again while its link is down, so a start that cannot
+/// reach the peer yet need not end the run.
+pub(super) fn connects_when_started(specs: &[PortSpec], port: &port::Port) -> bool {
+    needs_holding(&port.driver)
+        && specs
+            .iter()
+            .find(|p| p.dev_name() == Some(port.name.as_str()))
+            .is_some_and(|p| p.arg("role") == Some("client"))
 }
 
 /// The gate the workers start with: every port allowed, but those that
@@ -156,8 +174,12 @@ struct HeldPort {
     index: usize,
     /// A memif client: restarted while down, to connect again.
     restart: bool,
-    /// Its last restart failed to start it (it is stopped).
+    /// Not started: its start at the run's beginning or its last restart
+    /// failed.
     stopped: AtomicBool,
+    /// When it was last (re)started; None once its link was seen up (when
+    /// it goes down, its peer left: it connects again at once).
+    started: Mutex<Option<Instant>>,
 }
 
 /// Holds EAL's interrupt thread while ports that need it are polled (see
@@ -165,8 +187,6 @@ struct HeldPort {
 struct Hold {
     links: Arc<Links>,
     ports: Vec<HeldPort>,
-    /// When the down clients were last restarted.
-    restarted: Mutex<Instant>,
     stop: AtomicBool,
     /// Wakes a hold early when the run stops.
     wake: (Mutex<()>, Condvar),
@@ -182,17 +202,19 @@ impl Hold {
         }
         // From here until this returns no PMD interrupt handler runs.
         let gate = &self.links.gate;
-        {
-            let mut last = self.restarted.lock().unwrap_or_else(|p| p.into_inner());
-            if last.elapsed() >= RETRY_EVERY {
-                *last = Instant::now();
-                for p in self.ports.iter().filter(|p| p.restart) {
-                    // HELD is clear between holds: no worker polls it.
-                    if !port::link_up(p.id) {
-                        let ok = port::restart(p.id, !p.stopped.load(Relaxed)).is_ok();
-                        p.stopped.store(!ok, Relaxed);
-                    }
-                }
+        for p in self.ports.iter().filter(|p| p.restart) {
+            let mut started = p.started.lock().unwrap_or_else(|p| p.into_inner());
+            if port::link_up(p.id) {
+                *started = None;
+                continue;
+            }
+            let stopped = p.stopped.load(Relaxed);
+            let wait = if stopped { RETRY_EVERY } else { HANDSHAKE_WAIT };
+            if started.is_none_or(|t| t.elapsed() >= wait) {
+                *started = Some(Instant::now());
+                // HELD is clear between holds: no worker polls it.
+                let ok = port::restart(p.id, !stopped).is_ok();
+                p.stopped.store(!ok, Relaxed);
             }
         }
         // A held port's link changes only between holds: each is seen here.
@@ -324,18 +346,15 @@ impl LinkWatch {
             .map(|(index, s)| HeldPort {
                 id: s.port.id,
                 index,
-                restart: specs
-                    .iter()
-                    .find(|p| p.dev_name() == Some(s.port.name.as_str()))
-                    .is_some_and(|p| p.arg("role") == Some("client")),
-                stopped: AtomicBool::new(false),
+                restart: connects_when_started(specs, &s.port),
+                stopped: AtomicBool::new(!s.port.is_started()),
+                started: Mutex::new(Some(Instant::now())),
             })
             .collect();
         let hold = (!held.is_empty()).then(|| {
             Arc::new(Hold {
                 links: links.clone(),
                 ports: held,
-                restarted: Mutex::new(Instant::now()),
                 stop: AtomicBool::new(false),
                 wake: (Mutex::new(()), Condvar::new()),
             })

@@ -280,7 +280,16 @@ impl Ports {
             ports.lines.push(format!("output {}", p.describe()));
         }
         for s in &mut ports.slots {
-            s.port.start(opts.promisc)?;
+            if let Err(e) = s.port.start(opts.promisc) {
+                if !super::link::connects_when_started(&opts.ports, &s.port) {
+                    return Err(e);
+                }
+                // Its peer is not there yet: the run's link watch starts it
+                // again every second, as after the peer leaves.
+                s.port.notes.push(format!(
+                    "peer not reachable yet ({e:#}): connecting again every second"
+                ));
+            }
             ports.lines.push(s.port.describe());
             for n in &s.port.notes {
                 ports.lines.push(format!("  {n}"));
