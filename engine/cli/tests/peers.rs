@@ -209,9 +209,14 @@ impl Drop for Proc {
 /// here): the peer's own fault, so such a peer is started again (three
 /// tries).
 fn testpmd(vdev: &str, dir: &Path) -> Proc {
+    testpmd_in(vdev, "txonly", dir)
+}
+
+/// `testpmd` in forwarding mode `mode` (txonly, rxonly).
+fn testpmd_in(vdev: &str, mode: &str, dir: &Path) -> Proc {
     let mut why = String::new();
     for _ in 0..3 {
-        let mut p = testpmd_once(vdev, dir);
+        let mut p = testpmd_once(vdev, mode, dir);
         match p.try_wait_for("start packet forwarding", Duration::from_secs(20)) {
             Ok(()) => return p,
             Err(e) if p.child.try_wait().ok().flatten().is_some() => {
@@ -224,7 +229,7 @@ fn testpmd(vdev: &str, dir: &Path) -> Proc {
     panic!("the peer died before it forwarded, three times; the last:\n{why}");
 }
 
-fn testpmd_once(vdev: &str, dir: &Path) -> Proc {
+fn testpmd_once(vdev: &str, mode: &str, dir: &Path) -> Proc {
     let prefix = unique("testpmd");
     let mut cmd = Command::new("dpdk-testpmd");
     cmd.args([
@@ -245,7 +250,11 @@ fn testpmd_once(vdev: &str, dir: &Path) -> Proc {
         vdev,
     ])
     .args(["--log-level=lib.eal:warning", "--"])
-    .args(["--forward-mode=txonly", "--auto-start", "--txpkts=1514"])
+    .args([
+        &format!("--forward-mode={mode}"),
+        "--auto-start",
+        "--txpkts=1514",
+    ])
     .args(["--total-num-mbufs=16384", "--stats-period=1"]);
     Proc::spawn("testpmd", &mut cmd, &prefix, dir)
 }
@@ -264,6 +273,18 @@ fn sink(port: &str, secs: f64, extra: &[&str], dir: &Path) -> Proc {
         .args(["--name", &name])
         .args(extra);
     Proc::spawn("grorx sink", &mut cmd, &name, dir)
+}
+
+/// `grorx forward --port PORT --to TO --gro off --duration SECS --json
+/// --json-interval 0.1` on 4 KiB pages: every packet in is one out.
+fn forward(port: &str, to: &str, secs: f64, dir: &Path) -> Proc {
+    let name = unique("forward");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_grorx"));
+    cmd.args(["forward", "--port", port, "--to", to, "--gro", "off"])
+        .args(["--duration", &secs.to_string()])
+        .args(["--json", "--json-interval", "0.1", "--no-huge", "--quiet"])
+        .args(["--name", &name]);
+    Proc::spawn("grorx forward", &mut cmd, &name, dir)
 }
 
 /// Waits until an interval object shows packets received.
@@ -292,8 +313,13 @@ fn until_interval(s: &mut Proc, failure: &str, done: impl FnMut(u64) -> bool) {
 
 /// Whether an interval object for which `done` says so came (30 s at most,
 /// or until the sink's output ends).
-fn interval_came(s: &mut Proc, mut done: impl FnMut(u64) -> bool) -> bool {
-    let end = Instant::now() + Duration::from_secs(30);
+fn interval_came(s: &mut Proc, done: impl FnMut(u64) -> bool) -> bool {
+    interval_came_within(s, Duration::from_secs(30), done)
+}
+
+/// `interval_came`, waiting `wait` at most.
+fn interval_came_within(s: &mut Proc, wait: Duration, mut done: impl FnMut(u64) -> bool) -> bool {
+    let end = Instant::now() + wait;
     while let Some(left) = end.checked_duration_since(Instant::now()) {
         let Some(l) = s.line(left) else { break };
         if let Ok(v) = serde_json::from_str::<Value>(&l) {
@@ -581,6 +607,112 @@ fn a_memif_client_started_before_its_peer_connects_once_the_peer_is_there() {
         "the time before the peer came counts as down: {r}"
     );
     assert!(r["rx_packets"].as_u64() > Some(1000), "{r}");
+}
+
+/// Runs of the forwarder whose output's peer is killed under it.
+const TX_KILL_RUNS: usize = 6;
+
+#[test]
+fn a_forwarder_outlives_the_memif_peer_it_sends_to() {
+    require!();
+    let _g = lock();
+    let dir = tempfile::tempdir().unwrap();
+    let (s_in, s_out) = (unique("memif-in"), unique("memif-out"));
+    let mut source = memif_server(&s_in, dir.path());
+    let port = format!("net_memif0,role=client,socket={s_in}");
+    let to = format!("net_memif1,role=client,socket={s_out}");
+    let rxonly = || {
+        testpmd_in(
+            &format!("net_memif0,role=server,socket={s_out}"),
+            "rxonly",
+            dir.path(),
+        )
+    };
+    let check = |r: &Value, what: &str| {
+        let f = &r["forward"];
+        let n = |k: &str| {
+            f[k].as_u64()
+                .unwrap_or_else(|| panic!("{what}: forward.{k}: {r}"))
+        };
+        assert_eq!(
+            n("packets_in"),
+            n("tx_packets") + n("tx_dropped") + n("link_down"),
+            "{what}: every packet in is sent, dropped or counted unsent: {f}"
+        );
+        assert_eq!(r["mbufs_leaked"], 0, "{what}: {r}");
+    };
+    for run in 0..TX_KILL_RUNS {
+        if source.child.try_wait().ok().flatten().is_some() {
+            source = memif_server(&s_in, dir.path());
+        }
+        let peer = rxonly();
+        let mut f = forward(&port, &to, 60.0, dir.path());
+        // A source starts in about a second; a healthy one is reached at
+        // once (a client whose peer is up connects when started).
+        if !interval_came_within(&mut f, Duration::from_secs(5), |rx| rx > 0) {
+            // The source can be on its way out from the last run (memif's
+            // own race, as above): a new one, once.
+            eprintln!(
+                "run {run}: nothing from the source; a new one:\n{}",
+                f.tail()
+            );
+            drop(std::mem::replace(
+                &mut source,
+                memif_server(&s_in, dir.path()),
+            ));
+            until_receiving(&mut f);
+        }
+        // The output's peer goes while packets still stream in.
+        peer.signal(libc::SIGKILL);
+        std::thread::sleep(Duration::from_millis(300));
+        f.signal(libc::SIGINT);
+        let (r, _) = report_stopped_by(&mut f, &format!("run {run} of {TX_KILL_RUNS}"), "signal");
+        drop(peer);
+        check(&r, &format!("run {run}"));
+        assert!(
+            r["forward"]["link_down"].as_u64() > Some(0),
+            "run {run}: what came in once the output's peer was gone is counted: {}",
+            r["forward"]
+        );
+    }
+    // An output whose peer is not there at the start: the run goes on, its
+    // packets counted unsent, and it sends once the peer comes.
+    let mut f = forward(&port, &to, 60.0, dir.path());
+    until_receiving(&mut f);
+    let mut peer = rxonly();
+    // testpmd's statistics every second: "RX-packets: N ...".
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let l = peer.line(Duration::from_secs(5)).unwrap_or_default();
+        let got = l
+            .split_whitespace()
+            .skip_while(|w| *w != "RX-packets:")
+            .nth(1);
+        if got.and_then(|n| n.parse::<u64>().ok()) > Some(0) {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "the output's peer received nothing:\n{}\nforwarder:\n{}",
+            peer.tail(),
+            f.tail()
+        );
+    }
+    f.signal(libc::SIGINT);
+    let (r, _) = report_stopped_by(&mut f, "output peer later", "signal");
+    drop(peer);
+    check(&r, "output peer later");
+    assert!(
+        r["forward"]["link_down"].as_u64() > Some(0),
+        "{}",
+        r["forward"]
+    );
+    assert!(
+        r["forward"]["tx_packets"].as_u64() > Some(0),
+        "{}",
+        r["forward"]
+    );
+    source.signal(libc::SIGINT);
 }
 
 #[test]

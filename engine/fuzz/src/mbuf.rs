@@ -738,7 +738,7 @@ fn forward_checked(
             _ => want.push((oi, 0, o.bytes.clone())),
         }
     }
-    let bad = fs.malformed + fs.no_mbuf + fs.tx_dropped + fs.prepare_failed;
+    let bad = fs.malformed + fs.no_mbuf + fs.tx_dropped + fs.prepare_failed + fs.link_down;
     if bad > 0 || sent.len() != want.len() {
         return Err(format!(
             "{} frames sent for {} (GRO outputs {}); forward stage {fs:?}",

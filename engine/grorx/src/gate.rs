@@ -9,8 +9,15 @@
 //! moved re-reads the words of its ports and acknowledges the epoch in its
 //! own line. `close` returns once every worker has acknowledged: its next
 //! RX call on that port, if any, comes after the port is allowed again.
+//!
+//! Output ports have words too: a stage transmits on one only while its
+//! word allows it ([`TxGate`], read before each transmit burst). The
+//! acknowledgement covers those calls as well (a worker acknowledges at the
+//! top of its loop, after the stage calls of the loop before), so a closer
+//! knows no transmit burst is under way either.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The port's link is up.
@@ -137,11 +144,31 @@ impl PollGate {
     }
 }
 
+/// Whether a stage may transmit on one output port now (see the module's
+/// comment): a relaxed load of the port's word, once per transmit burst.
+#[derive(Clone)]
+pub struct TxGate {
+    gate: Arc<PollGate>,
+    port: u16,
+}
+
+impl TxGate {
+    /// The gate of `port` in `gate`.
+    pub fn new(gate: Arc<PollGate>, port: u16) -> TxGate {
+        TxGate { gate, port }
+    }
+
+    /// Whether the port may be transmitted on.
+    #[inline(always)]
+    pub fn open(&self) -> bool {
+        self.gate.polls(self.port)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicBool;
-    use std::sync::Arc;
 
     #[test]
     fn a_port_is_polled_only_with_every_bit_set() {

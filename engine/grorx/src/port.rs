@@ -8,6 +8,8 @@ use crate::port_spec::PortSpec;
 use anyhow::{bail, Context, Result};
 use dpdk_sys as sys;
 use std::ffi::{c_char, CStr};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
 
 /// What the engine asks of a port.
 #[derive(Debug, Clone)]
@@ -82,9 +84,9 @@ pub struct Port {
     pub rss_hf: u64,
     /// What the device could not do as asked, for the start-up banner.
     pub notes: Vec<String>,
-    started: bool,
-    /// Its last start failed (another may have started it since).
-    start_failed: bool,
+    /// Whether it is started: shared with the run's link watch, which
+    /// starts again a port that connects to its peer only when started.
+    running: Arc<AtomicBool>,
     closed: bool,
 }
 
@@ -170,17 +172,19 @@ pub fn link_up(id: u16) -> bool {
 }
 
 /// Starts port `id` again, stopping it first if it is `running` (after a
-/// failed start it is not): a PMD that connects to its peer only when
-/// started (a memif client) tries again. The caller makes sure no worker
-/// polls the port meanwhile.
-pub fn restart(id: u16, running: bool) -> Result<()> {
-    if running {
+/// failed start it is not), and keeps `running` true to what it is: a PMD
+/// that connects to its peer only when started (a memif client) tries
+/// again. The caller makes sure no worker polls the port meanwhile, and
+/// that the port is not closed.
+pub fn restart(id: u16, running: &AtomicBool) -> Result<()> {
+    if running.swap(false, Relaxed) {
         // SAFETY: a started port; nothing polls it (the caller's duty).
         unsafe { sys::rte_eth_dev_stop(id) };
     }
     // SAFETY: a configured, stopped port. A failed start leaves it
     // stopped, which the next restart or the close at teardown handles.
     let r = unsafe { sys::rte_eth_dev_start(id) };
+    running.store(r == 0, Relaxed);
     check(r, || format!("port {id}: start again"))
 }
 
@@ -428,8 +432,7 @@ impl Port {
             tx_offloads: tx_off,
             rss_hf,
             notes,
-            started: false,
-            start_failed: false,
+            running: Arc::new(AtomicBool::new(false)),
             closed: false,
         })
     }
@@ -438,9 +441,8 @@ impl Port {
     pub fn start(&mut self, promisc: bool) -> Result<()> {
         // SAFETY: configured port.
         let r = unsafe { sys::rte_eth_dev_start(self.id) };
-        self.start_failed = r < 0;
         check(r, || format!("port {}: start", self.name))?;
-        self.started = true;
+        self.running.store(true, Relaxed);
         if promisc {
             // SAFETY: started port. Virtual devices may not support it: harmless.
             let r = unsafe { sys::rte_eth_promiscuous_enable(self.id) };
@@ -482,20 +484,17 @@ impl Port {
         xstats(self.id)
     }
 
-    /// Whether its start succeeded.
-    pub fn is_started(&self) -> bool {
-        self.started
+    /// Whether it is started, as a flag whoever starts or stops it again
+    /// (`restart`) keeps up to date.
+    pub(crate) fn running(&self) -> Arc<AtomicBool> {
+        self.running.clone()
     }
 
-    /// Stops the port (idempotent). mbufs in its RX rings are released at
-    /// close. A port whose start failed may have been started since by the
-    /// run's link watch (`restart`): it is stopped too (stopping a stopped
-    /// port does nothing).
+    /// Stops the port (idempotent). mbufs in its RX rings are released at close.
     pub fn stop(&mut self) {
-        if self.started || self.start_failed {
+        if self.running.swap(false, Relaxed) {
             // SAFETY: started port.
             unsafe { sys::rte_eth_dev_stop(self.id) };
-            self.started = false;
         }
     }
 

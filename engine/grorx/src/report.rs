@@ -427,12 +427,13 @@ impl Report {
             push(
                 &mut s,
                 format!(
-                    "  forward to {} ({}): {} packets, {} bytes sent; {} dropped; {} TSO, {} GSO packets into {} segments; headroom misses {}",
+                    "  forward to {} ({}): {} packets, {} bytes sent; {} dropped, {} unsent (link down); {} TSO, {} GSO packets into {} segments; headroom misses {}",
                     f.port,
                     f.encap,
                     st.tx_packets,
                     st.tx_bytes,
                     st.tx_dropped,
+                    st.link_down,
                     st.tso_packets,
                     st.gso_packets,
                     st.gso_segments,

@@ -333,8 +333,8 @@ pub fn run<S: Stage, const CYCLES: bool>(
             break;
         }
     }
-    shared.gate.leave(me);
-    // Whatever GRO still holds leaves now, then the stage finishes.
+    // Whatever GRO still holds leaves now, then the stage finishes (its
+    // last transmits still under the gate: it is left only after them).
     for st in states.iter_mut() {
         let mut ctx = ctx(&mut freer, &mut st.counts, &shared, st.q);
         let (local, stage) = (&mut st.local, &mut st.stage);
@@ -352,6 +352,9 @@ pub fn run<S: Stage, const CYCLES: bool>(
         shared.stage[st.q.slot].publish(&st.counts);
         publish_hist(st, &shared.hists[st.q.slot], true);
     }
+    // A stage's transmits on drop come before the gate is left too.
+    drop(states);
+    shared.gate.leave(me);
     0
 }
 

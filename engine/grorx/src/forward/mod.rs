@@ -36,6 +36,7 @@
 //! `vxlan` (outer headers), `chain` (walking and summing mbuf chains).
 
 use crate::csum;
+use crate::gate::TxGate;
 use crate::gro::GroBuf;
 use crate::mempool::Mempool;
 use crate::skb::{self, Skb, SkbMeta, SkbStats};
@@ -111,6 +112,8 @@ pub struct Forwarder {
     needs_prepare: bool,
     stats: ForwardStats,
     skb_stats: SkbStats,
+    /// The run's word for the port, when it has one (see `crate::gate`).
+    gate: Option<TxGate>,
 }
 
 // SAFETY: the forwarder owns the mbufs it holds; it is built on one thread
@@ -189,6 +192,7 @@ impl Forwarder {
             needs_prepare: false,
             stats: ForwardStats::default(),
             skb_stats: SkbStats::default(),
+            gate: None,
         })
     }
 
@@ -230,14 +234,28 @@ impl Forwarder {
             self.push_merged(skb, &meta);
         }
         if self.n >= TX_BURST {
-            self.transmit();
+            self.transmit(false);
         }
     }
 
     /// Transmits everything pending (call once per poll, after the pushes).
+    /// While the port is closed to transmits (see [`crate::gate`]) what is
+    /// pending waits.
     #[inline]
     pub fn flush(&mut self) {
-        self.transmit();
+        self.transmit(false);
+    }
+
+    /// The last flush: what cannot be sent now is freed and counted.
+    pub fn finish(&mut self) {
+        self.transmit(true);
+    }
+
+    /// Transmits only while `gate` is open: while it is closed packets
+    /// wait, and a full batch is freed (`ForwardStats::link_down`).
+    pub(crate) fn gated(mut self, gate: TxGate) -> Forwarder {
+        self.gate = Some(gate);
+        self
     }
 
     /// A packet that needs no segmentation: prepend and queue.
@@ -355,7 +373,7 @@ impl Forwarder {
     #[inline(always)]
     fn queue(&mut self, m: *mut sys::rte_mbuf) {
         if self.n == PENDING {
-            self.transmit();
+            self.transmit(true);
         }
         // SAFETY: field read of a chain we own.
         self.pending_bytes += unsafe { mb::pkt_len(m) } as u64;
@@ -363,10 +381,24 @@ impl Forwarder {
         self.n += 1;
     }
 
-    /// Sends the batch: bounded retries, the rest freed and counted.
-    fn transmit(&mut self) {
+    /// Sends the batch: bounded retries, the rest freed and counted. With
+    /// the port closed, the batch waits unless it must be emptied
+    /// (`must_empty`: it is full, or this is the end), then it is freed.
+    fn transmit(&mut self, must_empty: bool) {
         let mut n = self.n;
         if n == 0 {
+            return;
+        }
+        if self.gate.as_ref().is_some_and(|g| !g.open()) {
+            if must_empty {
+                // SAFETY: pending[..n] are chains we own, never handed to
+                // the PMD.
+                unsafe { sys::rte_pktmbuf_free_bulk(self.pending.as_mut_ptr(), n as u32) };
+                self.stats.link_down += n as u64;
+                self.n = 0;
+                self.pending_bytes = 0;
+                self.needs_prepare = false;
+            }
             return;
         }
         let mut lost_bytes = 0u64;
@@ -430,7 +462,7 @@ impl Forwarder {
 
 impl Drop for Forwarder {
     fn drop(&mut self) {
-        self.transmit();
+        self.transmit(true);
     }
 }
 
@@ -496,6 +528,7 @@ mod tests {
             packets_in: 1,
             tx_packets: 2,
             malformed: 13,
+            link_down: 14,
             ..Default::default()
         };
         let c = ForwardCounters::default();

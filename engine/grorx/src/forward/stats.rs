@@ -32,10 +32,14 @@ pub struct ForwardStats {
     pub prepare_failed: u64,
     /// Merged packets dropped: their layout cannot be segmented.
     pub malformed: u64,
+    /// Packets freed unsent: the port was closed to transmits (its link
+    /// down, or its peer's queues being torn down) and the batch was full,
+    /// or the run ended.
+    pub link_down: u64,
 }
 
 impl ForwardStats {
-    const N: usize = 13;
+    const N: usize = 14;
 
     fn to_array(self) -> [u64; Self::N] {
         [
@@ -52,6 +56,7 @@ impl ForwardStats {
             self.no_mbuf,
             self.prepare_failed,
             self.malformed,
+            self.link_down,
         ]
     }
 
@@ -70,6 +75,7 @@ impl ForwardStats {
             no_mbuf: a[10],
             prepare_failed: a[11],
             malformed: a[12],
+            link_down: a[13],
         }
     }
 

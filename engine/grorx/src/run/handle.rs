@@ -89,7 +89,12 @@ impl Prepared {
             Ok(w) => w,
             Err(e) => return Err(ports.teardown().onto_error(e)),
         };
-        let (links, mut notes) = LinkWatch::start(&ports, &opts.ports, workers.shared.gate.clone());
+        let (links, mut notes) = LinkWatch::start(
+            &ports,
+            &opts.ports,
+            opts.output_ports(),
+            workers.shared.gate.clone(),
+        );
         if let Err(e) = telemetry::register() {
             notes.push(format!("telemetry: {e:#}"));
         }

@@ -89,7 +89,10 @@ impl Workers {
         let queue_list = ports.queues();
         let plan = worker::assign(&queue_list, &lc.workers);
         let n = queue_list.len();
-        let max_port = queue_list.iter().map(|&(p, _)| p).max().unwrap_or(0);
+        let max_port = (queue_list.iter().map(|&(p, _)| p))
+            .chain(ports.outputs.iter().map(|(p, _)| p.id))
+            .max()
+            .unwrap_or(0);
         let shared = Shared {
             counters: (0..n).map(|_| QueueCounters::default()).collect(),
             hists: (0..n).map(|_| Mutex::new(QueueHist::default())).collect(),
@@ -123,6 +126,7 @@ impl Workers {
                         .iter()
                         .map(|(p, pool)| (p.id, pool.clone()))
                         .collect(),
+                    gate: shared.gate.clone(),
                 };
                 let stage = make(&setup, ports)?;
                 drop_reasons[q.slot] = stage.drop_reasons();

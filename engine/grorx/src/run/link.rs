@@ -89,12 +89,20 @@ pub(super) fn connects_when_started(specs: &[PortSpec], port: &port::Port) -> bo
 /// need the interrupt thread held, which the hold opens once it holds it.
 pub(super) fn gate(ports: &Ports, max_port: u16, workers: usize) -> Arc<PollGate> {
     let g = PollGate::new(max_port, workers);
-    for s in &ports.slots {
-        if needs_holding(&s.port.driver) {
-            g.clear(s.port.id, HELD);
+    for p in all_ports(ports) {
+        if needs_holding(&p.driver) {
+            g.clear(p.id, HELD);
         }
     }
     Arc::new(g)
+}
+
+/// The RX ports, then the outputs that are not RX ports too.
+fn all_ports(ports: &Ports) -> impl Iterator<Item = &port::Port> {
+    let rx = ports.slots.iter().map(|s| &s.port);
+    let out = (ports.outputs.iter().map(|(p, _)| p))
+        .filter(|p| !ports.slots.iter().any(|s| s.port.id == p.id));
+    rx.chain(out)
 }
 
 struct PortState {
@@ -170,13 +178,12 @@ impl Links {
 /// A port whose PMD needs the interrupt thread held while it is polled.
 struct HeldPort {
     id: u16,
-    /// Index into `Links::ports`.
-    index: usize,
+    /// Index into `Links::ports` (an RX port's; an output has none).
+    index: Option<usize>,
     /// A memif client: restarted while down, to connect again.
     restart: bool,
-    /// Not started: its start at the run's beginning or its last restart
-    /// failed.
-    stopped: AtomicBool,
+    /// Whether it is started (the port's own flag).
+    running: Arc<AtomicBool>,
     /// When it was last (re)started; None once its link was seen up (when
     /// it goes down, its peer left: it connects again at once).
     started: Mutex<Option<Instant>>,
@@ -208,19 +215,20 @@ impl Hold {
                 *started = None;
                 continue;
             }
-            let stopped = p.stopped.load(Relaxed);
+            let stopped = !p.running.load(Relaxed);
             let wait = if stopped { RETRY_EVERY } else { HANDSHAKE_WAIT };
             if started.is_none_or(|t| t.elapsed() >= wait) {
                 *started = Some(Instant::now());
                 // HELD is clear between holds: no worker polls it.
-                let ok = port::restart(p.id, !stopped).is_ok();
-                p.stopped.store(!ok, Relaxed);
+                let _ = port::restart(p.id, &p.running);
             }
         }
         // A held port's link changes only between holds: each is seen here.
         let mut any = false;
         for p in &self.ports {
-            self.links.observe(p.index);
+            if let Some(i) = p.index {
+                self.links.observe(i);
+            }
             if port::link_up(p.id) {
                 gate.open(p.id, HELD);
                 any = true;
@@ -290,11 +298,14 @@ pub(super) struct LinkWatch {
 }
 
 impl LinkWatch {
-    /// Starts watching the RX ports of `ports` (the workers already run
-    /// with `gate`). Returns notes on what could not be set up.
+    /// Starts watching the RX ports of `ports`, and holding for the outputs
+    /// that need it (the workers already run with `gate`). `specs` and
+    /// `out_specs` are how they were named. Returns notes on what could not
+    /// be set up.
     pub fn start(
         ports: &Ports,
         specs: &[PortSpec],
+        out_specs: &[PortSpec],
         gate: Arc<PollGate>,
     ) -> (LinkWatch, Vec<String>) {
         let mut notes = Vec::new();
@@ -338,16 +349,15 @@ impl LinkWatch {
                 lsc.push(s.port.id);
             }
         }
-        let held: Vec<HeldPort> = ports
-            .slots
-            .iter()
+        let rx = ports.slots.len();
+        let held: Vec<HeldPort> = all_ports(ports)
             .enumerate()
-            .filter(|(_, s)| needs_holding(&s.port.driver))
-            .map(|(index, s)| HeldPort {
-                id: s.port.id,
-                index,
-                restart: connects_when_started(specs, &s.port),
-                stopped: AtomicBool::new(!s.port.is_started()),
+            .filter(|(_, p)| needs_holding(&p.driver))
+            .map(|(i, p)| HeldPort {
+                id: p.id,
+                index: (i < rx).then_some(i),
+                restart: connects_when_started(if i < rx { specs } else { out_specs }, p),
+                running: p.running(),
                 started: Mutex::new(Some(Instant::now())),
             })
             .collect();

@@ -276,8 +276,19 @@ impl Ports {
             ports.payload = Some(gen::payload(pool, &opts.gen).map_err(anyhow::Error::msg)?);
         }
         for (p, _) in &mut ports.outputs {
-            p.start(false)?;
+            let mut note = None;
+            if let Err(e) = p.start(false) {
+                if !super::link::connects_when_started(opts.output_ports(), p) {
+                    return Err(e);
+                }
+                // As for an RX port below: it waits for its peer, and what
+                // would go to it is counted (`forward.link_down`).
+                note = Some(format!(
+                    "  peer not reachable yet ({e:#}): connecting again every second"
+                ));
+            }
             ports.lines.push(format!("output {}", p.describe()));
+            ports.lines.extend(note);
         }
         for s in &mut ports.slots {
             if let Err(e) = s.port.start(opts.promisc) {

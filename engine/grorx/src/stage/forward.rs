@@ -42,7 +42,7 @@ impl Stage for ForwardStage {
     }
 
     fn finish(&mut self, _ctx: &mut Ctx<'_>) {
-        self.fwd.flush();
+        self.fwd.finish();
         self.counters.publish(self.fwd.stats());
     }
 }

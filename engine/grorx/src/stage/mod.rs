@@ -83,6 +83,8 @@ pub struct QueueSetup {
     /// stage's `to`), in order: their ids and the pools for their header
     /// mbufs and software segments.
     pub outputs: Vec<(u16, Arc<Mempool>)>,
+    /// The run's port words: transmits wait while a port is closed.
+    pub(crate) gate: Arc<crate::gate::PollGate>,
 }
 
 impl QueueSetup {
@@ -90,7 +92,11 @@ impl QueueSetup {
     /// port's TX queue `index`): the port must be one of the run's RX ports
     /// or outputs, configured with a TX queue per RX queue of the run.
     pub fn tx(&self, port: u16) -> anyhow::Result<TxQueue> {
-        TxQueue::new(port, self.index)
+        Ok(TxQueue::new(port, self.index)?.gated(self.tx_gate(port)))
+    }
+
+    fn tx_gate(&self, port: u16) -> crate::gate::TxGate {
+        crate::gate::TxGate::new(self.gate.clone(), port)
     }
 
     /// The id of output port `i` (`RunOptions::outputs[i]`).
@@ -118,6 +124,7 @@ impl QueueSetup {
             },
             pool.clone(),
         )
+        .map(|f| f.gated(self.tx_gate(*port)))
     }
 }
 

@@ -3,6 +3,7 @@
 //! times and what it still refuses freed and counted (never an unbounded
 //! spin, never a silent loss).
 
+use crate::gate::TxGate;
 use crate::mbuf::BulkFree;
 use crate::skb::Skb;
 use anyhow::{bail, Result};
@@ -22,6 +23,9 @@ pub struct TxStats {
     pub bytes: u64,
     /// Refused by a full TX ring after the retries: freed.
     pub dropped: u64,
+    /// Freed unsent: the port was closed to transmits (its link down, or
+    /// its peer's queues being torn down) and the batch was full.
+    pub link_down: u64,
 }
 
 /// One TX queue of a port, used by one stage (no sharing, no lock).
@@ -31,6 +35,8 @@ pub struct TxQueue {
     pending: [*mut sys::rte_mbuf; BATCH],
     n: usize,
     stats: TxStats,
+    /// The run's word for the port, when it has one (see `crate::gate`).
+    gate: Option<TxGate>,
 }
 
 // SAFETY: the queue owns the mbufs it batches; it is created on the main
@@ -54,7 +60,15 @@ impl TxQueue {
             pending: [std::ptr::null_mut(); BATCH],
             n: 0,
             stats: TxStats::default(),
+            gate: None,
         })
+    }
+
+    /// Transmits only while `gate` is open: while it is closed a batch
+    /// waits, and a full one is freed (`TxStats::link_down`).
+    pub(crate) fn gated(mut self, gate: TxGate) -> TxQueue {
+        self.gate = Some(gate);
+        self
     }
 
     /// The port and queue this transmits on.
@@ -66,15 +80,34 @@ impl TxQueue {
     #[inline]
     pub fn push(&mut self, skb: Skb) {
         if self.n == BATCH {
-            self.flush();
+            self.send(true);
         }
         self.pending[self.n] = skb.into_mbuf();
         self.n += 1;
     }
 
-    /// Transmits what is batched (call at the end of every poll).
+    /// Transmits what is batched (call at the end of every poll). While the
+    /// port is closed to transmits the batch waits.
     pub fn flush(&mut self) {
+        self.send(false);
+    }
+
+    /// Transmits the batch; with the port closed, keeps it unless it must
+    /// be emptied (`must_empty`), then frees it.
+    fn send(&mut self, must_empty: bool) {
         if self.n == 0 {
+            return;
+        }
+        if self.gate.as_ref().is_some_and(|g| !g.open()) {
+            if must_empty {
+                let mut freer = BulkFree::new();
+                for &m in &self.pending[..self.n] {
+                    // SAFETY: owned chains, never handed to the PMD.
+                    unsafe { freer.chain(m) };
+                }
+                self.stats.link_down += self.n as u64;
+                self.n = 0;
+            }
             return;
         }
         let bytes: u64 = self.pending[..self.n]
@@ -119,6 +152,6 @@ impl TxQueue {
 
 impl Drop for TxQueue {
     fn drop(&mut self) {
-        self.flush();
+        self.send(true);
     }
 }
