@@ -12,124 +12,16 @@
 //! segment finds its flow in a table of N held packets), small segments so
 //! the frames stay in cache: 1 vs 1024 flows.
 
+mod common;
+
+use common::{
+    flood, frames_in, one_segment, replay, traffic, traffic_mss, traffic_of, Arena, Frame, FLOODS,
+};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use grorx_gro::key::{FlowKey, HashKey};
-use grorx_gro::traffic::{pattern_byte, FlowSpec, Segment, TCP_ACK, TCP_PSH};
+use grorx_gro::traffic::FlowSpec;
 use grorx_gro::wire::{Fields, Tcp};
-use grorx_gro::{CsumMode, Gro, GroBuf, GroConfig, GsoInfo, RxHints};
-
-/// A frame in the run's arena; appending only adds up lengths and buffers,
-/// and dropping one frees nothing (the arena goes after the timed part).
-struct Frame {
-    /// `cap` bytes of the arena, this frame's alone; the arena outlives it.
-    ptr: *mut u8,
-    cap: usize,
-    len: usize,
-    segs: u16,
-}
-
-impl Frame {
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: see `ptr`.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.cap) }
-    }
-}
-
-impl GroBuf for Frame {
-    fn head(&self) -> &[u8] {
-        self.bytes()
-    }
-    fn head_mut(&mut self) -> &mut [u8] {
-        // SAFETY: see `ptr`; the frame is the only view of its bytes.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.cap) }
-    }
-    fn len(&self) -> usize {
-        self.len
-    }
-    fn segs(&self) -> u16 {
-        self.segs
-    }
-    fn rx_hints(&self) -> RxHints {
-        RxHints::default()
-    }
-    fn for_each_chunk<F: FnMut(&[u8])>(&self, off: usize, len: usize, mut f: F) {
-        f(&self.bytes()[off..off + len])
-    }
-    fn segs_from(&self, _off: usize) -> u16 {
-        self.segs
-    }
-    fn append(&mut self, other: Frame, off: usize) {
-        self.len += other.len - off;
-        self.segs += other.segs;
-    }
-    fn set_gso(&mut self, _info: &GsoInfo) {}
-}
-
-/// `n` segments over `flows` flows, `run` consecutive segments per flow.
-fn traffic(flows: u32, n: usize, run: usize, psh_every: u32, reorder: bool) -> Vec<Vec<u8>> {
-    traffic_mss(flows, n, run, psh_every, reorder, 1448)
-}
-
-fn traffic_mss(
-    flows: u32,
-    n: usize,
-    run: usize,
-    psh_every: u32,
-    reorder: bool,
-    mss: u32,
-) -> Vec<Vec<u8>> {
-    let specs: Vec<FlowSpec> = (0..flows).map(|i| FlowSpec::numbered(i, false)).collect();
-    traffic_of(&specs, n, run, psh_every, reorder, mss)
-}
-
-/// `n` segments of the flows `specs`, `run` consecutive segments per flow.
-fn traffic_of(
-    specs: &[FlowSpec],
-    n: usize,
-    run: usize,
-    psh_every: u32,
-    reorder: bool,
-    mss: u32,
-) -> Vec<Vec<u8>> {
-    let flows = specs.len() as u32;
-    let payload: Vec<u8> = (0..mss as u64).map(|i| pattern_byte(0, i)).collect();
-    let mut seq = vec![0u32; flows as usize];
-    let mut id = vec![0u16; flows as usize];
-    let mut cnt = vec![0u32; flows as usize];
-    let mut out = Vec::with_capacity(n);
-    let mut f = 0usize;
-    while out.len() < n {
-        for _ in 0..run {
-            let s = Segment {
-                seq: seq[f],
-                ack: 1,
-                flags: TCP_ACK
-                    | if psh_every > 0 && (cnt[f] + 1).is_multiple_of(psh_every) {
-                        TCP_PSH
-                    } else {
-                        0
-                    },
-                ip_id: id[f],
-                tsval: 7,
-                tsecr: 9,
-                payload_len: mss as u16,
-            };
-            out.push(specs[f].frame(&s, &payload));
-            seq[f] = seq[f].wrapping_add(mss);
-            id[f] = id[f].wrapping_add(1);
-            cnt[f] += 1;
-        }
-        f = (f + 1) % flows as usize;
-    }
-    out.truncate(n);
-    if reorder {
-        // Swap every 16th pair: a little reordering, as across paths.
-        for i in (0..n.saturating_sub(1)).step_by(16) {
-            out.swap(i, i + 1);
-        }
-    }
-    out
-}
+use grorx_gro::{CsumMode, Gro, GroConfig};
 
 fn bench_case(c: &mut Criterion, name: &str, frames: Vec<Vec<u8>>, cfg: GroConfig, burst: usize) {
     run_case(c, name, frames, cfg, burst, true, None)
@@ -137,20 +29,6 @@ fn bench_case(c: &mut Criterion, name: &str, frames: Vec<Vec<u8>>, cfg: GroConfi
 
 /// The hash key an attacker is assumed to know (the collide cases).
 const KNOWN: HashKey = HashKey::fixed([0x51, 0x52, 0x53, 0x54]);
-
-/// A flow's first segment: ACK only, `payload_len` bytes of payload.
-fn one_segment(spec: &FlowSpec, payload_len: u16) -> Vec<u8> {
-    let s = Segment {
-        seq: 1,
-        ack: 1,
-        flags: TCP_ACK,
-        ip_id: 0,
-        tsval: 7,
-        tsecr: 9,
-        payload_len,
-    };
-    spec.frame(&s, &vec![0x55; payload_len as usize])
-}
 
 /// `n` flows whose hashes under `KNOWN` all land in one position of a
 /// table of `entries` (its index is four times that): what an attacker who
@@ -198,40 +76,14 @@ fn run_case(
                     Some(k) => Gro::with_hash_key(cfg, k),
                     None => Gro::new(cfg),
                 };
-                let stride = frames.iter().map(|f| f.len()).max().unwrap_or(0);
-                let mut arena = vec![0u8; frames.len() * stride];
-                for (a, f) in arena.chunks_exact_mut(stride.max(1)).zip(&frames) {
-                    a[..f.len()].copy_from_slice(f);
-                }
-                let base = arena.as_mut_ptr();
-                let fr: Vec<Frame> = frames
-                    .iter()
-                    .enumerate()
-                    .map(|(i, f)| Frame {
-                        // Disjoint ranges of the arena, which the routine
-                        // hands back with its output (moving the Vec does not
-                        // move its buffer).
-                        ptr: base.wrapping_add(i * stride),
-                        cap: f.len(),
-                        len: f.len(),
-                        segs: 1,
-                    })
-                    .collect();
+                let mut arena = Arena::new(&frames);
+                let fr = frames_in(&mut arena, &frames);
                 (gro, fr, arena)
             },
             |(mut gro, fr, arena)| {
                 // Outputs are returned, so freeing them is not timed.
                 let mut out = Vec::with_capacity(fr.len());
-                let mut it = fr.into_iter().peekable();
-                while it.peek().is_some() {
-                    for p in it.by_ref().take(burst) {
-                        gro.receive(p, 0, &mut |f| out.push(f));
-                    }
-                    if flush_each_burst {
-                        gro.flush_all(&mut |f| out.push(f));
-                    }
-                }
-                gro.flush_all(&mut |f| out.push(f));
+                replay(&mut gro, fr, burst, flush_each_burst, &mut out);
                 (gro, out, arena)
             },
             // The setup writes the frames just before: they are in cache, as
@@ -359,27 +211,11 @@ fn benches(c: &mut Criterion) {
     // (64 flows held, so the flood keeps the table full and evicting): the
     // same 4096 bulk segments alone, then with one or four one-segment
     // flows after each (never the same flow twice). Bulk throughput kept =
-    // time alone / time with the flood.
+    // time alone / time with the flood; `benches/flood.rs` measures it
+    // paired, the cases interleaved in one run.
     let held = GroConfig { flows: 64, ..trust };
-    let bulk = traffic(4, 4096, 1, 0, false);
-    let mut next_flow = 200_000u32;
-    for (name, every, flood) in [
-        ("none", 1, 0usize),
-        ("1_per_8_bulk", 8, 1),
-        ("1_per_bulk", 1, 1),
-        ("4_per_bulk", 1, 4),
-    ] {
-        let mut frames = Vec::with_capacity(bulk.len() * (1 + flood));
-        for (i, b) in bulk.iter().enumerate() {
-            frames.push(b.clone());
-            if i % every != every - 1 {
-                continue;
-            }
-            for _ in 0..flood {
-                frames.push(one_segment(&FlowSpec::numbered(next_flow, false), 1448));
-                next_flow += 1;
-            }
-        }
+    for (name, every, per) in FLOODS {
+        let frames = flood(every, per);
         run_case(c, &format!("flood/{name}"), frames, held, 32, false, None);
     }
     bench_case(c, "verify/1_flow", traffic(1, n, 8, 0, false), verify, 32);

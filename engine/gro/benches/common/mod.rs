@@ -1,0 +1,231 @@
+//! What the GRO benchmarks share: frames in one arena whose `append` only
+//! counts, and the traffic they replay.
+
+#![allow(dead_code)]
+
+use grorx_gro::traffic::{pattern_byte, FlowSpec, Segment, TCP_ACK, TCP_PSH};
+use grorx_gro::{Gro, GroBuf, GsoInfo, RxHints};
+
+/// A frame in the run's arena; appending only adds up lengths and buffers,
+/// and dropping one frees nothing (the arena goes after the timed part).
+pub struct Frame {
+    /// `cap` bytes of the arena, this frame's alone; the arena outlives it.
+    pub ptr: *mut u8,
+    pub cap: usize,
+    pub len: usize,
+    pub segs: u16,
+}
+
+impl Frame {
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: see `ptr`.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.cap) }
+    }
+}
+
+impl GroBuf for Frame {
+    fn head(&self) -> &[u8] {
+        self.bytes()
+    }
+    fn head_mut(&mut self) -> &mut [u8] {
+        // SAFETY: see `ptr`; the frame is the only view of its bytes.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.cap) }
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn segs(&self) -> u16 {
+        self.segs
+    }
+    fn rx_hints(&self) -> RxHints {
+        RxHints::default()
+    }
+    fn for_each_chunk<F: FnMut(&[u8])>(&self, off: usize, len: usize, mut f: F) {
+        f(&self.bytes()[off..off + len])
+    }
+    fn segs_from(&self, _off: usize) -> u16 {
+        self.segs
+    }
+    fn append(&mut self, other: Frame, off: usize) {
+        self.len += other.len - off;
+        self.segs += other.segs;
+    }
+    fn set_gso(&mut self, _info: &GsoInfo) {}
+}
+
+/// `n` segments over `flows` flows, `run` consecutive segments per flow.
+pub fn traffic(flows: u32, n: usize, run: usize, psh_every: u32, reorder: bool) -> Vec<Vec<u8>> {
+    traffic_mss(flows, n, run, psh_every, reorder, 1448)
+}
+
+pub fn traffic_mss(
+    flows: u32,
+    n: usize,
+    run: usize,
+    psh_every: u32,
+    reorder: bool,
+    mss: u32,
+) -> Vec<Vec<u8>> {
+    let specs: Vec<FlowSpec> = (0..flows).map(|i| FlowSpec::numbered(i, false)).collect();
+    traffic_of(&specs, n, run, psh_every, reorder, mss)
+}
+
+/// `n` segments of the flows `specs`, `run` consecutive segments per flow.
+pub fn traffic_of(
+    specs: &[FlowSpec],
+    n: usize,
+    run: usize,
+    psh_every: u32,
+    reorder: bool,
+    mss: u32,
+) -> Vec<Vec<u8>> {
+    let flows = specs.len() as u32;
+    let payload: Vec<u8> = (0..mss as u64).map(|i| pattern_byte(0, i)).collect();
+    let mut seq = vec![0u32; flows as usize];
+    let mut id = vec![0u16; flows as usize];
+    let mut cnt = vec![0u32; flows as usize];
+    let mut out = Vec::with_capacity(n);
+    let mut f = 0usize;
+    while out.len() < n {
+        for _ in 0..run {
+            let s = Segment {
+                seq: seq[f],
+                ack: 1,
+                flags: TCP_ACK
+                    | if psh_every > 0 && (cnt[f] + 1).is_multiple_of(psh_every) {
+                        TCP_PSH
+                    } else {
+                        0
+                    },
+                ip_id: id[f],
+                tsval: 7,
+                tsecr: 9,
+                payload_len: mss as u16,
+            };
+            out.push(specs[f].frame(&s, &payload));
+            seq[f] = seq[f].wrapping_add(mss);
+            id[f] = id[f].wrapping_add(1);
+            cnt[f] += 1;
+        }
+        f = (f + 1) % flows as usize;
+    }
+    out.truncate(n);
+    if reorder {
+        // Swap every 16th pair: a little reordering, as across paths.
+        for i in (0..n.saturating_sub(1)).step_by(16) {
+            out.swap(i, i + 1);
+        }
+    }
+    out
+}
+
+/// A flow's first segment: ACK only, `payload_len` bytes of payload.
+pub fn one_segment(spec: &FlowSpec, payload_len: u16) -> Vec<u8> {
+    let s = Segment {
+        seq: 1,
+        ack: 1,
+        flags: TCP_ACK,
+        ip_id: 0,
+        tsval: 7,
+        tsecr: 9,
+        payload_len,
+    };
+    spec.frame(&s, &vec![0x55; payload_len as usize])
+}
+
+/// The frames of one run laid out in one arena (as mbufs are in their
+/// pool), each in its own stride.
+pub struct Arena {
+    bytes: Vec<u8>,
+    stride: usize,
+}
+
+impl Arena {
+    pub fn new(frames: &[Vec<u8>]) -> Arena {
+        let stride = frames.iter().map(|f| f.len()).max().unwrap_or(0).max(1);
+        Arena {
+            bytes: vec![0u8; frames.len() * stride],
+            stride,
+        }
+    }
+}
+
+/// Writes `frames` into `arena` and hands out one `Frame` per frame: the
+/// frames are in cache afterwards, as a PMD's freshly received ones are.
+/// The frames must not outlive the arena, nor be used after the next call.
+pub fn frames_in(arena: &mut Arena, frames: &[Vec<u8>]) -> Vec<Frame> {
+    let stride = arena.stride;
+    for (a, f) in arena.bytes.chunks_exact_mut(stride).zip(frames) {
+        a[..f.len()].copy_from_slice(f);
+    }
+    let base = arena.bytes.as_mut_ptr();
+    frames
+        .iter()
+        .enumerate()
+        .map(|(i, f)| Frame {
+            // Disjoint ranges of the arena (moving the arena does not move
+            // its buffer).
+            ptr: base.wrapping_add(i * stride),
+            cap: f.len(),
+            len: f.len(),
+            segs: 1,
+        })
+        .collect()
+}
+
+/// Gives `frames` to `gro` in bursts of `burst`, flushing after each burst
+/// (`flush_each_burst`, the default) or only after the last (packets held
+/// across bursts); what leaves goes to `out`.
+#[inline(never)]
+pub fn replay(
+    gro: &mut Gro<Frame>,
+    frames: Vec<Frame>,
+    burst: usize,
+    flush_each_burst: bool,
+    out: &mut Vec<Frame>,
+) {
+    let mut it = frames.into_iter().peekable();
+    while it.peek().is_some() {
+        for p in it.by_ref().take(burst) {
+            gro.receive(p, 0, &mut |f| out.push(f));
+        }
+        if flush_each_burst {
+            gro.flush_all(&mut |f| out.push(f));
+        }
+    }
+    gro.flush_all(&mut |f| out.push(f));
+}
+
+/// Bulk segments of the flood cases.
+pub const FLOOD_BULK: usize = 4096;
+/// Bulk flows of the flood cases.
+pub const FLOOD_BULK_FLOWS: u32 = 4;
+
+/// The flood cases: name, bulk segments between floods, new flows each time
+/// (0: the bulk alone).
+pub const FLOODS: [(&str, usize, usize); 4] = [
+    ("none", 1, 0),
+    ("1_per_8_bulk", 8, 1),
+    ("1_per_bulk", 1, 1),
+    ("4_per_bulk", 1, 4),
+];
+
+/// `FLOOD_BULK` segments of `FLOOD_BULK_FLOWS` bulk flows (round-robin),
+/// with `per` one-segment flows after every `every` of them, never the same
+/// flow twice.
+pub fn flood(every: usize, per: usize) -> Vec<Vec<u8>> {
+    let bulk = traffic(FLOOD_BULK_FLOWS, FLOOD_BULK, 1, 0, false);
+    let mut next_flow = 200_000u32;
+    let mut frames = Vec::with_capacity(bulk.len() * (1 + per));
+    for (i, b) in bulk.iter().enumerate() {
+        frames.push(b.clone());
+        if i % every != every - 1 {
+            continue;
+        }
+        for _ in 0..per {
+            frames.push(one_segment(&FlowSpec::numbered(next_flow, false), 1448));
+            next_flow += 1;
+        }
+    }
+    frames
+}
