@@ -256,6 +256,10 @@ struct GroArgs {
     /// The longest a segment waits ahead of a gap, in microseconds (with --gro-reorder).
     #[arg(long, default_value_t = 100)]
     gro_reorder_us: u32,
+    /// Merge UDP datagrams of a flow too (same size, the last may be shorter),
+    /// as Linux's UDP GRO does for forwarding; forward segments them back.
+    #[arg(long)]
+    gro_udp: bool,
     /// Checksum validation.
     #[arg(long, value_enum, default_value = "verify")]
     gro_csum: CsumArg,
@@ -315,6 +319,11 @@ fn parse_listen_addr(s: &str) -> Result<std::net::SocketAddr, String> {
 
 /// The run's options from the arguments every run command shares.
 fn run_options(a: RunArgs) -> Result<(RunOptions, Output)> {
+    if a.gro.gro_udp && a.gro.gro != OnOff::On {
+        return Err(grorx_cli::usage(
+            "--gro-udp is part of grorx's GRO: use it with --gro on (the default)",
+        ));
+    }
     if let Some(d) = a.json_interval {
         if !(d >= 0.01 && d.is_finite()) {
             return Err(grorx_cli::usage(
@@ -368,6 +377,7 @@ fn run_options(a: RunArgs) -> Result<(RunOptions, Output)> {
                 CsumArg::Trust => CsumMode::Trust,
             },
             reorder: a.gro.gro_reorder,
+            udp: a.gro.gro_udp,
             ..GroConfig::default()
         }),
         gro_flush_us: a.gro.gro_flush_us,

@@ -273,6 +273,8 @@ pub fn decode(data: &[u8]) -> Input {
         // reorder window (sequence order) does not keep by design; the
         // window's property test (gro/tests/reorder.rs) holds it to its own.
         reorder: 0,
+        // Off: the oracle knows TCP's merges only.
+        udp: false,
     };
     let mut ops = Vec::new();
     while !u.is_empty() && ops.len() < MAX_OPS {

@@ -16,6 +16,8 @@ pub const IPV6_LEN: usize = 40;
 pub const TCP_LEN: usize = 20;
 /// NOP, NOP, timestamps (kind 8, length 10): what Linux sends on every segment.
 pub const TCP_TS_OPT_LEN: usize = 12;
+/// UDP header bytes.
+pub const UDP_LEN: usize = 8;
 
 pub use crate::wire::{
     ETH_P_8021AD, ETH_P_8021Q, ETH_P_IPV4, ETH_P_IPV6, TCP_ACK, TCP_CWR, TCP_ECE, TCP_FIN, TCP_PSH,
@@ -152,57 +154,9 @@ impl FlowSpec {
     pub fn write_headers(&self, buf: &mut [u8], s: &Segment, payload_sum: u16) {
         let hl = self.header_len();
         let buf = &mut buf[..hl];
-        buf[0..6].copy_from_slice(&self.dst_mac);
-        buf[6..12].copy_from_slice(&self.src_mac);
-        let mut o = 12;
-        for (i, v) in self.vlans.iter().enumerate() {
-            let tpid = if i == 0 && self.vlans.len() == 2 {
-                ETH_P_8021AD
-            } else {
-                ETH_P_8021Q
-            };
-            buf[o..o + 2].copy_from_slice(&tpid.to_be_bytes());
-            buf[o + 2..o + 4].copy_from_slice(&(v & 0x0fff).to_be_bytes());
-            o += 4;
-        }
         let l4 = self.l4_len();
         let tcp_len = l4 + s.payload_len as usize;
-        let pseudo;
-        match self.addrs {
-            Addrs::V4 { src, dst } => {
-                buf[o..o + 2].copy_from_slice(&ETH_P_IPV4.to_be_bytes());
-                o += 2;
-                let ip = &mut buf[o..o + IPV4_LEN];
-                ip[0] = 0x45;
-                ip[1] = self.tos;
-                ip[2..4].copy_from_slice(&((IPV4_LEN + tcp_len) as u16).to_be_bytes());
-                ip[4..6].copy_from_slice(&s.ip_id.to_be_bytes());
-                ip[6..8].copy_from_slice(&(if self.df { 0x4000u16 } else { 0 }).to_be_bytes());
-                ip[8] = self.ttl;
-                ip[9] = 6;
-                ip[10..12].copy_from_slice(&[0, 0]);
-                ip[12..16].copy_from_slice(&src);
-                ip[16..20].copy_from_slice(&dst);
-                let c = csum::ipv4_header(ip);
-                ip[10..12].copy_from_slice(&c.to_be_bytes());
-                pseudo = csum::pseudo_v4(src, dst, 6, tcp_len as u16);
-                o += IPV4_LEN;
-            }
-            Addrs::V6 { src, dst } => {
-                buf[o..o + 2].copy_from_slice(&ETH_P_IPV6.to_be_bytes());
-                o += 2;
-                let ip = &mut buf[o..o + IPV6_LEN];
-                let vtcfl = (6u32 << 28) | ((self.tos as u32) << 20) | (self.flow_label & 0xfffff);
-                ip[0..4].copy_from_slice(&vtcfl.to_be_bytes());
-                ip[4..6].copy_from_slice(&(tcp_len as u16).to_be_bytes());
-                ip[6] = 6;
-                ip[7] = self.ttl;
-                ip[8..24].copy_from_slice(&src);
-                ip[24..40].copy_from_slice(&dst);
-                pseudo = csum::pseudo_v6(&src, &dst, 6, tcp_len as u32);
-                o += IPV6_LEN;
-            }
-        }
+        let (o, pseudo) = self.write_l2_l3(buf, 6, s.ip_id, tcp_len);
         let t = &mut buf[o..o + l4];
         t[0..2].copy_from_slice(&self.sport.to_be_bytes());
         t[2..4].copy_from_slice(&self.dport.to_be_bytes());
@@ -232,6 +186,86 @@ impl FlowSpec {
         self.write_headers(&mut f, &s, csum::sum(payload));
         f[hl..].copy_from_slice(payload);
         f
+    }
+
+    /// A UDP datagram of this flow's addresses and ports (the TCP fields
+    /// unused) with `payload`, IPv4 ID `ip_id`, and its checksum (or 0,
+    /// none, when `with_csum` is false).
+    pub fn udp_frame(&self, ip_id: u16, payload: &[u8], with_csum: bool) -> Vec<u8> {
+        let hl = self.l2_len() + self.l3_len() + UDP_LEN;
+        let mut f = vec![0u8; hl + payload.len()];
+        let ulen = UDP_LEN + payload.len();
+        let (o, pseudo) = self.write_l2_l3(&mut f, 17, ip_id, ulen);
+        let u = &mut f[o..o + UDP_LEN];
+        u[0..2].copy_from_slice(&self.sport.to_be_bytes());
+        u[2..4].copy_from_slice(&self.dport.to_be_bytes());
+        u[4..6].copy_from_slice(&(ulen as u16).to_be_bytes());
+        if with_csum {
+            let c = csum::finish(csum::add(
+                csum::add(pseudo, csum::sum(u)),
+                csum::sum(payload),
+            ));
+            let c = if c == 0 { 0xffff } else { c };
+            u[6..8].copy_from_slice(&c.to_be_bytes());
+        }
+        f[hl..].copy_from_slice(payload);
+        f
+    }
+
+    /// Writes the Ethernet header, tags and the IP header for `l4_len`
+    /// bytes of protocol `proto` into `buf`; returns where L4 starts and
+    /// the pseudo-header sum.
+    fn write_l2_l3(&self, buf: &mut [u8], proto: u8, ip_id: u16, l4_len: usize) -> (usize, u16) {
+        buf[0..6].copy_from_slice(&self.dst_mac);
+        buf[6..12].copy_from_slice(&self.src_mac);
+        let mut o = 12;
+        for (i, v) in self.vlans.iter().enumerate() {
+            let tpid = if i == 0 && self.vlans.len() == 2 {
+                ETH_P_8021AD
+            } else {
+                ETH_P_8021Q
+            };
+            buf[o..o + 2].copy_from_slice(&tpid.to_be_bytes());
+            buf[o + 2..o + 4].copy_from_slice(&(v & 0x0fff).to_be_bytes());
+            o += 4;
+        }
+        let pseudo;
+        match self.addrs {
+            Addrs::V4 { src, dst } => {
+                buf[o..o + 2].copy_from_slice(&ETH_P_IPV4.to_be_bytes());
+                o += 2;
+                let ip = &mut buf[o..o + IPV4_LEN];
+                ip[0] = 0x45;
+                ip[1] = self.tos;
+                ip[2..4].copy_from_slice(&((IPV4_LEN + l4_len) as u16).to_be_bytes());
+                ip[4..6].copy_from_slice(&ip_id.to_be_bytes());
+                ip[6..8].copy_from_slice(&(if self.df { 0x4000u16 } else { 0 }).to_be_bytes());
+                ip[8] = self.ttl;
+                ip[9] = proto;
+                ip[10..12].copy_from_slice(&[0, 0]);
+                ip[12..16].copy_from_slice(&src);
+                ip[16..20].copy_from_slice(&dst);
+                let c = csum::ipv4_header(ip);
+                ip[10..12].copy_from_slice(&c.to_be_bytes());
+                pseudo = csum::pseudo_v4(src, dst, proto, l4_len as u16);
+                o += IPV4_LEN;
+            }
+            Addrs::V6 { src, dst } => {
+                buf[o..o + 2].copy_from_slice(&ETH_P_IPV6.to_be_bytes());
+                o += 2;
+                let ip = &mut buf[o..o + IPV6_LEN];
+                let vtcfl = (6u32 << 28) | ((self.tos as u32) << 20) | (self.flow_label & 0xfffff);
+                ip[0..4].copy_from_slice(&vtcfl.to_be_bytes());
+                ip[4..6].copy_from_slice(&(l4_len as u16).to_be_bytes());
+                ip[6] = proto;
+                ip[7] = self.ttl;
+                ip[8..24].copy_from_slice(&src);
+                ip[24..40].copy_from_slice(&dst);
+                pseudo = csum::pseudo_v6(&src, &dst, proto, l4_len as u32);
+                o += IPV6_LEN;
+            }
+        }
+        (o, pseudo)
     }
 }
 

@@ -198,9 +198,22 @@ pub mod field {
         /// Bytes of a header without options (where options start).
         pub const MIN_LEN: usize = 20;
     }
+
+    /// UDP (RFC 768).
+    pub mod udp {
+        use super::Field;
+        /// Source then destination port.
+        pub const PORTS: Field = 0..4;
+        /// Length: header and payload.
+        pub const LEN: Field = 4..6;
+        /// Checksum (0: none, IPv4 only).
+        pub const CHECKSUM: Field = 6..8;
+        /// Bytes of the header.
+        pub const HEADER_LEN: usize = 8;
+    }
 }
 
-use field::{ipv4, ipv6, tcp};
+use field::{ipv4, ipv6, tcp, udp};
 
 /// Bytes of IPv6 hop-by-hop, routing and destination options headers a
 /// segment may carry and still merge (those of Linux's own tests are 8).
@@ -216,6 +229,8 @@ pub const ETH_P_8021Q: u16 = 0x8100;
 pub const ETH_P_8021AD: u16 = 0x88a8;
 /// IP protocol number of TCP.
 pub const IPPROTO_TCP: u8 = 6;
+/// IP protocol number of UDP.
+pub const IPPROTO_UDP: u8 = 17;
 
 /// TCP flag FIN (flags are byte 13 of the header): the sender's last byte.
 pub const TCP_FIN: u8 = 0x01;
@@ -292,92 +307,7 @@ impl Tcp {
     #[inline(always)]
     pub fn parse(head: &[u8], frame_len: usize, check_ip: bool) -> Result<Tcp, NotTcp> {
         let mut t = Tcp::default();
-        let mut off = field::eth::ETHERTYPE.start;
-        let mut ethertype = be16(head, off).ok_or(NotTcp::Malformed)?;
-        while ethertype == ETH_P_8021Q || ethertype == ETH_P_8021AD {
-            if t.vlans == 2 {
-                return Err(NotTcp::NotIp);
-            }
-            t.tci[t.vlans as usize] =
-                be16(head, off + field::eth::TAG_TCI.start).ok_or(NotTcp::Malformed)?;
-            t.vlans += 1;
-            off += field::eth::TAG_LEN;
-            ethertype = be16(head, off).ok_or(NotTcp::Malformed)?;
-        }
-        let l3 = off + field::eth::ETHERTYPE.len();
-        let (l4, ip_end) = match ethertype {
-            ETH_P_IPV4 => {
-                let ip: &[u8; ipv4::MIN_LEN] = head
-                    .get(l3..l3 + ipv4::MIN_LEN)
-                    .ok_or(NotTcp::Malformed)?
-                    .try_into()
-                    .unwrap();
-                let vi = ip[ipv4::VER_IHL];
-                if vi != 0x45 {
-                    return Err(if vi >> 4 != 4 || vi & 0x0f < 5 {
-                        NotTcp::Malformed
-                    } else {
-                        NotTcp::IpOptions
-                    });
-                }
-                let tot = field::read16(ip, 0, ipv4::TOTAL_LEN) as usize;
-                let frag = field::read16(ip, 0, ipv4::FLAGS_FRAG);
-                if tot < ipv4::MIN_LEN || l3 + tot > frame_len {
-                    return Err(NotTcp::Malformed);
-                }
-                if frag & 0x3fff != 0 {
-                    return Err(NotTcp::Fragment);
-                }
-                if frag & 0x8000 != 0 {
-                    return Err(NotTcp::ReservedFlag);
-                }
-                if ip[ipv4::PROTOCOL] != IPPROTO_TCP {
-                    return Err(NotTcp::NotTcp);
-                }
-                if check_ip && csum::sum(ip) != 0xffff {
-                    return Err(NotTcp::BadIpChecksum);
-                }
-                (l3 + ipv4::MIN_LEN, l3 + tot)
-            }
-            ETH_P_IPV6 => {
-                let ip: &[u8; ipv6::HEADER_LEN] = head
-                    .get(l3..l3 + ipv6::HEADER_LEN)
-                    .ok_or(NotTcp::Malformed)?
-                    .try_into()
-                    .unwrap();
-                if ip[0] >> 4 != 6 {
-                    return Err(NotTcp::Malformed);
-                }
-                let plen = field::read16(ip, 0, ipv6::PAYLOAD_LEN) as usize;
-                let end = l3 + ipv6::HEADER_LEN + plen;
-                if end > frame_len {
-                    return Err(NotTcp::Malformed);
-                }
-                // Hop-by-hop, routing and destination options headers are
-                // stepped over (segments with byte-equal ones merge, as in
-                // Linux); a fragment header, AH or mobility never merges.
-                let mut next = ip[ipv6::NEXT_HEADER];
-                let mut l4 = l3 + ipv6::HEADER_LEN;
-                let ext_end = l4 + EXT_MAX;
-                while matches!(next, 0 | 43 | 60) && l4 < ext_end {
-                    let e = head.get(l4..l4 + 2).ok_or(NotTcp::Malformed)?;
-                    // e: the extension header's next-header and length bytes.
-                    next = e[0];
-                    l4 += (e[1] as usize + 1) * 8;
-                }
-                match next {
-                    IPPROTO_TCP if l4 <= ext_end => {}
-                    IPPROTO_TCP | 0 | 43 | 44 | 60 | 51 | 135 => return Err(NotTcp::Ipv6Ext),
-                    _ => return Err(NotTcp::NotTcp),
-                }
-                if l4 > end {
-                    return Err(NotTcp::Malformed);
-                }
-                t.ipv6 = true;
-                (l4, end)
-            }
-            _ => return Err(NotTcp::NotIp),
-        };
+        let (l4, ip_end) = ip_layer::<IPPROTO_TCP>(head, frame_len, check_ip, &mut t)?;
         let doff = (*head.get(l4 + tcp::DATA_OFF).ok_or(NotTcp::Malformed)? >> 4) as usize * 4;
         if doff < tcp::MIN_LEN || l4 + doff > ip_end || l4 + doff > head.len() {
             return Err(NotTcp::Malformed);
@@ -385,13 +315,33 @@ impl Tcp {
         if ip_end != frame_len {
             return Err(NotTcp::Padded);
         }
-        t.l3 = l3 as u16;
         t.l4 = l4 as u16;
         t.payload = (l4 + doff) as u16;
         t.payload_len = (ip_end - l4 - doff) as u32;
         Ok(t)
     }
 
+    /// Parses a UDP datagram as `parse` does a TCP segment: the layout's
+    /// L4 header is the 8-byte UDP header (`payload = l4 + 8`). A UDP length
+    /// other than what the IP header says is `Malformed`; a frame that is
+    /// not UDP is `NotTcp`.
+    #[inline(always)]
+    pub fn parse_udp(head: &[u8], frame_len: usize, check_ip: bool) -> Result<Tcp, NotTcp> {
+        let mut t = Tcp::default();
+        let (l4, ip_end) = ip_layer::<IPPROTO_UDP>(head, frame_len, check_ip, &mut t)?;
+        let ulen = be16(head, l4 + udp::LEN.start).ok_or(NotTcp::Malformed)? as usize;
+        let payload = l4 + udp::HEADER_LEN;
+        if ulen != ip_end - l4 || payload > ip_end || payload > head.len() {
+            return Err(NotTcp::Malformed);
+        }
+        if ip_end != frame_len {
+            return Err(NotTcp::Padded);
+        }
+        t.l4 = l4 as u16;
+        t.payload = payload as u16;
+        t.payload_len = (ip_end - payload) as u32;
+        Ok(t)
+    }
     /// TCP header length (with options).
     #[inline(always)]
     pub fn l4_len(&self) -> usize {
@@ -403,6 +353,108 @@ impl Tcp {
     pub fn l3_len(&self) -> usize {
         (self.l4 - self.l3) as usize
     }
+}
+
+/// The layers below L4 of a frame whose IP protocol must be `PROTO`: tags
+/// and the IP header, into `t` (tags, `l3`, `ipv6`); returns where L4
+/// starts and where the IP packet ends. The checks are those `Tcp::parse`
+/// documents, in one order for every protocol.
+#[inline(always)]
+fn ip_layer<const PROTO: u8>(
+    head: &[u8],
+    frame_len: usize,
+    check_ip: bool,
+    t: &mut Tcp,
+) -> Result<(usize, usize), NotTcp> {
+    let mut off = field::eth::ETHERTYPE.start;
+    let mut ethertype = be16(head, off).ok_or(NotTcp::Malformed)?;
+    while ethertype == ETH_P_8021Q || ethertype == ETH_P_8021AD {
+        if t.vlans == 2 {
+            return Err(NotTcp::NotIp);
+        }
+        t.tci[t.vlans as usize] =
+            be16(head, off + field::eth::TAG_TCI.start).ok_or(NotTcp::Malformed)?;
+        t.vlans += 1;
+        off += field::eth::TAG_LEN;
+        ethertype = be16(head, off).ok_or(NotTcp::Malformed)?;
+    }
+    let l3 = off + field::eth::ETHERTYPE.len();
+    let (l4, ip_end) = match ethertype {
+        ETH_P_IPV4 => {
+            let ip: &[u8; ipv4::MIN_LEN] = head
+                .get(l3..l3 + ipv4::MIN_LEN)
+                .ok_or(NotTcp::Malformed)?
+                .try_into()
+                .unwrap();
+            let vi = ip[ipv4::VER_IHL];
+            if vi != 0x45 {
+                return Err(if vi >> 4 != 4 || vi & 0x0f < 5 {
+                    NotTcp::Malformed
+                } else {
+                    NotTcp::IpOptions
+                });
+            }
+            let tot = field::read16(ip, 0, ipv4::TOTAL_LEN) as usize;
+            let frag = field::read16(ip, 0, ipv4::FLAGS_FRAG);
+            if tot < ipv4::MIN_LEN || l3 + tot > frame_len {
+                return Err(NotTcp::Malformed);
+            }
+            if frag & 0x3fff != 0 {
+                return Err(NotTcp::Fragment);
+            }
+            if frag & 0x8000 != 0 {
+                return Err(NotTcp::ReservedFlag);
+            }
+            if ip[ipv4::PROTOCOL] != PROTO {
+                return Err(NotTcp::NotTcp);
+            }
+            if check_ip && csum::sum(ip) != 0xffff {
+                return Err(NotTcp::BadIpChecksum);
+            }
+            (l3 + ipv4::MIN_LEN, l3 + tot)
+        }
+        ETH_P_IPV6 => {
+            let ip: &[u8; ipv6::HEADER_LEN] = head
+                .get(l3..l3 + ipv6::HEADER_LEN)
+                .ok_or(NotTcp::Malformed)?
+                .try_into()
+                .unwrap();
+            if ip[0] >> 4 != 6 {
+                return Err(NotTcp::Malformed);
+            }
+            let plen = field::read16(ip, 0, ipv6::PAYLOAD_LEN) as usize;
+            let end = l3 + ipv6::HEADER_LEN + plen;
+            if end > frame_len {
+                return Err(NotTcp::Malformed);
+            }
+            // Hop-by-hop, routing and destination options headers are
+            // stepped over (segments with byte-equal ones merge, as in
+            // Linux); a fragment header, AH or mobility never merges.
+            let mut next = ip[ipv6::NEXT_HEADER];
+            let mut l4 = l3 + ipv6::HEADER_LEN;
+            let ext_end = l4 + EXT_MAX;
+            while matches!(next, 0 | 43 | 60) && l4 < ext_end {
+                let e = head.get(l4..l4 + 2).ok_or(NotTcp::Malformed)?;
+                // e: the extension header's next-header and length bytes.
+                next = e[0];
+                l4 += (e[1] as usize + 1) * 8;
+            }
+            match next {
+                n if n == PROTO && l4 <= ext_end => {}
+                n if n == PROTO => return Err(NotTcp::Ipv6Ext),
+                0 | 43 | 44 | 60 | 51 | 135 => return Err(NotTcp::Ipv6Ext),
+                _ => return Err(NotTcp::NotTcp),
+            }
+            if l4 > end {
+                return Err(NotTcp::Malformed);
+            }
+            t.ipv6 = true;
+            (l4, end)
+        }
+        _ => return Err(NotTcp::NotIp),
+    };
+    t.l3 = l3 as u16;
+    Ok((l4, ip_end))
 }
 
 /// What a frame GRO cannot merge still says about its flow (for keeping a
@@ -434,6 +486,15 @@ pub struct FlowHint {
 impl FlowHint {
     /// The hint of a TCP-over-IP frame, if it is one (by its protocol fields).
     pub fn of(head: &[u8]) -> Option<FlowHint> {
+        Self::of_proto::<IPPROTO_TCP>(head)
+    }
+
+    /// The hint of a UDP-over-IP frame, if it is one.
+    pub fn of_udp(head: &[u8]) -> Option<FlowHint> {
+        Self::of_proto::<IPPROTO_UDP>(head)
+    }
+
+    fn of_proto<const PROTO: u8>(head: &[u8]) -> Option<FlowHint> {
         let mut h = FlowHint {
             macs: [0; 12],
             tci: [0; 2],
@@ -461,7 +522,7 @@ impl FlowHint {
         let l4 = match et {
             ETH_P_IPV4 => {
                 let ip = head.get(l3..l3 + ipv4::MIN_LEN)?;
-                if ip[ipv4::VER_IHL] >> 4 != 4 || ip[ipv4::PROTOCOL] != IPPROTO_TCP {
+                if ip[ipv4::VER_IHL] >> 4 != 4 || ip[ipv4::PROTOCOL] != PROTO {
                     return None;
                 }
                 h.addrs[..8].copy_from_slice(&ip[ipv4::ADDRS]);
@@ -476,7 +537,7 @@ impl FlowHint {
                 h.ipv6 = true;
                 h.flow_label = field::read32(ip, 0, ipv6::VER_TC_FLOW) & 0x000f_ffff;
                 h.addrs.copy_from_slice(&ip[ipv6::ADDRS]);
-                ipv6_tcp_offset(head, ip[ipv6::NEXT_HEADER], l3 + ipv6::HEADER_LEN)?
+                ipv6_l4_offset::<PROTO>(head, ip[ipv6::NEXT_HEADER], l3 + ipv6::HEADER_LEN)?
             }
             _ => return None,
         };
@@ -487,15 +548,20 @@ impl FlowHint {
     }
 }
 
-/// Where TCP starts after the IPv6 extension headers that begin at `off`
-/// with `next` (hop-by-hop, routing, fragment, destination options, AH):
-/// `None` if the chain does not end in TCP within `head`, `Some(None)` for
-/// a fragment past the first (its TCP header is elsewhere).
-fn ipv6_tcp_offset(head: &[u8], mut next: u8, mut off: usize) -> Option<Option<usize>> {
+/// Where L4 (protocol `PROTO`) starts after the IPv6 extension headers
+/// that begin at `off` with `next` (hop-by-hop, routing, fragment,
+/// destination options, AH): `None` if the chain does not end in `PROTO`
+/// within `head`, `Some(None)` for a fragment past the first (its L4 header
+/// is elsewhere).
+fn ipv6_l4_offset<const PROTO: u8>(
+    head: &[u8],
+    mut next: u8,
+    mut off: usize,
+) -> Option<Option<usize>> {
     // A bound on the chain: each header is 8 bytes or more.
     for _ in 0..8 {
         let len = match next {
-            IPPROTO_TCP => return Some(Some(off)),
+            n if n == PROTO => return Some(Some(off)),
             44 => {
                 if be16(head, off + field::ipv6_ext::FRAG_OFFSET.start)? & 0xfff8 != 0 {
                     return Some(None);

@@ -36,13 +36,18 @@ pub struct SkbMeta {
     pub l3_len: u16,
     /// TCP header bytes, options included.
     pub l4_len: u16,
-    /// `SKB_COPIED_HEAD` or 0.
+    /// `SKB_COPIED_HEAD`, `SKB_GSO_UDP`.
     pub flags: u16,
 }
 
 /// `SkbMeta::flags`: the head was copied from the frame (copy mode).
 #[doc(hidden)]
 pub const SKB_COPIED_HEAD: u16 = 1;
+
+/// `SkbMeta::flags`: the merged packet is UDP datagrams (`gso_size` bytes
+/// of payload each; `l4_len` is the UDP header's 8), else TCP segments.
+#[doc(hidden)]
+pub const SKB_GSO_UDP: u16 = 2;
 
 /// The private area every pool must reserve for the skb.
 pub const PRIV_SIZE: u16 = {
@@ -586,6 +591,7 @@ impl GroBuf for Skb {
         meta.l2_len = info.l2_len;
         meta.l3_len = info.l3_len;
         meta.l4_len = info.l4_len;
+        meta.flags = (meta.flags & !SKB_GSO_UDP) | if info.udp { SKB_GSO_UDP } else { 0 };
         // SAFETY: field writes on our head.
         unsafe {
             let segsz = if info.segs > 1 { info.mss as u64 } else { 0 };
@@ -597,12 +603,15 @@ impl GroBuf for Skb {
                 segsz,
             );
             if info.tso {
-                (*m).ol_flags |= sys::RTE_MBUF_F_TX_TCP_SEG
-                    | if info.ipv6 {
-                        sys::RTE_MBUF_F_TX_IPV6
-                    } else {
-                        sys::RTE_MBUF_F_TX_IPV4 | sys::RTE_MBUF_F_TX_IP_CKSUM
-                    };
+                (*m).ol_flags |= if info.udp {
+                    sys::RTE_MBUF_F_TX_UDP_SEG
+                } else {
+                    sys::RTE_MBUF_F_TX_TCP_SEG
+                } | if info.ipv6 {
+                    sys::RTE_MBUF_F_TX_IPV6
+                } else {
+                    sys::RTE_MBUF_F_TX_IPV4 | sys::RTE_MBUF_F_TX_IP_CKSUM
+                };
             }
         }
     }

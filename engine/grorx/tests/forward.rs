@@ -342,6 +342,7 @@ fn unaligned_chains_are_copied() {
         segs: 4,
         ipv6: false,
         tso: false,
+        udp: false,
     });
     let mut f = forwarder(&lo, Encap::None, TxOffloads::Software, &p);
     let fs = forward_all(&mut f, vec![s]);
@@ -810,4 +811,38 @@ fn measure(hz: f64) -> String {
     drop(lo);
     assert_eq!(p.in_use(), 0);
     r
+}
+
+#[test]
+fn merged_udp_datagrams_are_sent_as_the_datagrams_received() {
+    let _e = common::eal();
+    let p = pool(2047, 2176);
+    let lo = Loopback::new(1024, &p);
+    for ipv6 in [false, true] {
+        let spec = FlowSpec::numbered(21, ipv6);
+        // 7 datagrams of 1200 B, then a shorter one that ends the packet.
+        let frames: Vec<Vec<u8>> = (0..8u16)
+            .map(|k| {
+                let len = if k == 7 { 333 } else { 1200 };
+                let payload: Vec<u8> = (0..len).map(|i| (i as u16 ^ (k * 31)) as u8).collect();
+                spec.udp_frame(40 + k, &payload, true)
+            })
+            .collect();
+        let cfg = GroConfig {
+            udp: true,
+            ..GroConfig::default()
+        };
+        for offloads in [TxOffloads::Software, TxOffloads::Port] {
+            let skbs = merged(&p, 128, &frames, 2048, cfg);
+            assert_eq!(skbs.len(), 1, "one packet of 8 datagrams");
+            assert_eq!(skbs[0].meta().gso_segs, 8);
+            let mut f = forwarder(&lo, Encap::None, offloads, &p);
+            let st = forward_all(&mut f, skbs);
+            let got: Vec<Vec<u8>> = lo.rx_all().iter().map(bytes_of).collect();
+            assert_eq!(got, frames, "ipv6 {ipv6}");
+            assert_eq!((st.gso_packets, st.gso_segments), (1, 8));
+            drop(f);
+            assert_eq!(p.in_use(), 0);
+        }
+    }
 }

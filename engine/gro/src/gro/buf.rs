@@ -41,9 +41,13 @@ pub struct GsoInfo {
     pub segs: u16,
     /// TCP over IPv6 (else IPv4).
     pub ipv6: bool,
-    /// The TCP checksum field holds the pseudo-header sum for TSO, not the
-    /// full checksum (see `OutCsum::Pseudo`).
+    /// The L4 checksum field holds the pseudo-header sum for the port's
+    /// segmentation (TSO, or UDP segmentation), not the full checksum (see
+    /// `OutCsum::Pseudo`).
     pub tso: bool,
+    /// UDP datagrams merged (`GroConfig::udp`; `l4_len` is 8, `mss` the
+    /// datagrams' payload size), else TCP segments.
+    pub udp: bool,
 }
 
 /// A packet GRO can hold and extend. Headers are contiguous in the first

@@ -42,6 +42,9 @@ pub struct GroConfig {
     /// fill (0: off; at most `MAX_REORDER`). How long they may wait is the
     /// caller's: `Gro::expire_reorder`.
     pub reorder: u16,
+    /// Merge UDP datagrams too (see the `udp` module), in a table of their
+    /// own as large as TCP's.
+    pub udp: bool,
 }
 
 /// The most segments a flow may hold ahead of a gap (`GroConfig::reorder`).
@@ -57,6 +60,7 @@ impl Default for GroConfig {
             csum: CsumMode::Verify,
             out_csum: OutCsum::Full,
             reorder: 0,
+            udp: false,
         }
     }
 }

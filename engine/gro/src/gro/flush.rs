@@ -22,6 +22,11 @@ impl<B: GroBuf> Gro<B> {
                 self.before_it(&pkt, out);
             }
         }
+        if related && self.udp.is_some() {
+            // A UDP frame turned away before its protocol was read (a
+            // fragment, IP options, a bad IP checksum).
+            self.udp_flush_flow_of(&pkt, out);
+        }
         self.pass(why, pkt, out)
     }
 
@@ -151,6 +156,7 @@ impl<B: GroBuf> Gro<B> {
             segs: h.segs,
             ipv6: h.t.ipv6,
             tso,
+            udp: false,
         };
         if let Some(mut pkt) = h.pkt.take() {
             pkt.set_gso(&info);
@@ -162,6 +168,9 @@ impl<B: GroBuf> Gro<B> {
     /// gap included (the end of a run; with the reorder window off, the end
     /// of a poll too).
     pub fn flush_all(&mut self, out: &mut impl FnMut(B)) {
+        if self.udp.is_some() {
+            self.udp_flush_until(None, Flush::EndOfPoll, out);
+        }
         let was = std::mem::replace(&mut self.giving_up, true);
         loop {
             while let Some(s) = self.table.oldest() {
@@ -187,6 +196,9 @@ impl<B: GroBuf> Gro<B> {
         if self.ahead_flows == 0 {
             return self.flush_all(out);
         }
+        if self.udp.is_some() {
+            self.udp_flush_until(None, Flush::EndOfPoll, out);
+        }
         let mut at = self.table.next_live(None);
         while let Some(s) = at {
             at = self.table.next_live(Some(s));
@@ -201,6 +213,9 @@ impl<B: GroBuf> Gro<B> {
     pub fn flush_older(&mut self, deadline: u64, out: &mut impl FnMut(B)) {
         if self.reorder_busy() {
             self.settle(out);
+        }
+        if self.udp.is_some() {
+            self.udp_flush_until(Some(deadline), Flush::Age, out);
         }
         let mut at = self.table.next_live(None);
         while let Some(s) = at {

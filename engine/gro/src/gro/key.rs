@@ -99,6 +99,37 @@ impl FlowKey {
         })
     }
 
+    /// The key of a UDP datagram laid out as `t` says in `head`
+    /// (`Tcp::parse_udp`): the same fields as a TCP segment's key, read
+    /// from the same places (the ports are the L4 header's first word).
+    pub fn of_layout(head: &[u8], t: &crate::wire::Tcp) -> FlowKey {
+        use crate::wire::field::{self, eth, ipv4, ipv6};
+        let l3 = t.l3 as usize;
+        let ad = |i: u8| {
+            let at = eth::ETHERTYPE.start + eth::TAG_LEN * i as usize;
+            (t.vlans > i && head[at..at + 2] == [0x88, 0xa8]) as u8
+        };
+        let addrs = if t.ipv6 {
+            &head[field::at(l3, ipv6::ADDRS)]
+        } else {
+            &head[field::at(l3, ipv4::ADDRS)]
+        };
+        Self::pack(Parts {
+            macs: &head[eth::MACS],
+            tci: t.tci,
+            vlans: t.vlans,
+            ad: ad(0) | ad(1) << 1,
+            ipv6: t.ipv6,
+            flow_label: if t.ipv6 {
+                field::read32(head, l3, ipv6::VER_TC_FLOW) & 0x000f_ffff
+            } else {
+                0
+            },
+            ports: u32::from_be_bytes(head[t.l4 as usize..t.l4 as usize + 4].try_into().unwrap()),
+            addrs,
+        })
+    }
+
     /// The key of the flow a frame GRO turned away belongs to, when the
     /// frame names it (`None` for a fragment past the first: no ports); its
     /// hash finds the probe run of every flow `matches` accepts.

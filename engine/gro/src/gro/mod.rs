@@ -41,6 +41,7 @@ mod reorder;
 mod rules;
 mod sums;
 mod template;
+mod udp;
 
 pub use buf::{CsumHint, GroBuf, GsoInfo, RxHints, VecBuf};
 pub use config::{CsumMode, GroConfig, OutCsum, MAX_REORDER};
@@ -52,6 +53,7 @@ use reorder::*;
 use rules::*;
 use sums::*;
 use template::*;
+use udp::UdpTable;
 
 use crate::csum;
 use crate::wire::field::{self, ipv4, ipv6, tcp};
@@ -79,6 +81,8 @@ pub struct Gro<B> {
     hash_key: HashKey,
     /// The reorder window's segments (None with it off).
     reorder: Option<Box<Reorder<B>>>,
+    /// UDP flows (None with UDP GRO off).
+    udp: Option<Box<UdpTable<B>>>,
     /// Flows with segments waiting ahead of a gap, and segments let go and
     /// not yet taken again: with both 0, a receive has nothing more to do.
     ahead_flows: u32,
@@ -146,6 +150,7 @@ impl<B: GroBuf> Gro<B> {
                     cfg.flows,
                 ))
             }),
+            udp: cfg.udp.then(|| Box::new(Table::new(cfg.table_entries()))),
             ahead_flows: 0,
             pending: 0,
             no_wait: false,
@@ -189,13 +194,19 @@ impl<B: GroBuf> Gro<B> {
     }
 
     /// Packets held right now.
+    #[inline(always)]
     pub fn held(&self) -> usize {
-        self.table.len()
+        self.table.len() + self.udp.as_deref().map_or(0, |u| u.len())
     }
 
     /// The oldest held packet's arrival time, if any.
     pub fn oldest_since(&self) -> Option<u64> {
-        self.table.oldest().map(|s| self.table.get(s).since)
+        let tcp = self.table.oldest().map(|s| self.table.get(s).since);
+        let udp = (self.udp.as_deref()).and_then(|u| u.oldest().map(|s| u.get(s).since));
+        match (tcp, udp) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Takes one received packet at time `now` (TSC); whatever leaves GRO
@@ -291,6 +302,9 @@ impl<B: GroBuf> Gro<B> {
             verify && hints.ip == CsumHint::Unknown,
         ) {
             Ok(t) => t,
+            Err(NotTcp::NotTcp) if self.udp.is_some() => {
+                return self.receive_udp(pkt, now, verify, hints, out)
+            }
             Err(why) => return self.pass_in_order(Pass::Frame(why), pkt, out),
         };
         let f = Fields::new(pkt.head(), t);

@@ -88,7 +88,7 @@ const REFUSALS: [Flush; 10] = [
 ];
 
 /// The bit of `why` in a flush word.
-const fn bit(why: Flush) -> u32 {
+pub(super) const fn bit(why: Flush) -> u32 {
     let mut i = 0;
     while i < REFUSALS.len() {
         if REFUSALS[i] as u8 == why as u8 {

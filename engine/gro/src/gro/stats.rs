@@ -126,11 +126,18 @@ pub enum Pass {
     /// data (a retransmission of what was delivered), passed at once without
     /// letting the held data out.
     Retransmission,
+    /// UDP GRO: the UDP checksum is wrong.
+    BadUdpChecksum,
+    /// UDP GRO: a datagram without a checksum (0, IPv4): never merged, as
+    /// in Linux.
+    UdpNoChecksum,
+    /// UDP GRO: a datagram without payload.
+    UdpNoPayload,
 }
 
 impl Pass {
     /// How many reasons there are (the length of `GroStats::pass`).
-    pub const N: usize = NotTcp::ALL.len() + 5;
+    pub const N: usize = NotTcp::ALL.len() + 8;
     /// The reason's index in `GroStats::pass`.
     pub fn index(self) -> usize {
         match self {
@@ -140,6 +147,9 @@ impl Pass {
             Pass::Flags => NotTcp::ALL.len() + 2,
             Pass::ProbeLimit => NotTcp::ALL.len() + 3,
             Pass::Retransmission => NotTcp::ALL.len() + 4,
+            Pass::BadUdpChecksum => NotTcp::ALL.len() + 5,
+            Pass::UdpNoChecksum => NotTcp::ALL.len() + 6,
+            Pass::UdpNoPayload => NotTcp::ALL.len() + 7,
         }
     }
     /// Every reason, in index order.
@@ -150,6 +160,9 @@ impl Pass {
             Pass::Flags,
             Pass::ProbeLimit,
             Pass::Retransmission,
+            Pass::BadUdpChecksum,
+            Pass::UdpNoChecksum,
+            Pass::UdpNoPayload,
         ])
     }
     /// The reason's name in the report's `passthrough`.
@@ -161,6 +174,9 @@ impl Pass {
             Pass::Flags => "tcp_unmergeable_flags",
             Pass::ProbeLimit => "probe_limit",
             Pass::Retransmission => "tcp_retransmission",
+            Pass::BadUdpChecksum => "bad_udp_checksum",
+            Pass::UdpNoChecksum => "udp_no_checksum",
+            Pass::UdpNoPayload => "udp_no_payload",
         }
     }
 }

@@ -1442,6 +1442,7 @@ fn an_ipv6_packet_counts_its_header_against_the_size_limit() {
 
 mod conformance;
 mod reorder;
+mod udp;
 
 /// Segments per packet out for 4 bulk flows, held across polls of 32
 /// frames for 256 bulk segments' time, with `flood` new one-segment flows

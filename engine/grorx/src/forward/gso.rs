@@ -2,7 +2,7 @@
 //! TSO, or software GSO (zero-copy where the chain allows, copied otherwise).
 
 use super::*;
-use crate::wire::field::{self, ipv4, ipv6, tcp};
+use crate::wire::field::{self, ipv4, ipv6, tcp, udp};
 
 impl Forwarder {
     /// Hands a merged packet whole to a virtio peer: the header says how to
@@ -345,6 +345,8 @@ impl Forwarder {
         }
         let (ip, tcp, l3) = (lay.ip(), lay.tcp(), lay.l3);
         let tcp_len = lay.l4 + seglen;
+        // The L4 header: TCP's sequence number and flags, or UDP's length;
+        // then either's checksum.
         if lay.ipv6 {
             let plen = (l3 - ipv6::HEADER_LEN + tcp_len) as u16;
             field::write16(out, ip, ipv6::PAYLOAD_LEN, plen);
@@ -356,18 +358,24 @@ impl Forwarder {
             let c = csum::ipv4_header(&out[ip..ip + l3]);
             field::write16(out, ip, ipv4::CHECKSUM, c);
         }
-        let seq0 = field::read32(tmpl, tcp, tcp::SEQ);
-        let seq = seq0.wrapping_add((k * lay.mss) as u32);
-        field::write32(out, tcp, tcp::SEQ, seq);
-        let mut f = tmpl[tcp + tcp::FLAGS];
-        if k > 0 {
-            f &= !TCP_CWR;
-        }
-        if !last {
-            f &= !(TCP_PSH | TCP_FIN);
-        }
-        out[tcp + tcp::FLAGS] = f;
-        field::write16(out, tcp, tcp::CHECKSUM, 0);
+        let csum_at = if lay.udp {
+            field::write16(out, tcp, udp::LEN, tcp_len as u16);
+            udp::CHECKSUM
+        } else {
+            let seq0 = field::read32(tmpl, tcp, tcp::SEQ);
+            let seq = seq0.wrapping_add((k * lay.mss) as u32);
+            field::write32(out, tcp, tcp::SEQ, seq);
+            let mut f = tmpl[tcp + tcp::FLAGS];
+            if k > 0 {
+                f &= !TCP_CWR;
+            }
+            if !last {
+                f &= !(TCP_PSH | TCP_FIN);
+            }
+            out[tcp + tcp::FLAGS] = f;
+            tcp::CHECKSUM
+        };
+        field::write16(out, tcp, csum_at.clone(), 0);
         let s = csum::add(
             csum::add(
                 pseudo(out, lay, tcp_len),
@@ -375,11 +383,17 @@ impl Forwarder {
             ),
             psum,
         );
-        field::write16(out, tcp, tcp::CHECKSUM, csum::finish(s));
+        let c = match csum::finish(s) {
+            // 0 means "no checksum" in UDP: a computed 0 is sent as 0xffff.
+            0 if lay.udp => 0xffff,
+            c => c,
+        };
+        field::write16(out, tcp, csum_at, c);
     }
 }
 
-/// The TCP pseudo-header sum for a TCP length (addresses from `h`).
+/// The L4 (TCP or UDP, as `lay` says) pseudo-header sum for an L4 length
+/// (addresses from `h`).
 #[inline]
 pub(super) fn pseudo(h: &[u8], lay: &Layout, tcp_len: usize) -> u16 {
     let ip = lay.ip();
@@ -388,5 +402,10 @@ pub(super) fn pseudo(h: &[u8], lay: &Layout, tcp_len: usize) -> u16 {
     } else {
         &h[field::at(ip, ipv4::ADDRS)]
     };
-    csum::pseudo(addrs, 6, tcp_len as u32)
+    let proto = if lay.udp {
+        crate::wire::IPPROTO_UDP
+    } else {
+        crate::wire::IPPROTO_TCP
+    };
+    csum::pseudo(addrs, proto, tcp_len as u32)
 }

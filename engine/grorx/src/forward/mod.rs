@@ -76,6 +76,8 @@ struct Layout {
     l4: usize,
     mss: usize,
     ipv6: bool,
+    /// UDP datagrams merged (`l4` is the UDP header), else TCP segments.
+    udp: bool,
 }
 
 impl Layout {
@@ -222,10 +224,11 @@ impl Forwarder {
     pub fn push(&mut self, skb: Skb) {
         self.stats.packets_in += 1;
         let meta = *skb.meta();
+        let udp = meta.flags & skb::SKB_GSO_UDP != 0;
         let merged = meta.gso_segs > 1
             && meta.gso_size > 0
             && meta.l3_len >= 20
-            && meta.l4_len >= 20
+            && (meta.l4_len >= 20 || udp && meta.l4_len == 8)
             && (meta.l2_len + meta.l3_len + meta.l4_len) as usize + VXLAN_ENCAP_LEN as usize
                 <= MAX_HDR;
         if !merged {
@@ -288,8 +291,8 @@ impl Forwarder {
         self.queue(m);
     }
 
-    /// A merged TCP packet: encapsulate, then TSO, software GSO or (virtio)
-    /// the GSO layout in the header.
+    /// A merged packet: encapsulate, then (TCP) TSO, software GSO or
+    /// (virtio) the GSO layout in the header; (UDP) software segmentation.
     fn push_merged(&mut self, mut skb: Skb, meta: &SkbMeta) {
         let head = skb.head();
         let l2 = meta.l2_len as usize;
@@ -308,6 +311,7 @@ impl Forwarder {
             l4: meta.l4_len as usize,
             mss: meta.gso_size as usize,
             ipv6,
+            udp: meta.flags & skb::SKB_GSO_UDP != 0,
         };
         let sport = match &self.encap {
             Encap::Vxlan(v) => vxlan_sport(v, skb.as_ptr(), head, meta),
@@ -337,6 +341,9 @@ impl Forwarder {
                 return sys::rte_pktmbuf_free(m);
             }
             match self.encap {
+                // Datagrams go back to datagrams in software, whatever the
+                // port or peer offers.
+                _ if lay.udp => self.gso(m, &h, &lay, sport, reserve),
                 Encap::VirtioNet => self.virtio_gso(m, &mut h, &lay),
                 Encap::None | Encap::Vxlan(_) => {
                     let vx = lay.elen > 0;

@@ -1,0 +1,298 @@
+//! UDP GRO (`GroConfig::udp`): one test per rule, on `VecBuf`.
+
+use super::*;
+use crate::wire::field::udp;
+
+const DGRAM: usize = 1200;
+
+fn udp_cfg() -> GroConfig {
+    GroConfig {
+        udp: true,
+        ..GroConfig::default()
+    }
+}
+
+/// Datagrams of one flow: payloads from a pattern, IPv4 IDs counting up.
+struct Dgrams {
+    spec: FlowSpec,
+    flow: u32,
+    off: u64,
+    ip_id: u16,
+    tag: u64,
+}
+
+impl Dgrams {
+    fn new(i: u32, ipv6: bool) -> Dgrams {
+        Dgrams {
+            spec: FlowSpec::numbered(i, ipv6),
+            flow: i,
+            off: 0,
+            ip_id: 7,
+            // Flow i's datagrams are i * 1000 + 1, + 2...
+            tag: i as u64 * 1000,
+        }
+    }
+    fn payload(&self, len: usize) -> Vec<u8> {
+        (0..len as u64)
+            .map(|k| pattern_byte(self.flow, self.off + k))
+            .collect()
+    }
+    fn next_csum(&mut self, len: usize, with_csum: bool) -> VecBuf {
+        let p = self.payload(len);
+        let f = self.spec.udp_frame(self.ip_id, &p, with_csum);
+        self.off += len as u64;
+        self.ip_id = self.ip_id.wrapping_add(1);
+        self.tag += 1;
+        VecBuf::new(self.tag, f)
+    }
+    fn next(&mut self, len: usize) -> VecBuf {
+        self.next_csum(len, true)
+    }
+}
+
+/// Checks a UDP packet's lengths and checksums the slow way; returns its
+/// payload.
+fn verify_udp(bytes: &[u8]) -> Vec<u8> {
+    let t = Tcp::parse_udp(bytes, bytes.len(), true).expect("a valid UDP packet");
+    let l4 = t.l4 as usize;
+    let ulen = field::read16(bytes, l4, udp::LEN) as usize;
+    assert_eq!(ulen, bytes.len() - l4, "UDP length");
+    let l3 = t.l3 as usize;
+    let addrs = if t.ipv6 {
+        &bytes[l3 + 8..l3 + 40]
+    } else {
+        &bytes[l3 + 12..l3 + 20]
+    };
+    let p = csum::pseudo(addrs, 17, ulen as u32);
+    assert_eq!(
+        csum::add(p, csum::sum(&bytes[l4..])),
+        0xffff,
+        "UDP checksum"
+    );
+    bytes[t.payload as usize..].to_vec()
+}
+
+#[test]
+fn datagrams_of_one_flow_merge_into_one_valid_packet() {
+    for ipv6 in [false, true] {
+        let mut d = Dgrams::new(1, ipv6);
+        let mut g = gro(udp_cfg());
+        let want = d.payload(5 * DGRAM);
+        let pkts: Vec<VecBuf> = (0..5).map(|_| d.next(DGRAM)).collect();
+        assert!(
+            feed(&mut g, pkts).is_empty(),
+            "held until the end of the poll"
+        );
+        let out = flush(&mut g);
+        assert_eq!(out.len(), 1, "ipv6 {ipv6}");
+        assert_eq!(verify_udp(&out[0].bytes()), want);
+        let gso = out[0].gso.unwrap();
+        assert_eq!(
+            (gso.segs, gso.mss as usize, gso.l4_len, gso.udp, gso.ipv6),
+            (5, DGRAM, 8, true, ipv6)
+        );
+        assert_eq!(g.stats().merged_segments, 4);
+        assert_eq!(g.held(), 0);
+    }
+}
+
+#[test]
+fn udp_is_left_alone_unless_asked_for() {
+    let mut d = Dgrams::new(1, false);
+    let mut g = gro(GroConfig::default());
+    let out = feed(&mut g, (0..3).map(|_| d.next(DGRAM)).collect());
+    assert_eq!(out.len(), 3, "passed at once");
+    assert_eq!(g.stats().pass[Pass::Frame(NotTcp::NotTcp).index()], 3);
+}
+
+#[test]
+fn a_shorter_datagram_merges_and_ends_the_packet() {
+    let mut d = Dgrams::new(1, false);
+    let mut g = gro(udp_cfg());
+    let mut pkts: Vec<VecBuf> = (0..3).map(|_| d.next(DGRAM)).collect();
+    pkts.push(d.next(100));
+    pkts.push(d.next(DGRAM));
+    let out = feed(&mut g, pkts);
+    assert_eq!(out.len(), 1, "the short one ended the first packet");
+    assert_eq!(out[0].gso.unwrap().segs, 4);
+    verify_udp(&out[0].bytes());
+    assert_eq!(flush_count(&g, Flush::ShortSegment), 1);
+    assert_eq!(
+        flush(&mut g).len(),
+        1,
+        "the next starts a packet of its own"
+    );
+}
+
+#[test]
+fn a_larger_datagram_starts_a_new_packet() {
+    let mut d = Dgrams::new(1, false);
+    let mut g = gro(udp_cfg());
+    let out = feed(&mut g, vec![d.next(500), d.next(500), d.next(DGRAM)]);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].gso.unwrap().segs, 2);
+    assert_eq!(flush_count(&g, Flush::LargerThanMss), 1);
+    let rest = flush(&mut g);
+    assert_eq!(rest[0].ids, vec![1003]);
+}
+
+#[test]
+fn a_datagram_without_checksum_is_never_merged_and_keeps_its_place() {
+    let mut d = Dgrams::new(1, false);
+    let mut g = gro(udp_cfg());
+    let out = feed(
+        &mut g,
+        vec![d.next(DGRAM), d.next(DGRAM), d.next_csum(DGRAM, false)],
+    );
+    assert_eq!(
+        out.len(),
+        2,
+        "the held packet first, then the bare datagram"
+    );
+    assert_eq!(out[0].ids, vec![1001, 1002]);
+    assert_eq!(out[1].ids, vec![1003]);
+    assert_eq!(g.stats().pass[Pass::UdpNoChecksum.index()], 1);
+    assert_eq!(flush_count(&g, Flush::Unmergeable), 1);
+}
+
+#[test]
+fn a_bad_checksum_passes_after_its_flow_when_verifying() {
+    let mut d = Dgrams::new(1, false);
+    let mut g = gro(udp_cfg());
+    let good = d.next(DGRAM);
+    let mut bad = d.next(DGRAM);
+    let last = bad.segs[0].len() - 1;
+    bad.segs[0][last] ^= 0x5a;
+    let out = feed(&mut g, vec![good, bad]);
+    assert_eq!(out.len(), 2);
+    assert_eq!(out[1].ids, vec![1002]);
+    assert_eq!(g.stats().pass[Pass::BadUdpChecksum.index()], 1);
+
+    // Trusting checksums, it merges, as rte_gro would.
+    let mut d = Dgrams::new(1, false);
+    let mut g = gro(GroConfig {
+        csum: CsumMode::Trust,
+        ..udp_cfg()
+    });
+    let good = d.next(DGRAM);
+    let mut bad = d.next(DGRAM);
+    bad.segs[0][last] ^= 0x5a;
+    assert!(feed(&mut g, vec![good, bad]).is_empty());
+    assert_eq!(flush(&mut g)[0].gso.unwrap().segs, 2);
+}
+
+#[test]
+fn ip_fields_that_differ_end_the_packet() {
+    let mut d = Dgrams::new(1, false);
+    let mut g = gro(udp_cfg());
+    let a = d.next(DGRAM);
+    d.spec.ttl = 9;
+    let b = d.next(DGRAM);
+    let out = feed(&mut g, vec![a, b]);
+    assert_eq!(out.len(), 1);
+    assert_eq!(flush_count(&g, Flush::IpMismatch), 1);
+
+    // An IPv4 ID that jumps.
+    let mut d = Dgrams::new(1, false);
+    let mut g = gro(udp_cfg());
+    let a = d.next(DGRAM);
+    d.ip_id += 5;
+    let out = feed(&mut g, vec![a, d.next(DGRAM)]);
+    assert_eq!(out.len(), 1);
+    assert_eq!(flush_count(&g, Flush::IpId), 1);
+
+    // A fixed ID merges.
+    let mut d = Dgrams::new(1, false);
+    let mut g = gro(udp_cfg());
+    let pkts: Vec<VecBuf> = (0..3)
+        .map(|_| {
+            d.ip_id = 42;
+            d.next(DGRAM)
+        })
+        .collect();
+    assert!(feed(&mut g, pkts).is_empty());
+    assert_eq!(flush(&mut g)[0].gso.unwrap().segs, 3);
+}
+
+#[test]
+fn limits_hold_for_udp_too() {
+    let mut d = Dgrams::new(1, false);
+    let mut g = gro(GroConfig {
+        max_frags: 4,
+        ..udp_cfg()
+    });
+    let out = feed(&mut g, (0..9).map(|_| d.next(DGRAM)).collect());
+    assert_eq!(
+        out.iter().map(|p| p.gso.unwrap().segs).collect::<Vec<_>>(),
+        vec![4, 4]
+    );
+    assert_eq!(flush_count(&g, Flush::FragLimit), 2);
+
+    let mut d = Dgrams::new(1, true);
+    let mut g = gro(udp_cfg());
+    let out = feed(&mut g, (0..60).map(|_| d.next(DGRAM)).collect());
+    let out: Vec<VecBuf> = out.into_iter().chain(flush(&mut g)).collect();
+    for p in &out {
+        assert!(
+            p.len() - 14 <= 65535,
+            "the IPv6 packet, header included, under 64 KiB"
+        );
+        verify_udp(&p.bytes());
+    }
+}
+
+#[test]
+fn udp_and_tcp_on_the_same_ports_are_different_flows() {
+    let mut d = Dgrams::new(1, false);
+    let mut f = Flow::new(1, false);
+    f.spec.sport = d.spec.sport;
+    f.spec.dport = d.spec.dport;
+    let mut g = gro(udp_cfg());
+    let pkts = vec![d.next(DGRAM), f.next(MSS), d.next(DGRAM), f.next(MSS)];
+    assert!(feed(&mut g, pkts).is_empty());
+    let out = flush(&mut g);
+    assert_eq!(out.len(), 2);
+    let mut kinds: Vec<bool> = out.iter().map(|p| p.gso.unwrap().udp).collect();
+    kinds.sort();
+    assert_eq!(kinds, vec![false, true]);
+    for p in &out {
+        assert_eq!(p.gso.unwrap().segs, 2);
+    }
+}
+
+#[test]
+fn a_udp_fragment_lets_its_flow_out_first() {
+    let mut d = Dgrams::new(1, false);
+    let mut g = gro(udp_cfg());
+    let held = vec![d.next(DGRAM), d.next(DGRAM)];
+    let mut frag = d.next(DGRAM);
+    // MF set: the first fragment of a larger datagram.
+    frag.segs[0][14 + 6] |= 0x20;
+    let c = csum::ipv4_header(&{
+        let mut ip = frag.segs[0][14..34].to_vec();
+        ip[10] = 0;
+        ip[11] = 0;
+        ip
+    });
+    frag.segs[0][24..26].copy_from_slice(&c.to_be_bytes());
+    let out = feed(&mut g, held.into_iter().chain([frag]).collect());
+    assert_eq!(out.len(), 2);
+    assert_eq!(out[0].ids, vec![1001, 1002]);
+    assert_eq!(out[1].ids, vec![1003]);
+    assert_eq!(g.stats().pass[Pass::Frame(NotTcp::Fragment).index()], 1);
+}
+
+#[test]
+fn a_full_udp_table_evicts_the_oldest() {
+    let mut g = gro(GroConfig {
+        flows: 2,
+        ..udp_cfg()
+    });
+    let mut flows: Vec<Dgrams> = (0..3).map(|i| Dgrams::new(i, false)).collect();
+    let pkts: Vec<VecBuf> = flows.iter_mut().map(|d| d.next(DGRAM)).collect();
+    let out = feed(&mut g, pkts);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].ids, vec![1]);
+    assert_eq!(flush_count(&g, Flush::TableFull), 1);
+    assert_eq!(g.held(), 2);
+}

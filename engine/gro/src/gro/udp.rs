@@ -1,0 +1,415 @@
+//! UDP GRO (`GroConfig::udp`, off by default): datagrams of one flow merge
+//! into one packet that carries its datagram size, as Linux's
+//! `udp_gro_receive_segment` builds them for forwarding (GRO_UDP_FWD) and
+//! for sockets with UDP_GRO.
+//!
+//! The rules, each one line of `refusals`: the same flow (MACs, tags,
+//! addresses, ports), the IP rules TCP has (TOS/TTL/DF or traffic class and
+//! hop limit equal, the IPv4 ID incrementing or fixed), and a payload no
+//! larger than the first datagram's; one shorter merges and ends the
+//! packet. Limits as for TCP (`max_frags`, `max_size`). A datagram with a
+//! zero checksum (none: IPv4 allows it) or no payload is never merged or
+//! held (Linux needs a checksum "for symmetry with GSO"), nor is one with
+//! IPv6 extension headers; IP fragments and options never reach here. A
+//! datagram that is not merged or held leaves after what its flow holds, so
+//! a flow's datagrams leave in arrival order.
+//!
+//! UDP flows have their own table (bounded by `flows`, as TCP's is), so a
+//! TCP and a UDP flow on the same ports never meet. After a merge the IP
+//! length and checksum, the UDP length and the UDP checksum are rewritten
+//! from sums kept since the first datagram; `GsoInfo::udp` tells the stage
+//! to segment it back into datagrams of `mss` bytes.
+
+use super::*;
+use crate::wire::field::udp;
+
+/// One UDP flow's held packet.
+pub(super) struct UdpHeld<B> {
+    pub(super) key: FlowKey,
+    /// The packet; None only while the slot is free.
+    pub(super) pkt: Option<B>,
+    pub(super) t: Tcp,
+    /// Payload bytes of the first datagram: the size every merged one has
+    /// (the last may be shorter).
+    gso: u32,
+    pub(super) segs: u16,
+    frags: u16,
+    ip_len: u32,
+    payload_len: u32,
+    psum_pos: u64,
+    psum_neg: u64,
+    /// Pseudo-header sum without the length (addresses, protocol).
+    pbase: u16,
+    /// The ports' sum: with the length, the UDP header's sum.
+    ports_sum: u16,
+    /// IPv4 header sum without total length and checksum (0 for IPv6).
+    ip_base: u16,
+    ip_word: u32,
+    last_id: u16,
+    id_mode: IdMode,
+    max_ip: u32,
+    pub(super) since: u64,
+}
+
+impl<B> Default for UdpHeld<B> {
+    fn default() -> Self {
+        UdpHeld {
+            key: FlowKey::default(),
+            pkt: None,
+            t: Tcp::default(),
+            gso: 0,
+            segs: 0,
+            frags: 0,
+            ip_len: 0,
+            payload_len: 0,
+            psum_pos: 0,
+            psum_neg: 0,
+            pbase: 0,
+            ports_sum: 0,
+            ip_base: 0,
+            ip_word: 0,
+            last_id: 0,
+            id_mode: IdMode::Open,
+            max_ip: 0,
+            since: 0,
+        }
+    }
+}
+
+/// The UDP flows of one queue.
+pub(super) type UdpTable<B> = Table<UdpHeld<B>>;
+
+/// What the rules read of a datagram.
+struct Dgram {
+    ip_word: u32,
+    id: u16,
+    payload: u32,
+    frags: u16,
+    ports_sum: u16,
+    ulen: u16,
+    csum: u16,
+}
+
+impl Dgram {
+    /// Reads `t`'s fields from `b` (the layout `Tcp::parse_udp` found in it).
+    fn read(b: &[u8], t: &Tcp, frags: u16) -> Dgram {
+        let (l3, l4) = (t.l3 as usize, t.l4 as usize);
+        let (ip_word, id) = if t.ipv6 {
+            let tc = ((b[l3] as u32 & 0x0f) << 4) | (b[l3 + 1] as u32 >> 4);
+            ((tc << 8) | b[l3 + ipv6::HOP_LIMIT] as u32, 0)
+        } else {
+            (
+                ((b[l3 + ipv4::TOS] as u32) << 16)
+                    | ((b[l3 + ipv4::TTL] as u32) << 8)
+                    | (b[l3 + ipv4::FLAGS_FRAG.start] as u32 & 0x40),
+                field::read16(b, l3, ipv4::ID),
+            )
+        };
+        let ports = &b[field::at(l4, udp::PORTS)];
+        Dgram {
+            ip_word,
+            id,
+            payload: t.payload_len,
+            frags,
+            ports_sum: csum::sum(ports),
+            ulen: field::read16(b, l4, udp::LEN),
+            csum: field::read16(b, l4, udp::CHECKSUM),
+        }
+    }
+}
+
+impl<B: GroBuf> Gro<B> {
+    /// A frame that is IP but not TCP, with UDP GRO on: merged, held, or
+    /// passed through (after its flow's held packet).
+    #[inline(never)]
+    pub(super) fn receive_udp(
+        &mut self,
+        pkt: B,
+        now: u64,
+        verify: bool,
+        hints: RxHints,
+        out: &mut impl FnMut(B),
+    ) {
+        let t = match Tcp::parse_udp(
+            pkt.head(),
+            pkt.len(),
+            verify && hints.ip == CsumHint::Unknown,
+        ) {
+            Ok(t) => t,
+            Err(NotTcp::NotTcp) => return self.pass(Pass::Frame(NotTcp::NotTcp), pkt, out),
+            Err(why) => return self.udp_pass(Pass::Frame(why), pkt, out),
+        };
+        let d = Dgram::read(pkt.head(), &t, pkt.segs_from(t.payload as usize));
+        if d.csum == 0 {
+            return self.udp_pass(Pass::UdpNoChecksum, pkt, out);
+        }
+        if d.payload == 0 {
+            return self.udp_pass(Pass::UdpNoPayload, pkt, out);
+        }
+        if t.ipv6 && t.l4 != t.l3 + ipv6::HEADER_LEN as u16 {
+            return self.udp_pass(Pass::Frame(NotTcp::Ipv6Ext), pkt, out);
+        }
+        let key = FlowKey::of_layout(pkt.head(), &t);
+        let hash = key.hash(&self.hash_key);
+        let pbase = csum::pseudo_base(Self::addrs(pkt.head(), &t), crate::wire::IPPROTO_UDP);
+        let check = CsumCheck {
+            verify,
+            hint: hints.l4,
+            tcp_len: d.ulen as u32,
+            payload: t.payload as usize,
+            len: t.payload_len as usize,
+        };
+        let Some(udp) = self.udp.as_deref_mut() else {
+            return self.pass(Pass::Frame(NotTcp::NotTcp), pkt, out);
+        };
+        let found = udp.find(hash, |h| h.key == key);
+        let Some(psum) = check.payload_sum(&pkt, pbase, d.ports_sum as u64 + d.ulen as u64, d.csum)
+        else {
+            return self.udp_pass(Pass::BadUdpChecksum, pkt, out);
+        };
+        if let Some(s) = found.filter(|&s| udp.is_live(s)) {
+            let refused = Self::udp_refusals(&self.cfg, udp.get(s), &d);
+            if refused == 0 {
+                return self.udp_merge(s, pkt, &d, psum, out);
+            }
+            self.udp_flush(s, why(refused), out);
+        }
+        // A new packet of the flow.
+        let l3 = t.l3 as usize;
+        let ip_base = if t.ipv6 {
+            0
+        } else {
+            let b = pkt.head();
+            let hdr = csum::sum(&b[l3..l3 + ipv4::MIN_LEN]);
+            let total = field::read16(b, l3, ipv4::TOTAL_LEN);
+            let c = field::read16(b, l3, ipv4::CHECKSUM);
+            csum::sub(csum::sub(hdr, total), c)
+        };
+        let udp = self.udp.as_deref_mut().expect("UDP GRO is on");
+        if udp.len() >= self.cfg.flows {
+            let oldest = udp.oldest().expect("a full table has an oldest");
+            self.udp_flush(oldest, Flush::TableFull, out);
+        }
+        let udp = self.udp.as_deref_mut().expect("UDP GRO is on");
+        let h = match found.and_then(|s| udp.reclaim(s)) {
+            Some(h) => {
+                self.stats.heads_cached += 1;
+                h
+            }
+            None => {
+                let Some((_, h)) = udp.insert(hash) else {
+                    return self.pass(Pass::ProbeLimit, pkt, out);
+                };
+                self.stats.heads_built += 1;
+                h.key = key;
+                h
+            }
+        };
+        h.t = t;
+        h.gso = d.payload;
+        h.segs = 1;
+        h.frags = pkt.segs();
+        h.ip_len = t.l3_len() as u32 + d.ulen as u32;
+        h.payload_len = d.payload;
+        h.psum_pos = psum.pos;
+        h.psum_neg = psum.neg;
+        h.pbase = pbase;
+        h.ports_sum = d.ports_sum;
+        h.ip_base = ip_base;
+        h.ip_word = d.ip_word;
+        h.last_id = d.id;
+        h.id_mode = IdMode::Open;
+        h.max_ip = self.cfg.max_size.min(65535);
+        h.since = now;
+        h.pkt = Some(pkt);
+    }
+
+    fn addrs<'b>(b: &'b [u8], t: &Tcp) -> &'b [u8] {
+        let l3 = t.l3 as usize;
+        if t.ipv6 {
+            &b[field::at(l3, ipv6::ADDRS)]
+        } else {
+            &b[field::at(l3, ipv4::ADDRS)]
+        }
+    }
+
+    /// Linux's rules for datagram `d` against the packet `h` holds, one
+    /// line each (as `refusals` for TCP): 0 merges, else the lowest bit set
+    /// names the flush.
+    #[inline(always)]
+    fn udp_refusals(cfg: &GroConfig, h: &UdpHeld<B>, d: &Dgram) -> u32 {
+        let on = |broken: bool, why: Flush| if broken { bit(why) } else { 0 };
+        let next_id = h.last_id.wrapping_add(1);
+        let id_ok = h.t.ipv6
+            || match h.id_mode {
+                IdMode::Open => d.id == next_id || d.id == h.last_id,
+                IdMode::Incrementing => d.id == next_id,
+                IdMode::Fixed => d.id == h.last_id,
+            };
+        on(d.ip_word != h.ip_word, Flush::IpMismatch)
+            | on(d.payload > h.gso, Flush::LargerThanMss)
+            | on(
+                h.frags as u32 + d.frags as u32 > cfg.max_frags as u32,
+                Flush::FragLimit,
+            )
+            | on(h.ip_len + d.payload > h.max_ip, Flush::SizeLimit)
+            | on(!id_ok, Flush::IpId)
+    }
+
+    /// Appends a datagram to its flow's packet; a short one ends it.
+    fn udp_merge(&mut self, s: u16, pkt: B, d: &Dgram, psum: Contrib, out: &mut impl FnMut(B)) {
+        let udp = self.udp.as_deref_mut().expect("UDP GRO is on");
+        let h = udp.get_mut(s);
+        if let Some(held) = h.pkt.as_mut() {
+            held.append(pkt, h.t.payload as usize);
+        }
+        let c = psum.shifted(h.payload_len & 1 == 1);
+        h.psum_pos += c.pos;
+        h.psum_neg += c.neg;
+        h.payload_len += d.payload;
+        h.ip_len += d.payload;
+        h.segs += 1;
+        h.frags += d.frags;
+        if h.id_mode == IdMode::Open && !h.t.ipv6 {
+            h.id_mode = if d.id == h.last_id {
+                IdMode::Fixed
+            } else {
+                IdMode::Incrementing
+            };
+        }
+        h.last_id = d.id;
+        let short = d.payload < h.gso;
+        self.stats.merged_segments += 1;
+        if short {
+            self.udp_flush(s, Flush::ShortSegment, out);
+        }
+    }
+
+    /// A datagram that is neither merged nor held: out after what its flow
+    /// holds (a fragment past the first, which has no ports, after every
+    /// flow between its addresses).
+    #[cold]
+    fn udp_pass(&mut self, why: Pass, pkt: B, out: &mut impl FnMut(B)) {
+        self.udp_flush_flow_of(&pkt, out);
+        self.pass(why, pkt, out)
+    }
+
+    /// Flushes what the UDP flow of `pkt` holds, if `pkt` is UDP and names
+    /// its flow (a fragment past the first: every flow between its
+    /// addresses), oldest first.
+    #[cold]
+    pub(super) fn udp_flush_flow_of(&mut self, pkt: &B, out: &mut impl FnMut(B)) {
+        if self.udp.as_deref().is_some_and(|u| !u.is_empty()) {
+            if let Some(h) = crate::wire::FlowHint::of_udp(pkt.head()) {
+                let mut hits = [0u16; table::MAX_PROBE];
+                let mut n = 0;
+                let udp = self.udp.as_deref().expect("UDP GRO is on");
+                match FlowKey::of_hint(&h) {
+                    Some(key) => udp.each_with_hash(key.hash(&self.hash_key), |s, e| {
+                        if udp.is_live(s) && e.key.matches(&h) {
+                            hits[n] = s;
+                            n += 1;
+                        }
+                    }),
+                    None => {
+                        let mut at = udp.next_live(None);
+                        while let Some(s) = at {
+                            at = udp.next_live(Some(s));
+                            if udp.get(s).key.matches(&h) && n < hits.len() {
+                                hits[n] = s;
+                                n += 1;
+                            }
+                        }
+                    }
+                }
+                hits[..n].sort_unstable_by_key(|&s| udp.get(s).since);
+                for &s in &hits[..n] {
+                    self.udp_flush(s, Flush::Unmergeable, out);
+                }
+            }
+        }
+    }
+
+    /// Sends a held UDP packet out, its headers fixed if it was merged.
+    pub(super) fn udp_flush(&mut self, s: u16, why: Flush, out: &mut impl FnMut(B)) {
+        self.stats.flush[why as usize] += 1;
+        self.stats.packets_out += 1;
+        let tso = self.cfg.out_csum == OutCsum::Pseudo;
+        let udp = self.udp.as_deref_mut().expect("UDP GRO is on");
+        let h = udp.remove(s);
+        self.stats.max_segments = self.stats.max_segments.max(h.segs as u64);
+        if let Some(g) = self.hist.as_deref_mut() {
+            g.segs.record(h.segs as usize);
+            g.hold.record(self.now.saturating_sub(h.since));
+        }
+        let tso = tso && h.segs > 1;
+        if h.segs > 1 {
+            fix_udp_headers(h, tso);
+        }
+        let info = GsoInfo {
+            l2_len: h.t.l3,
+            l3_len: h.t.l3_len() as u16,
+            l4_len: udp::HEADER_LEN as u16,
+            mss: h.gso as u16,
+            segs: h.segs,
+            ipv6: h.t.ipv6,
+            tso,
+            udp: true,
+        };
+        if let Some(mut pkt) = h.pkt.take() {
+            pkt.set_gso(&info);
+            out(pkt);
+        }
+    }
+
+    /// Flushes every held UDP packet, oldest first, or (`deadline`) those
+    /// held since before it.
+    pub(super) fn udp_flush_until(
+        &mut self,
+        deadline: Option<u64>,
+        why: Flush,
+        out: &mut impl FnMut(B),
+    ) {
+        while let Some(s) = self.udp.as_deref().and_then(|u| u.oldest()) {
+            let since = self.udp.as_deref().map_or(0, |u| u.get(s).since);
+            if deadline.is_some_and(|d| since > d) {
+                break;
+            }
+            self.udp_flush(s, why, out);
+        }
+    }
+}
+
+/// A merged UDP packet's headers: IP length and checksum, UDP length and
+/// checksum (or, for a port that segments, the pseudo-header sum without
+/// the length, as for TCP).
+fn fix_udp_headers<B: GroBuf>(h: &mut UdpHeld<B>, tso: bool) {
+    let t = h.t;
+    let (l3, l4) = (t.l3 as usize, t.l4 as usize);
+    let ulen = h.ip_len - t.l3_len() as u32;
+    let Some(pkt) = h.pkt.as_mut() else { return };
+    let b = pkt.head_mut();
+    if t.ipv6 {
+        field::write16(b, l3, ipv6::PAYLOAD_LEN, ulen as u16);
+    } else {
+        field::write16(b, l3, ipv4::TOTAL_LEN, h.ip_len as u16);
+        let c = csum::finish(csum::add(h.ip_base, h.ip_len as u16));
+        field::write16(b, l3, ipv4::CHECKSUM, c);
+    }
+    field::write16(b, l4, udp::LEN, ulen as u16);
+    let c = if tso {
+        h.pbase
+    } else {
+        let payload = csum::add(csum::fold(h.psum_pos), !csum::fold(h.psum_neg));
+        let hdr = h.ports_sum as u64 + ulen as u64;
+        match csum::finish(csum::add(
+            csum::fold(csum::pseudo_with_len(h.pbase, ulen) + hdr),
+            payload,
+        )) {
+            // 0 means "no checksum" in UDP: a computed 0 is sent as 0xffff.
+            0 => 0xffff,
+            c => c,
+        }
+    };
+    field::write16(b, l4, udp::CHECKSUM, c);
+}
