@@ -298,6 +298,10 @@ struct GenArgs {
     /// Stop after this many packets (0: never).
     #[arg(long, default_value_t = 0)]
     gen_count: u64,
+    /// Send UDP datagrams of --gen-mss payload bytes instead of TCP segments
+    /// (as Pktgen does by default).
+    #[arg(long)]
+    gen_udp: bool,
 }
 
 #[derive(Args)]
@@ -361,6 +365,7 @@ fn run_options(a: RunArgs) -> Result<(RunOptions, Output)> {
             psh_every: a.gen.gen_psh_every,
             interleave: a.gen.gen_interleave,
             count: a.gen.gen_count,
+            udp: a.gen.gen_udp,
             ..GenConfig::default()
         },
         eal: EalSetup::Start {

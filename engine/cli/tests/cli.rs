@@ -216,6 +216,36 @@ fn forward_with_vxlan_counts_headroom_misses() {
 }
 
 #[test]
+fn udp_datagrams_merge_with_gro_udp_and_forward_back_whole() {
+    let run = |args: &[&str]| {
+        let o = grorx(args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    let base = ["--gen-udp", "--gen-count", "20000", "--json", "-q"];
+    let off = run(&[&["sink"][..], &base].concat());
+    assert_eq!(off["gro"]["merged_segments"].as_u64(), Some(0), "{off}");
+    assert_eq!(off["gro"]["passthrough"]["not_tcp"].as_u64(), Some(20_000));
+    let on = run(&[&["sink", "--gro-udp"][..], &base].concat());
+    let g = &on["gro"];
+    // 8 datagrams of a flow in a row (--gen-interleave), 4 flows.
+    assert_eq!(g["packets_out"].as_u64(), Some(20_000 / 8), "{g}");
+    assert_eq!(g["merged_segments"].as_u64(), Some(20_000 - 20_000 / 8));
+    // Forwarded: segmented back into every datagram.
+    let fwd = run(&[&["forward", "--gro-udp", "--to", "net_null1"][..], &base].concat());
+    let f = &fwd["forward"];
+    assert_eq!(f["tx_packets"].as_u64(), Some(20_000), "{f}");
+    assert_eq!(f["gso_segments"].as_u64(), Some(20_000), "{f}");
+    assert_eq!(fwd["mbufs_leaked"].as_u64(), Some(0));
+    let o = grorx(&["sink", "--gro-udp", "--gro", "off"]);
+    assert!(
+        !o.status.success() && error_line(&o).contains("--gro-udp is part of grorx's GRO"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
 fn cycles_are_counted_per_phase() {
     let o = grorx(&["sink", "--gen-count", "50000", "--cycles", "--json", "-q"]);
     assert!(o.status.success(), "{}", stderr(&o));

@@ -192,24 +192,41 @@ impl FlowSpec {
     /// unused) with `payload`, IPv4 ID `ip_id`, and its checksum (or 0,
     /// none, when `with_csum` is false).
     pub fn udp_frame(&self, ip_id: u16, payload: &[u8], with_csum: bool) -> Vec<u8> {
-        let hl = self.l2_len() + self.l3_len() + UDP_LEN;
+        let hl = self.udp_header_len();
         let mut f = vec![0u8; hl + payload.len()];
-        let ulen = UDP_LEN + payload.len();
-        let (o, pseudo) = self.write_l2_l3(&mut f, 17, ip_id, ulen);
-        let u = &mut f[o..o + UDP_LEN];
+        let sum = with_csum.then(|| csum::sum(payload));
+        self.write_udp_headers(&mut f, ip_id, payload.len(), sum);
+        f[hl..].copy_from_slice(payload);
+        f
+    }
+
+    /// Bytes of headers before a UDP datagram's payload.
+    pub fn udp_header_len(&self) -> usize {
+        self.l2_len() + self.l3_len() + UDP_LEN
+    }
+
+    /// Writes a UDP datagram's headers into `buf[..udp_header_len()]` for
+    /// `payload_len` bytes of payload whose sum is `payload_sum` (None: no
+    /// checksum, 0).
+    pub fn write_udp_headers(
+        &self,
+        buf: &mut [u8],
+        ip_id: u16,
+        payload_len: usize,
+        payload_sum: Option<u16>,
+    ) {
+        let ulen = UDP_LEN + payload_len;
+        let (o, pseudo) = self.write_l2_l3(buf, 17, ip_id, ulen);
+        let u = &mut buf[o..o + UDP_LEN];
         u[0..2].copy_from_slice(&self.sport.to_be_bytes());
         u[2..4].copy_from_slice(&self.dport.to_be_bytes());
         u[4..6].copy_from_slice(&(ulen as u16).to_be_bytes());
-        if with_csum {
-            let c = csum::finish(csum::add(
-                csum::add(pseudo, csum::sum(u)),
-                csum::sum(payload),
-            ));
+        u[6..8].copy_from_slice(&[0, 0]);
+        if let Some(ps) = payload_sum {
+            let c = csum::finish(csum::add(csum::add(pseudo, csum::sum(u)), ps));
             let c = if c == 0 { 0xffff } else { c };
             u[6..8].copy_from_slice(&c.to_be_bytes());
         }
-        f[hl..].copy_from_slice(payload);
-        f
     }
 
     /// Writes the Ethernet header, tags and the IP header for `l4_len`
