@@ -96,6 +96,9 @@ pub enum Source {
         /// Packets per second, 0 = as fast as the sink takes them.
         #[serde(default)]
         rate: u64,
+        /// UDP datagrams of `mss` bytes instead of TCP segments.
+        #[serde(default)]
+        udp: bool,
     },
     /// A capture replayed from memory (net_pcap, infinite_rx=1): `path`
     /// (relative to the config file), or `synth`, written by the bench into

@@ -52,6 +52,7 @@ pub fn prepare(src: &Source, config_dir: &Path, out: &Path) -> Result<Prepared> 
             mss,
             ipv6,
             rate,
+            udp,
         } => {
             let mut args = vec![
                 "--gen-flows".to_string(),
@@ -66,13 +67,18 @@ pub fn prepare(src: &Source, config_dir: &Path, out: &Path) -> Result<Prepared> 
                 args.push("--gen-rate".into());
                 args.push(rate.to_string());
             }
+            if *udp {
+                args.push("--gen-udp".into());
+            }
             Prepared {
                 kind: "generator".into(),
                 sink_args: args,
                 port_spec: None,
                 description: format!(
-                    "embedded generator: {flows} TCP/{} flow(s), MSS {mss}{}",
+                    "embedded generator: {flows} {}/{} flow(s), {} {mss}{}",
+                    if *udp { "UDP" } else { "TCP" },
                     if *ipv6 { "IPv6" } else { "IPv4" },
+                    if *udp { "datagrams of" } else { "MSS" },
                     if *rate > 0 { format!(", {rate} pps") } else { ", max rate".into() }
                 ),
                 cost: "the generator runs on its own lcore (lcore 2, sharing CPU 0 with the sleeping \

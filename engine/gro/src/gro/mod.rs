@@ -83,6 +83,8 @@ pub struct Gro<B> {
     reorder: Option<Box<Reorder<B>>>,
     /// UDP flows (None with UDP GRO off).
     udp: Option<Box<UdpTable<B>>>,
+    /// The UDP slot the previous datagram went to (the UDP fast path's).
+    udp_last: Option<u16>,
     /// Flows with segments waiting ahead of a gap, and segments let go and
     /// not yet taken again: with both 0, a receive has nothing more to do.
     ahead_flows: u32,
@@ -151,6 +153,7 @@ impl<B: GroBuf> Gro<B> {
                 ))
             }),
             udp: cfg.udp.then(|| Box::new(Table::new(cfg.table_entries()))),
+            udp_last: None,
             ahead_flows: 0,
             pending: 0,
             no_wait: false,
@@ -213,7 +216,7 @@ impl<B: GroBuf> Gro<B> {
     /// because of it (a flushed packet, this one passing through) goes to `out`
     /// in order.
     #[inline]
-    pub fn receive(&mut self, pkt: B, now: u64, out: &mut impl FnMut(B)) {
+    pub fn receive(&mut self, mut pkt: B, now: u64, out: &mut impl FnMut(B)) {
         self.stats.segments_in += 1;
         self.now = now;
         if !crate::wire::may_be_ip(pkt.head()) {
@@ -227,6 +230,12 @@ impl<B: GroBuf> Gro<B> {
         #[cfg(not(test))]
         let fast = true;
         if fast && hints == RxHints::default() {
+            if let Some(s) = self.udp_last {
+                match self.udp_fast(s, pkt, verify, out) {
+                    Some(p) => pkt = p,
+                    None => return,
+                }
+            }
             if let Some(s) = self.last {
                 let Some(p) = self.fast_merge(s, pkt, verify, out) else {
                     return;

@@ -23,6 +23,10 @@
 use super::*;
 use crate::wire::field::udp;
 
+/// Header bytes a UDP fast-path compare covers at most (Ethernet, two tags,
+/// IPv6, UDP).
+const HDR_MAX: usize = 72;
+
 /// One UDP flow's held packet.
 pub(super) struct UdpHeld<B> {
     pub(super) key: FlowKey,
@@ -49,6 +53,32 @@ pub(super) struct UdpHeld<B> {
     id_mode: IdMode,
     max_ip: u32,
     pub(super) since: u64,
+    /// The first datagram's frame length: a full-size one has it.
+    frame_len: u32,
+    /// `ip_base` without the first datagram's IPv4 ID: a datagram whose
+    /// header equals the head's but for the ID and checksums has a valid
+    /// IPv4 checksum when it adds up with this.
+    ip_base_no_id: u16,
+    /// The first datagram's headers with what may differ from datagram to
+    /// datagram zeroed (IPv4 ID and checksum, UDP checksum): the fast
+    /// path's compare.
+    hdr: [u8; HDR_MAX],
+}
+
+/// The headers of `b` (laid out as `t`) with what may differ between the
+/// datagrams of one packet zeroed; None if they are longer than `HDR_MAX`.
+#[inline(always)]
+fn masked_header(b: &[u8], t: &Tcp) -> Option<[u8; HDR_MAX]> {
+    let hl = t.payload as usize;
+    let mut h = [0u8; HDR_MAX];
+    h.get_mut(..hl)?.copy_from_slice(b.get(..hl)?);
+    let (l3, l4) = (t.l3 as usize, t.l4 as usize);
+    if !t.ipv6 {
+        h[field::at(l3, ipv4::ID)].fill(0);
+        h[field::at(l3, ipv4::CHECKSUM)].fill(0);
+    }
+    h[field::at(l4, udp::CHECKSUM)].fill(0);
+    Some(h)
 }
 
 impl<B> Default for UdpHeld<B> {
@@ -72,6 +102,9 @@ impl<B> Default for UdpHeld<B> {
             id_mode: IdMode::Open,
             max_ip: 0,
             since: 0,
+            frame_len: 0,
+            ip_base_no_id: 0,
+            hdr: [0; HDR_MAX],
         }
     }
 }
@@ -191,18 +224,19 @@ impl<B: GroBuf> Gro<B> {
             self.udp_flush(oldest, Flush::TableFull, out);
         }
         let udp = self.udp.as_deref_mut().expect("UDP GRO is on");
-        let h = match found.and_then(|s| udp.reclaim(s)) {
-            Some(h) => {
+        let reclaimed = found.filter(|&s| udp.reclaim(s).is_some());
+        let (slot, h) = match reclaimed {
+            Some(s) => {
                 self.stats.heads_cached += 1;
-                h
+                (s, udp.get_mut(s))
             }
             None => {
-                let Some((_, h)) = udp.insert(hash) else {
+                let Some((s, h)) = udp.insert(hash) else {
                     return self.pass(Pass::ProbeLimit, pkt, out);
                 };
                 self.stats.heads_built += 1;
                 h.key = key;
-                h
+                (s, h)
             }
         };
         h.t = t;
@@ -221,7 +255,97 @@ impl<B: GroBuf> Gro<B> {
         h.id_mode = IdMode::Open;
         h.max_ip = self.cfg.max_size.min(65535);
         h.since = now;
+        h.frame_len = pkt.len() as u32;
+        h.ip_base_no_id = csum::sub(ip_base, d.id);
+        let fast = masked_header(pkt.head(), &t);
+        h.hdr = fast.unwrap_or([0; HDR_MAX]);
         h.pkt = Some(pkt);
+        self.udp_last = fast.and(Some(slot));
+    }
+
+    /// The fast path: the next full-size datagram of the flow the last one
+    /// went to, in one buffer, whose headers equal its packet's head's but
+    /// for the IPv4 ID and the checksums, merges without a parse, a key or a
+    /// lookup; the rules it still needs (ID, limits, checksums) are checked
+    /// here as `udp_refusals` and `payload_sum` do. Anything else goes back
+    /// (`Some`) to the full path, which decides.
+    #[inline(always)]
+    pub(super) fn udp_fast(
+        &mut self,
+        s: u16,
+        pkt: B,
+        verify: bool,
+        out: &mut impl FnMut(B),
+    ) -> Option<B> {
+        let Some(udp) = self.udp.as_deref() else {
+            return Some(pkt);
+        };
+        let Some(h) = udp.try_get(s) else {
+            return Some(pkt);
+        };
+        let b = pkt.head();
+        if pkt.len() != h.frame_len as usize || pkt.segs() != 1 {
+            return Some(pkt);
+        }
+        let t = h.t;
+        let (l3, l4) = (t.l3 as usize, t.l4 as usize);
+        let field_csum = match b.get(field::at(l4, udp::CHECKSUM)) {
+            Some(c) => u16::from_be_bytes([c[0], c[1]]),
+            None => return Some(pkt),
+        };
+        // A datagram without a checksum is never merged (the rule the
+        // compare, blind to the checksum field, does not see).
+        if field_csum == 0 || masked_header(b, &t).is_none_or(|m| m != h.hdr) {
+            return Some(pkt);
+        }
+        let id = if t.ipv6 {
+            0
+        } else {
+            field::read16(b, l3, ipv4::ID)
+        };
+        let d = Dgram {
+            ip_word: h.ip_word,
+            id,
+            payload: h.gso,
+            frags: 1,
+            ports_sum: h.ports_sum,
+            ulen: (h.gso + udp::HEADER_LEN as u32) as u16,
+            csum: field_csum,
+        };
+        if Self::udp_refusals(&self.cfg, h, &d) != 0 {
+            return Some(pkt);
+        }
+        if verify && !t.ipv6 {
+            let total = (t.l3_len() as u32 + d.ulen as u32) as u16;
+            let c = field::read16(b, l3, ipv4::CHECKSUM);
+            let sum = csum::add(csum::add(csum::add(h.ip_base_no_id, total), id), c);
+            if sum != 0xffff {
+                return Some(pkt);
+            }
+        }
+        // As `CsumCheck::payload_sum`, on the one buffer's slice.
+        let base = csum::pseudo_with_len(h.pbase, d.ulen as u32)
+            + d.ports_sum as u64
+            + d.ulen as u64
+            + d.csum as u64;
+        let psum = if verify {
+            let at = t.payload as usize;
+            let Some(payload) = b.get(at..at + h.gso as usize) else {
+                return Some(pkt);
+            };
+            let p = csum::sum(payload);
+            if csum::add(csum::fold(base), p) != 0xffff {
+                return Some(pkt);
+            }
+            Contrib {
+                pos: p as u64,
+                neg: 0,
+            }
+        } else {
+            Contrib { pos: 0, neg: base }
+        };
+        self.udp_merge(s, pkt, &d, psum, out);
+        None
     }
 
     fn addrs<'b>(b: &'b [u8], t: &Tcp) -> &'b [u8] {
@@ -258,6 +382,7 @@ impl<B: GroBuf> Gro<B> {
 
     /// Appends a datagram to its flow's packet; a short one ends it.
     fn udp_merge(&mut self, s: u16, pkt: B, d: &Dgram, psum: Contrib, out: &mut impl FnMut(B)) {
+        self.udp_last = Some(s);
         let udp = self.udp.as_deref_mut().expect("UDP GRO is on");
         let h = udp.get_mut(s);
         if let Some(held) = h.pkt.as_mut() {

@@ -296,3 +296,140 @@ fn a_full_udp_table_evicts_the_oldest() {
     assert_eq!(flush_count(&g, Flush::TableFull), 1);
     assert_eq!(g.held(), 2);
 }
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Flows of UDP datagrams interleaved at random, with what ends a packet
+    /// or keeps a datagram out mixed in: shorter datagrams, IP ID jumps,
+    /// datagrams without checksum; random bursts, frag limits, table sizes.
+    #[derive(Debug, Clone)]
+    struct Case {
+        sizes: Vec<usize>,
+        ipv6_mask: u8,
+        picks: Vec<u8>,
+        /// Per datagram (cycled): 0-9 full size, 10 shorter, 11 an ID jump,
+        /// 12 no checksum.
+        kinds: Vec<u8>,
+        bursts: Vec<usize>,
+        max_frags: u16,
+        flows_held: usize,
+        trust: bool,
+    }
+
+    fn case() -> impl Strategy<Value = Case> {
+        (
+            proptest::collection::vec(100usize..1400, 1..8),
+            any::<u8>(),
+            proptest::collection::vec(any::<u8>(), 1..300),
+            proptest::collection::vec(0u8..13, 1..50),
+            proptest::collection::vec(1usize..40, 1..10),
+            1u16..=64,
+            1usize..8,
+            any::<bool>(),
+        )
+            .prop_map(
+                |(sizes, ipv6_mask, picks, kinds, bursts, max_frags, flows_held, trust)| Case {
+                    sizes,
+                    ipv6_mask,
+                    picks,
+                    kinds,
+                    bursts,
+                    max_frags,
+                    flows_held,
+                    trust,
+                },
+            )
+    }
+
+    /// The input: (flow, datagram) in arrival order.
+    fn input(c: &Case) -> (Vec<VecBuf>, Vec<usize>) {
+        let mut flows: Vec<Dgrams> = (0..c.sizes.len())
+            .map(|i| Dgrams::new(i as u32 + 1, c.ipv6_mask >> i & 1 == 1))
+            .collect();
+        let (mut pkts, mut flow_of) = (Vec::new(), Vec::new());
+        for (k, &p) in c.picks.iter().enumerate() {
+            let f = p as usize % flows.len();
+            let d = &mut flows[f];
+            let size = c.sizes[f];
+            let pkt = match c.kinds[k % c.kinds.len()] {
+                10 => d.next(size / 2 + 1),
+                11 => {
+                    d.ip_id = d.ip_id.wrapping_add(9);
+                    d.next(size)
+                }
+                12 => d.next_csum(size, false),
+                _ => d.next(size),
+            };
+            pkts.push(pkt);
+            flow_of.push(f);
+        }
+        (pkts, flow_of)
+    }
+
+    fn run(c: &Case, input: Vec<VecBuf>, full: bool) -> Vec<VecBuf> {
+        let mut g = gro(GroConfig {
+            max_frags: c.max_frags,
+            flows: c.flows_held,
+            csum: if c.trust {
+                CsumMode::Trust
+            } else {
+                CsumMode::Verify
+            },
+            ..udp_cfg()
+        });
+        g.full_path_only = full;
+        let mut out = Vec::new();
+        let mut it = input.into_iter().peekable();
+        let mut b = 0;
+        while it.peek().is_some() {
+            for p in it.by_ref().take(c.bursts[b % c.bursts.len()]) {
+                g.receive(p, 0, &mut |o| out.push(o));
+            }
+            b += 1;
+            if b % 3 != 0 {
+                g.end_of_poll(&mut |o| out.push(o));
+            }
+        }
+        g.flush_all(&mut |o| out.push(o));
+        assert_eq!(g.held(), 0);
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        #[test]
+        fn every_datagram_leaves_once_in_order_and_the_fast_path_decides_as_the_full_one(c in case()) {
+            let (pkts, flow_of) = input(&c);
+            let n = pkts.len();
+            let tag_at: std::collections::HashMap<u64, usize> =
+                pkts.iter().enumerate().map(|(i, p)| (p.ids[0], i)).collect();
+            let fast = run(&c, pkts.clone(), false);
+            let full = run(&c, pkts, true);
+            let groups = |o: &[VecBuf]| o.iter().map(|p| p.ids.clone()).collect::<Vec<_>>();
+            prop_assert_eq!(groups(&fast), groups(&full), "fast path against full path");
+            let mut seen = vec![false; n];
+            let mut last_of_flow = vec![None::<usize>; c.sizes.len()];
+            for p in &fast {
+                let at: Vec<usize> = p.ids.iter().map(|t| tag_at[t]).collect();
+                let f = flow_of[at[0]];
+                for &i in &at {
+                    prop_assert!(!seen[i], "datagram {} twice", i);
+                    seen[i] = true;
+                    prop_assert_eq!(flow_of[i], f, "one flow per packet");
+                    prop_assert!(last_of_flow[f] < Some(i), "flow {} out of order", f);
+                    last_of_flow[f] = Some(i);
+                }
+                if p.ids.len() > 1 {
+                    prop_assert!(p.ids.len() <= c.max_frags as usize);
+                    let payload = verify_udp(&p.bytes());
+                    let gso = p.gso.unwrap();
+                    prop_assert!(gso.udp && gso.segs as usize == p.ids.len());
+                    prop_assert!(payload.len() <= gso.mss as usize * p.ids.len());
+                }
+            }
+            prop_assert!(seen.iter().all(|&s| s), "every datagram out");
+        }
+    }
+}
