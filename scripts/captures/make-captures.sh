@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make-captures.sh OUTDIR [--quick] [--rx-only] [--reorder-only]
+# make-captures.sh OUTDIR [--quick] [--rx-only] [--reorder-only | --udp-only]
 # make-captures.sh --anchors [DIR]      (DIR: default captures/ in the repository)
 #
 # Makes classic-pcap captures of real TCP traffic for grorx's tests: iperf3
@@ -21,9 +21,13 @@
 #   tcp4_reorder.pcap IPv4, 1 flow sprayed per packet over two paths, one of
 #                    them slower: ~4.7% of the data segments arrive 1-3 places
 #                    late (real reordering), no loss; receive direction only
+#   udp4.pcap        IPv4 UDP, iperf3 -u -P 4 -l 1400 (4 flows of 1400-byte
+#                    datagrams, paced); the UDP datagrams only
+#   udp6.pcap        the same over IPv6
 #
 # --quick: about 1 s / a few thousand packets per capture instead of ~25k.
 # --reorder-only: makes only tcp4_reorder.pcap (with --quick: ~2.8k segments).
+# --udp-only: makes only udp4.pcap and udp6.pcap.
 #
 # tcp4_reorder.pcap: three namespaces, sender (10.99.2.1) -> router ->
 # receiver (10.99.1.2, the same veth, MACs and address as above; the frames
@@ -70,13 +74,14 @@ die() { echo "$PROG: $*" >&2; exit 1; }
 log() { echo "$PROG: $*" >&2; }
 usage() { sed -n '2,4p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
-OUT="" QUICK=0 RXONLY=0 ANCHORS=0 REORDER_ONLY=0
+OUT="" QUICK=0 RXONLY=0 ANCHORS=0 REORDER_ONLY=0 UDP_ONLY=0
 for a in "$@"; do
     case "$a" in
         --quick) QUICK=1 ;;
         --rx-only) RXONLY=1 ;;
         --anchors) ANCHORS=1 ;;
         --reorder-only) REORDER_ONLY=1 ;;
+        --udp-only) UDP_ONLY=1 ;;
         -h|--help) usage ;;
         -*) die "unknown option $a" ;;
         *) [ -z "$OUT" ] || usage; OUT=$a ;;
@@ -86,6 +91,7 @@ if [ "$ANCHORS" = 1 ]; then
     # The anchors' sizes are part of what the figures in docs/ measure.
     [ "$QUICK" = 0 ] || die "--anchors makes full-size captures only (no --quick)"
     [ "$REORDER_ONLY" = 0 ] || die "--anchors and --reorder-only exclude each other"
+    [ "$UDP_ONLY" = 0 ] || die "--anchors and --udp-only exclude each other"
     RXONLY=1
     [ -n "$OUT" ] || OUT=$HERE/../../captures
 fi
@@ -111,10 +117,12 @@ fi
 
 # ---- sizes -----------------------------------------------------------------
 if [ "$QUICK" = 1 ]; then
+    UDP_RATE=15M    # per flow, 1 s: ~5.4k datagrams in all
     BYTES=4M        # tcp4 / tcp6: ~2.9k data segments
     LOSS_T=1 LOSS_RATE=40mbit
     JUNK_BYTES=1M JUNK_PER_KIND=5
 else
+    UDP_RATE=60M    # per flow, 1 s: ~21k datagrams in all
     BYTES=30M       # ~21.7k data segments
     LOSS_T=2 LOSS_RATE=100mbit
     JUNK_BYTES=4M JUNK_PER_KIND=10
@@ -296,7 +304,7 @@ wait_for() {  # wait_for SECONDS CMD...: poll until CMD succeeds
 # meant (reorder_check).
 capture() {
     local name=$1 mode=""; shift
-    if [ "$1" = tbf ] || [ "$1" = reorder ]; then mode=$1; shift; fi
+    if [ "$1" = tbf ] || [ "$1" = reorder ] || [ "$1" = udp ]; then mode=$1; shift; fi
     [ "$1" = -- ] && shift
     local file=$WORK/$name.pcap try drops retx
     for try in 1 2 3; do
@@ -328,7 +336,11 @@ capture() {
             [ "$retx" -gt 0 ] || ok=0
         fi
         if [ $ok = 1 ]; then
-            if [ "$RXONLY" = 1 ] || [ "$mode" = reorder ]; then
+            if [ "$mode" = udp ]; then
+                # the datagrams only (not iperf3's TCP control connection)
+                tcpdump -r "$file" -w "$file.rx" -Z root "ether src $MAC_S and udp" 2>/dev/null && mv -f "$file.rx" "$file"
+                got="$(capinfos -c -M "$file" | awk '/Number of packets/{print $NF}') udp"
+            elif [ "$RXONLY" = 1 ] || [ "$mode" = reorder ]; then
                 # keep what arrived from the sender's veth (reorder: the router's)
                 tcpdump -r "$file" -w "$file.rx" -Z root "$RX_FILTER" 2>/dev/null && mv -f "$file.rx" "$file"
                 got="$(capinfos -c -M "$file" | awk '/Number of packets/{print $NF}') rx-only"
@@ -400,7 +412,26 @@ anchor() {
     done
 }
 
+# udp_flows FILE: UDP flows with more than 100 datagrams.
+udp_flows() {
+    tshark -r "$1" -Y 'udp' -T fields -e udp.srcport 2>/dev/null | sort | uniq -c | awk '$1 > 100' | wc -l
+}
+
+# udp_captures: udp4.pcap and udp6.pcap, 4 flows each.
+udp_captures() {
+    capture udp4 udp -- -u -c $IP4_R -P 4 -l 1400 -b $UDP_RATE -t 1
+    capture udp6 udp -- -u -6 -c $IP6_R -P 4 -l 1400 -b $UDP_RATE -t 1
+    [ "$(udp_flows "$WORK/udp4.pcap")" = 4 ] || die "udp4.pcap: not four UDP flows"
+    [ "$(udp_flows "$WORK/udp6.pcap")" = 4 ] || die "udp6.pcap: not four UDP flows"
+}
+
 START=$SECONDS
+if [ "$UDP_ONLY" = 1 ]; then
+    udp_captures
+    publish udp4.pcap udp6.pcap
+    log "done in $((SECONDS - START)) s: $OUT"
+    exit 0
+fi
 if [ "$REORDER_ONLY" = 1 ]; then
     capture tcp4_reorder reorder -- -c $IP4_R -n $BYTES --fq-rate $REORDER_RATE
     publish tcp4_reorder.pcap
@@ -427,6 +458,7 @@ capture tcp4_loss tbf -- -c $IP4_R -t $LOSS_T
 capture tcp6 -- -6 -c $IP6_R -n $BYTES -P 2
 capture junkbase -- -c $IP4_R -n $JUNK_BYTES
 capture tcp4_reorder reorder -- -c $IP4_R -n $BYTES --fq-rate $REORDER_RATE
+udp_captures
 
 python3 "$HERE/vlan_tag.py" "$WORK/tcp4.pcap" "$WORK/tcp4_vlan.pcap" --vid 100 >/dev/null
 python3 "$HERE/vlan_tag.py" "$WORK/tcp4.pcap" "$WORK/tcp4_qinq.pcap" --vid 100 --outer-vid 200 --outer-tpid 0x88a8 >/dev/null
@@ -438,5 +470,6 @@ sed -i "s#$WORK/##g" "$WORK/mixed_junk.txt"
 [ "$(tshark -r "$WORK/tcp6.pcap" -Y 'ipv6 && tcp.len > 0' 2>/dev/null | wc -l)" -gt 0 ] || die "tcp6.pcap: no IPv6 TCP data"
 [ "$(tshark -r "$WORK/tcp4_vlan.pcap" -T fields -e vlan.id 2>/dev/null | sort -u)" = 100 ] || die "tcp4_vlan.pcap: VLAN ids wrong"
 [ "$(tshark -r "$WORK/tcp4_qinq.pcap" -T fields -e eth.type -e ieee8021ad.id -e vlan.id 2>/dev/null | sort -u)" = "$(printf '0x88a8\t200\t100')" ] || die "tcp4_qinq.pcap: VLAN ids wrong"
-publish tcp4.pcap tcp4_loss.pcap tcp6.pcap tcp4_vlan.pcap tcp4_qinq.pcap mixed_junk.pcap mixed_junk.txt tcp4_reorder.pcap
+publish tcp4.pcap tcp4_loss.pcap tcp6.pcap tcp4_vlan.pcap tcp4_qinq.pcap mixed_junk.pcap mixed_junk.txt tcp4_reorder.pcap \
+    udp4.pcap udp6.pcap
 log "done in $((SECONDS - START)) s: $OUT"

@@ -328,8 +328,12 @@ fn grocheck(input: &Path, output: &Path, extra: &[&str]) -> Grocheck {
         TOOL_TIMEOUT,
     );
     let last = o.stdout.lines().last().unwrap_or("").to_string();
-    let figures: BTreeMap<String, String> = last
-        .split_whitespace()
+    // The last line, and the UDP one before it when the input has UDP.
+    let udp = o.stdout.lines().find(|l| l.starts_with("udp_flows="));
+    let figures: BTreeMap<String, String> = udp
+        .into_iter()
+        .chain([last.as_str()])
+        .flat_map(|l| l.split_whitespace())
         .filter_map(|kv| kv.split_once('='))
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
@@ -833,6 +837,78 @@ fn forward_gives_back_the_very_segments() {
         let input = caps.join(format!("{name}.pcap"));
         forward_round_trip(&input, name, &work, &[]);
         forward_round_trip(&input, name, &work, &["--gro-flush-us", "200"]);
+    }
+}
+
+/// Real iperf3 UDP traffic (4 flows of 1400-byte datagrams, IPv4 and
+/// IPv6): without `--gro-udp` every datagram passes through; with it they
+/// merge by Linux's UDP rules (grocheck: each flow's datagrams in arrival
+/// order, every boundary kept, sizes, IP IDs and checksums), flushing per
+/// poll and held across polls; and the forward stage sends out the very
+/// datagrams received, byte for byte.
+#[test]
+fn udp_datagrams_merge_by_linux_rules_and_forward_back() {
+    let (_g, caps) = setup();
+    for name in ["udp4", "udp6"] {
+        let work = Work::new(name);
+        let input = caps.join(format!("{name}.pcap"));
+        let mut f = Failures::default();
+        let off = grorx(&input, &work.path("off.pcap"), &[], &mut f);
+        let g_off = check_output(&input, &off, &mut f);
+        let on = grorx(&input, &work.path("on.pcap"), &["--gro-udp"], &mut f);
+        let g_on = check_output(&input, &on, &mut f);
+        let held = grorx(
+            &input,
+            &work.path("held.pcap"),
+            &["--gro-udp", "--gro-flush-us", "200"],
+            &mut f,
+        );
+        let g_held = check_output(&input, &held, &mut f);
+        let (n_in, n_off) = (g_off.f("udp_in"), g_off.f("udp_out"));
+        let (q_on, q_held) = (g_on.f("udp_merge_quality"), g_held.f("udp_merge_quality"));
+        eprintln!(
+            "real_traffic: {name}: {n_in} datagrams; without --gro-udp {n_off} out; with it {} \
+             (quality {q_on:.3}), held across polls {} (quality {q_held:.3})",
+            g_on.f("udp_out"),
+            g_held.f("udp_out")
+        );
+        f.check(n_in > 1000.0 && n_off == n_in, || {
+            format!("{name}: without --gro-udp {n_off} of {n_in} datagrams out")
+        });
+        f.check(q_on >= 0.8 && q_held >= q_on, || {
+            format!("{name}: merge quality {q_on:.3} per poll, {q_held:.3} held")
+        });
+        let out = work.path("forwarded.pcap");
+        let stage = [
+            "--to".to_string(),
+            format!("net_pcap1,tx_pcap={}", out.display()),
+        ];
+        let (o, report) = replay(name, "forward", &input, &stage, &["--gro-udp"]);
+        f.check(report["mbufs_leaked"] == 0, || {
+            format!("{name}: {}", o.stdout)
+        });
+        f.check(report["forward"]["gso_packets"].as_u64() > Some(0), || {
+            format!(
+                "{name}: nothing merged then segmented: {}",
+                report["forward"]
+            )
+        });
+        let mut a = pcap_frames(&input);
+        let mut b = pcap_frames(&out);
+        let g = grocheck(&input, &out, &["--strict-order"]);
+        f.check(g.ok && g.f("udp_out") == g.f("udp_in"), || {
+            format!("{name}: forwarded datagrams:\n{}", g.output)
+        });
+        a.sort();
+        b.sort();
+        f.check(a == b, || {
+            format!(
+                "{name}: the forwarded datagrams are not the very ones received ({} in, {} out)",
+                a.len(),
+                b.len()
+            )
+        });
+        f.assert_none(name);
     }
 }
 
