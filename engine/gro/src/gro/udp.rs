@@ -59,26 +59,59 @@ pub(super) struct UdpHeld<B> {
     /// header equals the head's but for the ID and checksums has a valid
     /// IPv4 checksum when it adds up with this.
     ip_base_no_id: u16,
-    /// The first datagram's headers with what may differ from datagram to
-    /// datagram zeroed (IPv4 ID and checksum, UDP checksum): the fast
-    /// path's compare.
-    hdr: [u8; HDR_MAX],
+    /// The fast path's compare: the first datagram's headers as words
+    /// (`hdr`), and which of their bits every datagram of the packet shares
+    /// (`mask`: all but the IPv4 ID and checksum, the UDP checksum, and what
+    /// lies past the headers); `words` of them cover the headers (0: no fast
+    /// path for this flow).
+    hdr: [u64; WORDS],
+    mask: [u64; WORDS],
+    words: u8,
 }
 
-/// The headers of `b` (laid out as `t`) with what may differ between the
-/// datagrams of one packet zeroed; None if they are longer than `HDR_MAX`.
+/// Words of header a UDP fast-path compare covers at most.
+const WORDS: usize = HDR_MAX / 8;
+
 #[inline(always)]
-fn masked_header(b: &[u8], t: &Tcp) -> Option<[u8; HDR_MAX]> {
+fn word(b: &[u8], i: usize) -> u64 {
+    u64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().unwrap())
+}
+
+/// The compare of the head `b` laid out as `t`: its header words and their
+/// mask (see `UdpHeld::hdr`), or None when they do not fit `HDR_MAX` or
+/// `b` (a frame shorter than its headers rounded up to a word).
+fn head_words(b: &[u8], t: &Tcp) -> Option<([u64; WORDS], [u64; WORDS], u8)> {
     let hl = t.payload as usize;
-    let mut h = [0u8; HDR_MAX];
-    h.get_mut(..hl)?.copy_from_slice(b.get(..hl)?);
+    let words = hl.div_ceil(8);
+    if words > WORDS || b.len() < words * 8 {
+        return None;
+    }
+    let mut m = [0u8; HDR_MAX];
+    m[..hl].fill(0xff);
     let (l3, l4) = (t.l3 as usize, t.l4 as usize);
     if !t.ipv6 {
-        h[field::at(l3, ipv4::ID)].fill(0);
-        h[field::at(l3, ipv4::CHECKSUM)].fill(0);
+        m[field::at(l3, ipv4::ID)].fill(0);
+        m[field::at(l3, ipv4::CHECKSUM)].fill(0);
     }
-    h[field::at(l4, udp::CHECKSUM)].fill(0);
-    Some(h)
+    m[field::at(l4, udp::CHECKSUM)].fill(0);
+    let mask: [u64; WORDS] = std::array::from_fn(|i| word(&m, i));
+    let hdr: [u64; WORDS] =
+        std::array::from_fn(|i| if i < words { word(b, i) & mask[i] } else { 0 });
+    Some((hdr, mask, words as u8))
+}
+
+/// Whether `b`'s headers are `h`'s head's but for what may differ.
+#[inline(always)]
+fn same_header<B>(b: &[u8], h: &UdpHeld<B>) -> bool {
+    let n = h.words as usize;
+    if n == 0 || b.len() < n * 8 {
+        return false;
+    }
+    let mut d = 0u64;
+    for i in 0..n {
+        d |= (word(b, i) ^ h.hdr[i]) & h.mask[i];
+    }
+    d == 0
 }
 
 impl<B> Default for UdpHeld<B> {
@@ -104,7 +137,9 @@ impl<B> Default for UdpHeld<B> {
             since: 0,
             frame_len: 0,
             ip_base_no_id: 0,
-            hdr: [0; HDR_MAX],
+            hdr: [0; WORDS],
+            mask: [0; WORDS],
+            words: 0,
         }
     }
 }
@@ -257,22 +292,23 @@ impl<B: GroBuf> Gro<B> {
         h.since = now;
         h.frame_len = pkt.len() as u32;
         h.ip_base_no_id = csum::sub(ip_base, d.id);
-        let fast = masked_header(pkt.head(), &t);
-        h.hdr = fast.unwrap_or([0; HDR_MAX]);
+        let fast = head_words(pkt.head(), &t);
+        (h.hdr, h.mask, h.words) = fast.unwrap_or(([0; WORDS], [0; WORDS], 0));
         h.pkt = Some(pkt);
         self.udp_last = fast.and(Some(slot));
     }
 
-    /// The fast path: the next full-size datagram of the flow the last one
-    /// went to, in one buffer, whose headers equal its packet's head's but
-    /// for the IPv4 ID and the checksums, merges without a parse, a key or a
-    /// lookup; the rules it still needs (ID, limits, checksums) are checked
-    /// here as `udp_refusals` and `payload_sum` do. Anything else goes back
-    /// (`Some`) to the full path, which decides.
+    /// The fast path: a full-size datagram in one buffer, of the flow the
+    /// last one went to or, read with that flow's header layout, of another
+    /// held flow of the same layout (found by hash, unparsed), whose headers
+    /// equal its packet's head's but for the IPv4 ID and the checksums,
+    /// merges without a parse; the rules it still needs (ID, limits,
+    /// checksums) are checked here as `udp_refusals` and `payload_sum` do.
+    /// Anything else goes back (`Some`) to the full path, which decides.
     #[inline(always)]
     pub(super) fn udp_fast(
         &mut self,
-        s: u16,
+        last: u16,
         pkt: B,
         verify: bool,
         out: &mut impl FnMut(B),
@@ -280,22 +316,40 @@ impl<B: GroBuf> Gro<B> {
         let Some(udp) = self.udp.as_deref() else {
             return Some(pkt);
         };
-        let Some(h) = udp.try_get(s) else {
+        let Some(lh) = udp.try_get(last) else {
             return Some(pkt);
         };
         let b = pkt.head();
+        let t = lh.t;
+        let proto_at = t.l3 as usize
+            + if t.ipv6 {
+                ipv6::NEXT_HEADER
+            } else {
+                ipv4::PROTOCOL
+            };
+        let s = if same_header(b, lh) {
+            last
+        } else if b.len() < t.payload as usize || b[proto_at] != crate::wire::IPPROTO_UDP {
+            // Not UDP (a TCP segment among UDP flows): no lookup here.
+            return Some(pkt);
+        } else {
+            // Another flow? Its key where the last flow's layout puts it.
+            let key = FlowKey::of_layout(b, &t);
+            let found = udp.find(key.hash(&self.hash_key), |e| e.key == key);
+            match found.filter(|&s| udp.is_live(s) && udp.get(s).t.same_layout(&t)) {
+                Some(s) if same_header(b, udp.get(s)) => s,
+                _ => return Some(pkt),
+            }
+        };
+        let h = udp.get(s);
         if pkt.len() != h.frame_len as usize || pkt.segs() != 1 {
             return Some(pkt);
         }
-        let t = h.t;
         let (l3, l4) = (t.l3 as usize, t.l4 as usize);
-        let field_csum = match b.get(field::at(l4, udp::CHECKSUM)) {
-            Some(c) => u16::from_be_bytes([c[0], c[1]]),
-            None => return Some(pkt),
-        };
         // A datagram without a checksum is never merged (the rule the
         // compare, blind to the checksum field, does not see).
-        if field_csum == 0 || masked_header(b, &t).is_none_or(|m| m != h.hdr) {
+        let field_csum = field::read16(b, l4, udp::CHECKSUM);
+        if field_csum == 0 {
             return Some(pkt);
         }
         let id = if t.ipv6 {
