@@ -425,6 +425,38 @@ fn nic_checksum_hints_are_honoured() {
 }
 
 #[test]
+fn a_bad_ipv4_header_checksum_leaves_after_its_flows_held_data() {
+    // Found in software (verify) and vouched bad by the NIC: either way the
+    // flow's held segments arrived first and leave first.
+    for by_nic in [false, true] {
+        let mut f = Flow::new(1, false);
+        let mut g = gro(GroConfig::default());
+        let held = vec![f.next(MSS), f.next(MSS)];
+        let mut bad = f.next(MSS);
+        if by_nic {
+            bad.hints.ip = CsumHint::Bad;
+        } else {
+            // The TTL changed in flight, the checksum not: only the sum tells.
+            bad.segs[0][14 + 8] ^= 0x01;
+        }
+        let after = f.next(MSS);
+        let out = feed(&mut g, held.into_iter().chain([bad, after]).collect());
+        let out: Vec<VecBuf> = out.into_iter().chain(flush(&mut g)).collect();
+        let ids: Vec<Vec<u64>> = out.iter().map(|p| p.ids.clone()).collect();
+        assert_eq!(
+            ids,
+            vec![vec![1_000_001, 1_000_002], vec![1_000_003], vec![1_000_004]],
+            "by_nic {by_nic}"
+        );
+        assert_eq!(
+            g.stats().pass[Pass::Frame(NotTcp::BadIpChecksum).index()],
+            1
+        );
+        assert_eq!(flush_count(&g, Flush::Unmergeable), 1);
+    }
+}
+
+#[test]
 fn frag_limit_counts_every_buffer() {
     // Single-buffer frames: max_frags 3 -> 3 segments per packet.
     let mut f = Flow::new(1, false);
