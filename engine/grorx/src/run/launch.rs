@@ -255,11 +255,17 @@ impl Workers {
             } else {
                 format!("{} pps", opts.gen.rate_pps)
             };
+            let what = if opts.gen.udp {
+                format!(
+                    "{} UDP flow(s), datagrams of {}",
+                    opts.gen.flows, opts.gen.mss
+                )
+            } else {
+                format!("{} TCP flow(s), MSS {}", opts.gen.flows, opts.gen.mss)
+            };
             lines.push(format!(
-                "lcore {g} (cpu {}): generator, {} TCP flow(s), MSS {}, {rate}",
-                eal.lcore_cpu(g),
-                opts.gen.flows,
-                opts.gen.mss
+                "lcore {g} (cpu {}): generator, {what}, {rate}",
+                eal.lcore_cpu(g)
             ));
         }
         lines
