@@ -3,9 +3,10 @@
 #
 #   scripts/fuzz.sh [SECONDS]        # default 60, for each target
 #
-# Targets: `gro` (the GRO core alone, no DPDK needed) and, when pkg-config
-# finds libdpdk, `mbuf` (GRO on real mbufs under a 4 KiB-page EAL, then the
-# forward stage's software GSO; cargo feature `mbuf`).
+# Targets: `gro` (the GRO core alone, no DPDK needed), `udp` (its UDP GRO,
+# alone) and, when pkg-config finds libdpdk, `mbuf` (GRO on real mbufs under
+# a 4 KiB-page EAL, then the forward stage's software GSO; cargo feature
+# `mbuf`).
 #
 # Stable Rust only is needed: cargo-fuzz's nightly flags (-Zsanitizer,
 # sancov passes) are accepted by stable rustc under RUSTC_BOOTSTRAP=1, and
@@ -13,8 +14,8 @@
 # from crates.io if missing.
 #
 # Environment:
-#   FUZZ_TARGETS    targets to run, space-separated (default: gro, and mbuf
-#                   when libdpdk is there)
+#   FUZZ_TARGETS    targets to run, space-separated (default: gro, udp, and
+#                   mbuf when libdpdk is there)
 #   FUZZ_SANITIZER  none (default: several times the executions per second;
 #                   Rust's own checks and debug assertions stay on) or
 #                   address (ASan; DPDK's own memory, the mbufs, is not
@@ -44,10 +45,10 @@ MAX_BYTES=${FUZZ_MAX_BYTES:-100000}
 if [ -n "${FUZZ_TARGETS:-}" ]; then
     TARGETS=$FUZZ_TARGETS
 elif pkg-config --exists libdpdk 2>/dev/null; then
-    TARGETS="gro mbuf"
+    TARGETS="gro udp mbuf"
 else
-    TARGETS="gro"
-    echo "fuzz.sh: no libdpdk (pkg-config): fuzzing the gro target only"
+    TARGETS="gro udp"
+    echo "fuzz.sh: no libdpdk (pkg-config): fuzzing the gro and udp targets only"
 fi
 TDIR=${CARGO_TARGET_DIR:-$HERE/engine/$FDIR/target}
 mkdir -p "$TDIR"

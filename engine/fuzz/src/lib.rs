@@ -46,6 +46,7 @@ pub mod flow;
 pub mod gen;
 #[cfg(feature = "mbuf")]
 pub mod mbuf;
+pub mod udp;
 
 use arbitrary::{Arbitrary, Unstructured};
 use buf::FuzzBuf;
