@@ -295,7 +295,9 @@ pub fn check(input: &Input) -> Result<Summary, String> {
     for (i, (f, op)) in frames.iter().zip(&input.ops).enumerate() {
         now += op.dt as u64;
         g.receive(VecBuf::new(i as u64, f.clone()), now, &mut |o| outs.push(o));
-        if g.held() > cfg.flows {
+        // Each table is bounded by `flows`: a frame damaged into a TCP
+        // segment (trusting checksums) may be held in TCP's.
+        if g.held() > 2 * cfg.flows {
             return Err(format!("{} held, flows {}", g.held(), cfg.flows));
         }
         match op.after {
