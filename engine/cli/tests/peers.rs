@@ -606,7 +606,8 @@ fn a_memif_client_started_before_its_peer_connects_once_the_peer_is_there() {
         r["ports"][0]["link_down_s"].as_f64() > Some(0.0),
         "the time before the peer came counts as down: {r}"
     );
-    assert!(r["rx_packets"].as_u64() > Some(1000), "{r}");
+    // Stopped at the first interval that received (it may be a short one).
+    assert!(r["rx_packets"].as_u64() > Some(0), "{r}");
 }
 
 /// Runs of the forwarder whose output's peer is killed under it.
