@@ -11,6 +11,30 @@ pub(super) enum IdMode {
     Fixed,
 }
 
+impl IdMode {
+    /// Whether IPv4 ID `id` may follow `last` in a packet of this mode: the
+    /// next one, or (while open or fixed) the same.
+    #[inline(always)]
+    pub(super) fn accepts(self, last: u16, id: u16) -> bool {
+        let next = last.wrapping_add(1);
+        match self {
+            IdMode::Open => id == next || id == last,
+            IdMode::Incrementing => id == next,
+            IdMode::Fixed => id == last,
+        }
+    }
+
+    /// The mode once `id` merged after `last`: the second segment fixes it.
+    #[inline(always)]
+    pub(super) fn after(self, last: u16, id: u16) -> IdMode {
+        match self {
+            IdMode::Open if id == last => IdMode::Fixed,
+            IdMode::Open => IdMode::Incrementing,
+            m => m,
+        }
+    }
+}
+
 /// One flow's held packet and what the next segment must match. The
 /// compared fields live here, not in the packet, so a lookup touches one
 /// table entry. Entries live in the table and are filled in place.

@@ -532,12 +532,8 @@ impl<B: GroBuf> Gro<B> {
         h.next_seq = h.next_seq.wrapping_add(seg.payload);
         h.segs += 1;
         h.frags += seg.frags;
-        if h.id_mode == IdMode::Open && !h.t.ipv6 {
-            h.id_mode = if seg.id == h.last_id {
-                IdMode::Fixed
-            } else {
-                IdMode::Incrementing
-            };
+        if !h.t.ipv6 {
+            h.id_mode = h.id_mode.after(h.last_id, seg.id);
         }
         h.last_id = seg.id;
         h.flags_or |= seg.flags & (PSH | FIN);

@@ -108,13 +108,7 @@ impl<B: GroBuf> Gro<B> {
     #[inline(always)]
     pub(super) fn refusals(&self, h: &Held<B>, seg: &Seg, opts: &[u8], ext: &[u8]) -> u32 {
         let on = |broken: bool, why: Flush| if broken { bit(why) } else { 0 };
-        let next_id = h.last_id.wrapping_add(1);
-        let id_ok = h.t.ipv6
-            || match h.id_mode {
-                IdMode::Open => seg.id == next_id || seg.id == h.last_id,
-                IdMode::Incrementing => seg.id == next_id,
-                IdMode::Fixed => seg.id == h.last_id,
-            };
+        let id_ok = h.t.ipv6 || h.id_mode.accepts(h.last_id, seg.id);
         on(seg.ack != h.ack, Flush::AckChange)
             | on(
                 (seg.word ^ h.word) & !WORD_FREE != 0 || seg.flags & CWR != 0,

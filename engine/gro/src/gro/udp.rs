@@ -417,13 +417,7 @@ impl<B: GroBuf> Gro<B> {
     #[inline(always)]
     fn udp_refusals(cfg: &GroConfig, h: &UdpHeld<B>, d: &Dgram) -> u32 {
         let on = |broken: bool, why: Flush| if broken { bit(why) } else { 0 };
-        let next_id = h.last_id.wrapping_add(1);
-        let id_ok = h.t.ipv6
-            || match h.id_mode {
-                IdMode::Open => d.id == next_id || d.id == h.last_id,
-                IdMode::Incrementing => d.id == next_id,
-                IdMode::Fixed => d.id == h.last_id,
-            };
+        let id_ok = h.t.ipv6 || h.id_mode.accepts(h.last_id, d.id);
         on(d.ip_word != h.ip_word, Flush::IpMismatch)
             | on(d.payload > h.gso, Flush::LargerThanMss)
             | on(
@@ -449,12 +443,8 @@ impl<B: GroBuf> Gro<B> {
         h.ip_len += d.payload;
         h.segs += 1;
         h.frags += d.frags;
-        if h.id_mode == IdMode::Open && !h.t.ipv6 {
-            h.id_mode = if d.id == h.last_id {
-                IdMode::Fixed
-            } else {
-                IdMode::Incrementing
-            };
+        if !h.t.ipv6 {
+            h.id_mode = h.id_mode.after(h.last_id, d.id);
         }
         h.last_id = d.id;
         let short = d.payload < h.gso;
