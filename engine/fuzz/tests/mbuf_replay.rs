@@ -7,20 +7,11 @@
 use grorx_fuzz::mbuf::{check, decode_mbuf, MbufCfg, Twist};
 use grorx_fuzz::{decode, FlagChoice, HeadSplit, IdChoice, Input, Layout, Op, SeqChoice, TcpFrame};
 use grorx_gro::GroConfig;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-fn files(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.path())
-                .filter(|p| p.is_file())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
-}
+mod common;
+
+use common::{files, smoke_inputs};
 
 fn replay(p: &Path) {
     let data = std::fs::read(p).unwrap();
@@ -62,26 +53,8 @@ fn named_files_replay_clean() {
 /// Pseudo-random inputs, biased towards valid TCP streams.
 #[test]
 fn random_smoke() {
-    let mut s = 0x2545_f491_4f6c_dd1du64;
-    let mut next = || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
-    };
     let mut merged = 0;
-    for _ in 0..300 {
-        let n = (next() % 600) as usize;
-        let data: Vec<u8> = (0..n)
-            .map(|_| {
-                let r = next();
-                if r % 3 == 0 {
-                    (r >> 8) as u8
-                } else {
-                    0
-                }
-            })
-            .collect();
+    for data in smoke_inputs(0x2545_f491_4f6c_dd1d, 300, 600, 3) {
         let (mc, input) = decode_mbuf(&data);
         match check(&mc, &input) {
             Ok(sum) => merged += sum.gro.merged,

@@ -3,20 +3,10 @@
 //! deterministic smoke run of pseudo-random inputs: the CI-friendly form of
 //! the fuzz target, on stable Rust, without cargo-fuzz or libFuzzer.
 
-use std::path::{Path, PathBuf};
+mod common;
 
-fn files(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.path())
-                .filter(|p| p.is_file())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
-}
+use common::{files, smoke_inputs};
+use std::path::Path;
 
 fn replay(p: &Path) {
     let data = std::fs::read(p).unwrap();
@@ -60,27 +50,9 @@ fn named_files_replay_clean() {
 /// executions in a second or two.
 #[test]
 fn random_smoke() {
-    let mut s = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
-    };
     let mut merged = 0;
-    for _ in 0..2000 {
-        let n = (next() % 600) as usize;
-        let data: Vec<u8> = (0..n)
-            .map(|_| {
-                let r = next();
-                // Many zero bytes: Next/None/ACK choices, i.e. in-order streams.
-                if r % 3 == 0 {
-                    (r >> 8) as u8
-                } else {
-                    0
-                }
-            })
-            .collect();
+    // Many zero bytes: Next/None/ACK choices, i.e. in-order streams.
+    for data in smoke_inputs(0x9e37_79b9_7f4a_7c15, 2000, 600, 3) {
         let input = grorx_fuzz::decode(&data);
         match grorx_fuzz::check(&input) {
             Ok(sum) => merged += sum.merged,

@@ -1,20 +1,10 @@
 //! The `udp` target's corpus and findings replayed, then a deterministic
 //! smoke run of pseudo-random inputs (as `replay.rs` does for `gro`).
 
-use std::path::{Path, PathBuf};
+mod common;
 
-fn files(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.path())
-                .filter(|p| p.is_file())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
-}
+use common::{files, smoke_inputs};
+use std::path::Path;
 
 fn replay(p: &Path) {
     let data = std::fs::read(p).unwrap();
@@ -42,26 +32,8 @@ fn corpus_and_findings_replay_clean() {
 /// checksum, no damage).
 #[test]
 fn random_smoke() {
-    let mut s = 0x2545_f491_4f6c_dd1du64;
-    let mut next = || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
-    };
     let mut merged = 0;
-    for _ in 0..2000 {
-        let n = (next() % 800) as usize;
-        let data: Vec<u8> = (0..n)
-            .map(|_| {
-                let r = next();
-                if r % 4 == 0 {
-                    (r >> 8) as u8
-                } else {
-                    0
-                }
-            })
-            .collect();
+    for data in smoke_inputs(0x2545_f491_4f6c_dd1d, 2000, 800, 4) {
         let input = grorx_fuzz::udp::decode(&data);
         match grorx_fuzz::udp::check(&input) {
             Ok(sum) => merged += sum.merged,
