@@ -286,6 +286,86 @@ impl FlowSpec {
     }
 }
 
+/// A tunnel around frames: VXLAN or Geneve over UDP over IPv4 or IPv6.
+/// `outer` gives the outer MACs, tags, addresses, TOS/TTL/DF and flow
+/// label, and the UDP ports (`sport`, `dport`); its TCP fields are unused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TunnelSpec {
+    /// The outer headers.
+    pub outer: FlowSpec,
+    /// VXLAN or Geneve.
+    pub kind: crate::wire::TunnelKind,
+    /// The network identifier (24 bits).
+    pub vni: u32,
+    /// Geneve options (a multiple of 4 bytes, at most 252; VXLAN: none).
+    pub options: Vec<u8>,
+    /// Whether the outer UDP checksum is set (else 0).
+    pub udp_csum: bool,
+}
+
+impl TunnelSpec {
+    /// Tunnel `i` of a generated set (its own outer source address and UDP
+    /// source port), VXLAN to 4789, checksum 0 (what Linux sends by
+    /// default over IPv4).
+    pub fn vxlan(i: u32, ipv6: bool) -> TunnelSpec {
+        let mut outer = FlowSpec::numbered(i + 0x100, ipv6);
+        outer.src_mac = [0x02, 0, 0, 0, 0x10, 0x01];
+        outer.dst_mac = [0x02, 0, 0, 0, 0x10, 0x02];
+        outer.sport = 49152u16.wrapping_add(i as u16 * 7);
+        outer.dport = crate::wire::VXLAN_PORT;
+        outer.df = false;
+        TunnelSpec {
+            outer,
+            kind: crate::wire::TunnelKind::Vxlan,
+            vni: 100 + i,
+            options: Vec::new(),
+            udp_csum: false,
+        }
+    }
+
+    /// As `vxlan`, Geneve to 6081 with `options`.
+    pub fn geneve(i: u32, ipv6: bool, options: Vec<u8>) -> TunnelSpec {
+        let mut t = Self::vxlan(i, ipv6);
+        t.outer.dport = crate::wire::GENEVE_PORT;
+        t.kind = crate::wire::TunnelKind::Geneve;
+        t.options = options;
+        t
+    }
+
+    /// Bytes of the tunnel header (after UDP).
+    pub fn tunnel_len(&self) -> usize {
+        8 + self.options.len()
+    }
+
+    /// Bytes in front of the inner frame: outer Ethernet, IP, UDP, tunnel.
+    pub fn header_len(&self) -> usize {
+        self.outer.udp_header_len() + self.tunnel_len()
+    }
+
+    /// `inner` (a whole Ethernet frame) inside this tunnel, outer IPv4 ID
+    /// `id`.
+    pub fn encapsulate(&self, inner: &[u8], id: u16) -> Vec<u8> {
+        let (uh, tl) = (self.outer.udp_header_len(), self.tunnel_len());
+        let mut f = vec![0u8; uh + tl + inner.len()];
+        let v = (self.vni & 0xff_ffff).to_be_bytes();
+        let t = &mut f[uh..uh + tl];
+        match self.kind {
+            crate::wire::TunnelKind::Vxlan => t[0] = 0x08,
+            crate::wire::TunnelKind::Geneve => {
+                t[0] = (self.options.len() / 4) as u8;
+                t[2..4].copy_from_slice(&0x6558u16.to_be_bytes());
+                t[8..].copy_from_slice(&self.options);
+            }
+        }
+        t[4..7].copy_from_slice(&v[1..]);
+        f[uh + tl..].copy_from_slice(inner);
+        let sum = self.udp_csum.then(|| csum::sum(&f[uh..]));
+        self.outer
+            .write_udp_headers(&mut f, id, tl + inner.len(), sum);
+        f
+    }
+}
+
 /// Payload byte at stream offset `off` of flow `flow`: a pattern that makes
 /// reordered or duplicated bytes visible in tests.
 #[inline(always)]

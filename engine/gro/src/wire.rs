@@ -1,4 +1,5 @@
-//! Header parsing for GRO: Ethernet, 802.1Q / QinQ, IPv4, IPv6, TCP.
+//! Header parsing for GRO: Ethernet, 802.1Q / QinQ, IPv4, IPv6, TCP, UDP,
+//! and the VXLAN and Geneve tunnels that carry Ethernet over UDP.
 //!
 //! One pass over the first segment's bytes finds every header and decides
 //! whether the frame is a TCP segment GRO may consider, or why not. It reads
@@ -30,11 +31,15 @@ pub enum NotTcp {
     Padded,
     /// IPv4 with the reserved flag bit set: Linux does not merge these.
     ReservedFlag,
+    /// UDP to a tunnel port whose tunnel header GRO does not merge through:
+    /// VXLAN without its VNI flag, a Geneve version other than 0, a Geneve
+    /// protocol other than Ethernet, options beyond the frame.
+    BadTunnel,
 }
 
 impl NotTcp {
     /// Every reason, in index order.
-    pub const ALL: [NotTcp; 9] = [
+    pub const ALL: [NotTcp; 10] = [
         NotTcp::Malformed,
         NotTcp::NotIp,
         NotTcp::NotTcp,
@@ -44,6 +49,7 @@ impl NotTcp {
         NotTcp::BadIpChecksum,
         NotTcp::Padded,
         NotTcp::ReservedFlag,
+        NotTcp::BadTunnel,
     ];
     /// The reason's name in the report's `passthrough`.
     pub fn name(self) -> &'static str {
@@ -57,6 +63,7 @@ impl NotTcp {
             NotTcp::BadIpChecksum => "bad_ip_checksum",
             NotTcp::Padded => "padded",
             NotTcp::ReservedFlag => "ip_reserved_flag",
+            NotTcp::BadTunnel => "bad_tunnel_header",
         }
     }
 }
@@ -211,9 +218,39 @@ pub mod field {
         /// Bytes of the header.
         pub const HEADER_LEN: usize = 8;
     }
+
+    /// VXLAN (RFC 7348), after its UDP header.
+    pub mod vxlan {
+        use super::Field;
+        /// Flags (the I flag, 0x08: the VNI is valid) and reserved bits.
+        pub const FLAGS: usize = 0;
+        /// The VXLAN network identifier (24 bits) and a reserved byte.
+        pub const VNI: Field = 4..8;
+        /// Bytes of the header; the inner Ethernet frame follows.
+        pub const HEADER_LEN: usize = 8;
+        /// The I flag.
+        pub const FLAG_VNI: u8 = 0x08;
+    }
+
+    /// Geneve (RFC 8926), after its UDP header.
+    pub mod geneve {
+        use super::Field;
+        /// Version (top 2 bits) and options length in 4-byte words.
+        pub const VER_OPT_LEN: usize = 0;
+        /// OAM and critical-options flags.
+        pub const FLAGS: usize = 1;
+        /// The protocol of the payload (0x6558: Ethernet).
+        pub const PROTOCOL: Field = 2..4;
+        /// The virtual network identifier (24 bits) and a reserved byte.
+        pub const VNI: Field = 4..8;
+        /// Bytes of the fixed header; options and then the payload follow.
+        pub const HEADER_LEN: usize = 8;
+        /// The protocol type of an Ethernet payload (transparent bridging).
+        pub const PROTO_ETHERNET: u16 = 0x6558;
+    }
 }
 
-use field::{ipv4, ipv6, tcp, udp};
+use field::{geneve, ipv4, ipv6, tcp, udp, vxlan};
 
 /// Bytes of IPv6 hop-by-hop, routing and destination options headers a
 /// segment may carry and still merge (those of Linux's own tests are 8).
@@ -284,6 +321,101 @@ impl Tcp {
     }
 }
 
+/// The UDP ports whose datagrams GRO looks inside (VXLAN, Geneve).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tunnels {
+    /// Off: datagrams to these ports are plain UDP.
+    pub on: bool,
+    /// VXLAN's ports (0: unused).
+    pub vxlan: [u16; 4],
+    /// Geneve's ports (0: unused).
+    pub geneve: [u16; 2],
+}
+
+/// VXLAN's IANA port.
+pub const VXLAN_PORT: u16 = 4789;
+/// Geneve's IANA port.
+pub const GENEVE_PORT: u16 = 6081;
+
+impl Default for Tunnels {
+    fn default() -> Self {
+        Tunnels {
+            on: true,
+            vxlan: [VXLAN_PORT, 0, 0, 0],
+            geneve: [GENEVE_PORT, 0],
+        }
+    }
+}
+
+impl Tunnels {
+    /// The tunnel a datagram to `dport` carries, if any.
+    #[inline(always)]
+    pub fn kind(&self, dport: u16) -> Option<TunnelKind> {
+        if !self.on || dport == 0 {
+            None
+        } else if self.vxlan.contains(&dport) {
+            Some(TunnelKind::Vxlan)
+        } else if self.geneve.contains(&dport) {
+            Some(TunnelKind::Geneve)
+        } else {
+            None
+        }
+    }
+
+    /// Adds a VXLAN port (`--vxlan-port`); the error says what to do.
+    pub fn add_vxlan(&mut self, port: u16) -> Result<(), String> {
+        if port == 0 || self.geneve.contains(&port) {
+            return Err(format!(
+                "--vxlan-port {port}: give a UDP port from 1 to 65535 that is not Geneve's"
+            ));
+        }
+        if self.vxlan.contains(&port) {
+            return Ok(());
+        }
+        let most = self.vxlan.len();
+        let free = self.vxlan.iter_mut().find(|p| **p == 0).ok_or_else(|| {
+            format!("--vxlan-port {port}: at most {most} VXLAN ports (4789 counts)")
+        })?;
+        *free = port;
+        Ok(())
+    }
+}
+
+/// A tunnel GRO merges through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum TunnelKind {
+    /// VXLAN (RFC 7348): 8 bytes of header.
+    Vxlan = 1,
+    /// Geneve (RFC 8926): 8 bytes and options.
+    Geneve = 2,
+}
+
+/// Where a tunnelled segment's outer headers are (its inner ones are in
+/// its `Tcp`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outer {
+    /// Offset of the outer IP header.
+    pub l3: u16,
+    /// Offset of the outer UDP header.
+    pub l4: u16,
+    /// Offset of the inner Ethernet header (after the tunnel header).
+    pub inner: u16,
+    /// An IPv6 outer header (else IPv4).
+    pub ipv6: bool,
+    /// VXLAN or Geneve.
+    pub kind: TunnelKind,
+}
+
+/// Why `Tcp::parse_tunnel` did not find a segment to merge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TunnelErr {
+    /// Not UDP to a tunnel port: the frame is what `parse` said.
+    NotTunnel,
+    /// A tunnel frame GRO does not merge, and why.
+    Bad(NotTcp),
+}
+
 /// Could this frame carry IP (an IPv4, IPv6 or VLAN ethertype)? Frames
 /// without one (or too short to tell) are what `Tcp::parse` calls `NotIp`
 /// or `Malformed`; this answers for the common non-IP frames in two loads.
@@ -306,8 +438,15 @@ impl Tcp {
     /// IPv4 header checksum in software.
     #[inline(always)]
     pub fn parse(head: &[u8], frame_len: usize, check_ip: bool) -> Result<Tcp, NotTcp> {
+        Self::parse_at(head, 0, frame_len, check_ip)
+    }
+
+    /// `parse` for the Ethernet frame that starts at `base` (a tunnel's
+    /// inner frame, which ends where the outer one does).
+    #[inline(always)]
+    fn parse_at(head: &[u8], base: usize, frame_len: usize, check_ip: bool) -> Result<Tcp, NotTcp> {
         let mut t = Tcp::default();
-        let (l4, ip_end) = ip_layer::<IPPROTO_TCP>(head, frame_len, check_ip, &mut t)?;
+        let (l4, ip_end) = ip_layer::<IPPROTO_TCP>(head, base, frame_len, check_ip, &mut t)?;
         let doff = (*head.get(l4 + tcp::DATA_OFF).ok_or(NotTcp::Malformed)? >> 4) as usize * 4;
         if doff < tcp::MIN_LEN || l4 + doff > ip_end || l4 + doff > head.len() {
             return Err(NotTcp::Malformed);
@@ -321,6 +460,57 @@ impl Tcp {
         Ok(t)
     }
 
+    /// Parses a TCP segment carried by a VXLAN or Geneve tunnel: outer
+    /// Ethernet (and tags), IPv4 or IPv6, UDP to one of `tunnels`' ports,
+    /// the tunnel header, then an inner frame `parse` accepts. The `Tcp`
+    /// lays out the inner segment (offsets from the start of the frame),
+    /// `Outer` the outer headers. `check_ip`: verify both IPv4 header
+    /// checksums in software.
+    pub fn parse_tunnel(
+        head: &[u8],
+        frame_len: usize,
+        check_ip: bool,
+        tunnels: &Tunnels,
+    ) -> Result<(Tcp, Outer), TunnelErr> {
+        let mut ot = Tcp::default();
+        let Ok((l4, ip_end)) = ip_layer::<IPPROTO_UDP>(head, 0, frame_len, false, &mut ot) else {
+            return Err(TunnelErr::NotTunnel);
+        };
+        let dport = be16(head, l4 + udp::PORTS.start + 2).ok_or(TunnelErr::NotTunnel)?;
+        let Some(kind) = tunnels.kind(dport) else {
+            return Err(TunnelErr::NotTunnel);
+        };
+        let bad = TunnelErr::Bad;
+        let ulen = be16(head, l4 + udp::LEN.start).ok_or(bad(NotTcp::Malformed))? as usize;
+        if ulen != ip_end - l4 {
+            return Err(bad(NotTcp::Malformed));
+        }
+        if ip_end != frame_len {
+            return Err(bad(NotTcp::Padded));
+        }
+        let inner = tunnel_header(head, l4, ip_end, kind).map_err(bad)?;
+        let t = match Self::parse_at(head, inner, frame_len, check_ip) {
+            Ok(t) => t,
+            // Not TCP inside: unrelated to any TCP flow.
+            Err(NotTcp::NotTcp | NotTcp::NotIp) => return Err(bad(NotTcp::NotTcp)),
+            Err(why) => return Err(bad(why)),
+        };
+        let ol3 = ot.l3 as usize;
+        if check_ip && !ot.ipv6 && csum::sum(&head[ol3..ol3 + ipv4::MIN_LEN]) != 0xffff {
+            return Err(bad(NotTcp::BadIpChecksum));
+        }
+        Ok((
+            t,
+            Outer {
+                l3: ot.l3,
+                l4: l4 as u16,
+                inner: inner as u16,
+                ipv6: ot.ipv6,
+                kind,
+            },
+        ))
+    }
+
     /// Parses a UDP datagram as `parse` does a TCP segment: the layout's
     /// L4 header is the 8-byte UDP header (`payload = l4 + 8`). A UDP length
     /// other than what the IP header says is `Malformed`; a frame that is
@@ -328,7 +518,7 @@ impl Tcp {
     #[inline(always)]
     pub fn parse_udp(head: &[u8], frame_len: usize, check_ip: bool) -> Result<Tcp, NotTcp> {
         let mut t = Tcp::default();
-        let (l4, ip_end) = ip_layer::<IPPROTO_UDP>(head, frame_len, check_ip, &mut t)?;
+        let (l4, ip_end) = ip_layer::<IPPROTO_UDP>(head, 0, frame_len, check_ip, &mut t)?;
         let ulen = be16(head, l4 + udp::LEN.start).ok_or(NotTcp::Malformed)? as usize;
         let payload = l4 + udp::HEADER_LEN;
         if ulen != ip_end - l4 || payload > ip_end || payload > head.len() {
@@ -342,6 +532,12 @@ impl Tcp {
         t.payload_len = (ip_end - payload) as u32;
         Ok(t)
     }
+    /// Offset of the (inner, for a tunnel) Ethernet header.
+    #[inline(always)]
+    pub fn l2(&self) -> usize {
+        self.l3 as usize - field::eth::HEADER_LEN - field::eth::TAG_LEN * self.vlans as usize
+    }
+
     /// TCP header length (with options).
     #[inline(always)]
     pub fn l4_len(&self) -> usize {
@@ -355,18 +551,19 @@ impl Tcp {
     }
 }
 
-/// The layers below L4 of a frame whose IP protocol must be `PROTO`: tags
-/// and the IP header, into `t` (tags, `l3`, `ipv6`); returns where L4
-/// starts and where the IP packet ends. The checks are those `Tcp::parse`
-/// documents, in one order for every protocol.
+/// The layers below L4 of the Ethernet frame at `base` whose IP protocol
+/// must be `PROTO`: tags and the IP header, into `t` (tags, `l3`, `ipv6`);
+/// returns where L4 starts and where the IP packet ends. The checks are
+/// those `Tcp::parse` documents, in one order for every protocol.
 #[inline(always)]
 fn ip_layer<const PROTO: u8>(
     head: &[u8],
+    base: usize,
     frame_len: usize,
     check_ip: bool,
     t: &mut Tcp,
 ) -> Result<(usize, usize), NotTcp> {
-    let mut off = field::eth::ETHERTYPE.start;
+    let mut off = base + field::eth::ETHERTYPE.start;
     let mut ethertype = be16(head, off).ok_or(NotTcp::Malformed)?;
     while ethertype == ETH_P_8021Q || ethertype == ETH_P_8021AD {
         if t.vlans == 2 {
@@ -457,6 +654,38 @@ fn ip_layer<const PROTO: u8>(
     Ok((l4, ip_end))
 }
 
+/// Where the inner Ethernet frame of a tunnel of `kind` whose UDP header
+/// is at `l4` starts (the IP packet ends at `ip_end`), or why GRO does not
+/// look inside.
+#[inline(always)]
+fn tunnel_header(head: &[u8], l4: usize, ip_end: usize, kind: TunnelKind) -> Result<usize, NotTcp> {
+    let th = l4 + udp::HEADER_LEN;
+    let tun: &[u8; 8] = head
+        .get(th..th + 8)
+        .ok_or(NotTcp::Malformed)?
+        .try_into()
+        .unwrap();
+    match kind {
+        TunnelKind::Vxlan => {
+            if tun[vxlan::FLAGS] & vxlan::FLAG_VNI == 0 {
+                return Err(NotTcp::BadTunnel);
+            }
+            Ok(th + vxlan::HEADER_LEN)
+        }
+        TunnelKind::Geneve => {
+            let vo = tun[geneve::VER_OPT_LEN];
+            if vo >> 6 != 0 || field::read16(tun, 0, geneve::PROTOCOL) != geneve::PROTO_ETHERNET {
+                return Err(NotTcp::BadTunnel);
+            }
+            let end = th + geneve::HEADER_LEN + (vo & 0x3f) as usize * 4;
+            if end > ip_end || end > head.len() {
+                return Err(NotTcp::BadTunnel);
+            }
+            Ok(end)
+        }
+    }
+}
+
 /// What a frame GRO cannot merge still says about its flow (for keeping a
 /// flow's order: what the flow holds must leave before such a frame). Read
 /// leniently: IP options, fragments, bad checksums, bad data offsets and
@@ -481,12 +710,31 @@ pub struct FlowHint {
     /// Source and destination ports, when the TCP header is there (not in a
     /// non-first fragment).
     pub ports: Option<u32>,
+    /// The frame is a tunnel's inner frame (its flow is a tunnelled one).
+    pub tunnel: bool,
 }
 
 impl FlowHint {
     /// The hint of a TCP-over-IP frame, if it is one (by its protocol fields).
     pub fn of(head: &[u8]) -> Option<FlowHint> {
         Self::of_proto::<IPPROTO_TCP>(head)
+    }
+
+    /// The hint of a TCP-over-IP frame, or of the TCP frame inside a tunnel
+    /// (`tunnel` set): read leniently too (a bad outer checksum, padding).
+    pub fn of_frame(head: &[u8], tunnels: &Tunnels) -> Option<FlowHint> {
+        Self::of(head).or_else(|| {
+            if !tunnels.on {
+                return None;
+            }
+            let mut ot = Tcp::default();
+            let (l4, ip_end) = ip_layer::<IPPROTO_UDP>(head, 0, usize::MAX, false, &mut ot).ok()?;
+            let kind = tunnels.kind(be16(head, l4 + udp::PORTS.start + 2)?)?;
+            let inner = tunnel_header(head, l4, ip_end, kind).ok()?;
+            let mut h = Self::of(&head[inner..])?;
+            h.tunnel = true;
+            Some(h)
+        })
     }
 
     /// The hint of a UDP-over-IP frame, if it is one.
@@ -504,6 +752,7 @@ impl FlowHint {
             flow_label: 0,
             addrs: [0; 32],
             ports: None,
+            tunnel: false,
         };
         let mut off = field::eth::ETHERTYPE.start;
         let mut et = be16(head, off)?;
@@ -644,10 +893,11 @@ impl<'a> Fields<'a> {
     pub fn header(&self) -> &'a [u8] {
         self.slice(0, self.t.payload as usize)
     }
-    /// The 12 bytes of MAC addresses.
+    /// The 12 bytes of MAC addresses (the inner frame's, in a tunnel).
     #[inline(always)]
     pub fn macs(&self) -> &'a [u8] {
-        self.slice(0, field::eth::MACS.end)
+        let l2 = self.t.l2();
+        self.slice(l2, l2 + field::eth::MACS.end)
     }
     /// TCP sequence number.
     #[inline(always)]

@@ -48,6 +48,18 @@ pub struct GsoInfo {
     /// UDP datagrams merged (`GroConfig::udp`; `l4_len` is 8, `mss` the
     /// datagrams' payload size), else TCP segments.
     pub udp: bool,
+    /// Inside a tunnel (VXLAN, Geneve): the outer Ethernet (with tags) and
+    /// IP header bytes; 0 outside one. `l2_len` then spans the outer UDP
+    /// header, the tunnel header and the inner Ethernet header, as DPDK's
+    /// TX offloads count a tunnel.
+    pub outer_l2_len: u16,
+    /// Outer IP header bytes (0 outside a tunnel).
+    pub outer_l3_len: u16,
+    /// The outer IP header is IPv6.
+    pub outer_ipv6: bool,
+    /// The outer IPv4 ID stayed the same from segment to segment (with
+    /// DF, any IDs merge): segmentation repeats it instead of counting up.
+    pub outer_id_fixed: bool,
 }
 
 /// A packet GRO can hold and extend. Headers are contiguous in the first

@@ -45,6 +45,9 @@ pub struct GroConfig {
     /// Merge UDP datagrams too (see the `udp` module), in a table of their
     /// own as large as TCP's.
     pub udp: bool,
+    /// The UDP ports of the tunnels (VXLAN, Geneve) whose TCP segments
+    /// merge (see the `tunnel` module); on by default.
+    pub tunnels: crate::wire::Tunnels,
 }
 
 /// The most segments a flow may hold ahead of a gap (`GroConfig::reorder`).
@@ -61,6 +64,7 @@ impl Default for GroConfig {
             out_csum: OutCsum::Full,
             reorder: 0,
             udp: false,
+            tunnels: crate::wire::Tunnels::default(),
         }
     }
 }

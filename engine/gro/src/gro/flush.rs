@@ -40,7 +40,7 @@ impl<B: GroBuf> Gro<B> {
     /// walk of the held packets (at most `flows` of them).
     #[cold]
     pub(super) fn flush_flow_of(&mut self, pkt: &B, out: &mut impl FnMut(B)) {
-        let Some(h) = crate::wire::FlowHint::of(pkt.head()) else {
+        let Some(h) = crate::wire::FlowHint::of_frame(pkt.head(), &self.cfg.tunnels) else {
             return;
         };
         match FlowKey::of_hint(&h) {
@@ -144,19 +144,40 @@ impl<B: GroBuf> Gro<B> {
             g.segs.record(h.segs as usize);
             g.hold.record(self.now.saturating_sub(h.since));
         }
-        let tso = self.cfg.out_csum == OutCsum::Pseudo && h.segs > 1;
+        // A tunnelled packet's outer UDP checksum is computed from its
+        // inner one, which must then be final.
+        let tso = self.cfg.out_csum == OutCsum::Pseudo && h.segs > 1 && h.outer.is_none();
         if h.segs > 1 {
             fix_headers(h, tso);
+            fix_outer(h);
         }
-        let info = GsoInfo {
-            l2_len: h.t.l3,
-            l3_len: h.t.l3_len() as u16,
-            l4_len: h.t.l4_len() as u16,
-            mss: h.mss as u16,
-            segs: h.segs,
-            ipv6: h.t.ipv6,
-            tso,
-            udp: false,
+        let info = match h.outer {
+            None => GsoInfo {
+                l2_len: h.t.l3,
+                l3_len: h.t.l3_len() as u16,
+                l4_len: h.t.l4_len() as u16,
+                mss: h.mss as u16,
+                segs: h.segs,
+                ipv6: h.t.ipv6,
+                tso,
+                ..GsoInfo::default()
+            },
+            // DPDK's tunnel layout: l2_len from the outer UDP header to
+            // the inner IP header.
+            Some(o) => GsoInfo {
+                l2_len: h.t.l3 - o.l4,
+                l3_len: h.t.l3_len() as u16,
+                l4_len: h.t.l4_len() as u16,
+                mss: h.mss as u16,
+                segs: h.segs,
+                ipv6: h.t.ipv6,
+                tso,
+                udp: false,
+                outer_l2_len: o.l3,
+                outer_l3_len: o.l4 - o.l3,
+                outer_ipv6: o.ipv6,
+                outer_id_fixed: h.o_id_mode == IdMode::Fixed,
+            },
         };
         if let Some(mut pkt) = h.pkt.take() {
             pkt.set_gso(&info);

@@ -82,18 +82,11 @@ pub(super) struct Held<B> {
     /// The head's seq, urgent pointer and flags: with `hconst`, the merged
     /// header's sum without reading it again.
     pub(super) head_seq: u32,
-    /// Every packet of the flow this entry held started where the one
-    /// before it ended: what the flow sent before the held data was all
-    /// delivered, as far as GRO saw (the reorder window's test for a
-    /// retransmission of delivered data).
-    pub(super) gapless: bool,
     /// The furthest any packet of the flow this entry held ended (mod
     /// 2^32, as far as the ghost remembers): with the held packet behind
     /// it, no gap ahead of it is worth waiting for.
     pub(super) high: u32,
     pub(super) head_urg: u16,
-    pub(super) head_flags: u8,
-    pub(super) df: bool,
     /// Pseudo-header sum without the length (addresses, protocol).
     pub(super) pbase: u16,
     /// TCP header sum without seq, checksum, urgent pointer, PSH/FIN/CWR:
@@ -101,9 +94,22 @@ pub(super) struct Held<B> {
     pub(super) hconst: u16,
     /// IPv4 header sum without total length and checksum (0 for IPv6).
     pub(super) ip_base: u16,
+    /// The outer IPv4 ID last merged (a tunnelled flow's), and whether
+    /// those IDs counted up or stayed.
+    pub(super) o_last_id: u16,
+    /// Every packet of the flow this entry held started where the one
+    /// before it ended: what the flow sent before the held data was all
+    /// delivered, as far as GRO saw (the reorder window's test for a
+    /// retransmission of delivered data).
+    pub(super) gapless: bool,
+    pub(super) head_flags: u8,
+    pub(super) df: bool,
     pub(super) opt_words: u8,
+    pub(super) o_id_mode: IdMode,
     pub(super) opts: [u32; 10],
     pub(super) since: u64,
+    /// The tunnel the flow is inside (`tunnel`), if any.
+    pub(super) outer: Option<crate::wire::Outer>,
 }
 
 // The layout described on `Held`, for a packet handle of one pointer (as
@@ -184,6 +190,9 @@ impl<B> Default for Held<B> {
             since: 0,
             tmpl: Template::off(),
             pkt: None,
+            outer: None,
+            o_last_id: 0,
+            o_id_mode: IdMode::Open,
         }
     }
 }

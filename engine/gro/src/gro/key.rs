@@ -1,8 +1,13 @@
 //! A flow's identity, as Linux decides "same flow": the MAC header
 //! (addresses, VLAN tags and their types), the IP addresses (and the IPv6 flow label) and
 //! the TCP ports. Seven words: compared in a few instructions, hashed cheaply.
+//! A tunnelled segment's key holds its inner fields, with a keyed digest of
+//! the tunnel's identity (outer MAC header, addresses, UDP ports, tunnel
+//! header and VNI) and the inner MACs in place of the MACs: GRO compares the
+//! outer headers byte for byte before a merge, so a digest that collides
+//! can cost merges, never merge two flows.
 
-use crate::wire::Fields;
+use crate::wire::{Fields, Outer};
 
 /// A flow's identity (MAC addresses, VLAN tags, IP addresses, IPv6 flow
 /// label, TCP ports) packed in seven words.
@@ -47,6 +52,19 @@ struct Parts<'a> {
     ports: u32,
     /// Source then destination address (8 or 32 bytes).
     addrs: &'a [u8],
+    /// Inside a tunnel (`macs` is then the tunnel's digest).
+    tunnel: bool,
+}
+
+/// Which of a layout's VLAN tags are 802.1ad (bit i: tag i), read from the
+/// frame: an 802.1ad tag is another MAC header than an 802.1Q one with the
+/// same TCI.
+#[inline(always)]
+fn tag_types(h: &[u8], t: &crate::wire::Tcp) -> u8 {
+    use crate::wire::field::eth;
+    let at = |i: u8| t.l2() + eth::ETHERTYPE.start + eth::TAG_LEN * i as usize;
+    let ad = |i: u8| (t.vlans > i && h[at(i)..at(i) + 2] == [0x88, 0xa8]) as u8;
+    ad(0) | ad(1) << 1
 }
 
 impl FlowKey {
@@ -60,7 +78,9 @@ impl FlowKey {
         let vlans = ((w[2] >> 52) & 3) as u8;
         let ipv6 = (w[2] >> 54) & 1 == 1;
         let ad = ((w[2] >> 55) & 3) as u8;
+        let tunnel = (w[2] >> 57) & 1 == 1;
         if vlans != h.vlans
+            || tunnel != h.tunnel
             || ad != h.ad
             || ipv6 != h.ipv6
             || tci != (h.tci[0] as u32 | (h.tci[1] as u32) << 16)
@@ -81,21 +101,52 @@ impl FlowKey {
     #[inline(always)]
     pub fn new(f: &Fields) -> FlowKey {
         let t = f.layout();
-        // The tag types, read from the frame: an 802.1ad tag is another MAC
-        // header than an 802.1Q one with the same TCI.
-        let h = f.header();
-        let ad = |i: u8| {
-            (t.vlans > i && h[12 + 4 * i as usize..14 + 4 * i as usize] == [0x88, 0xa8]) as u8
-        };
         Self::pack(Parts {
             macs: f.macs(),
             tci: t.tci,
             vlans: t.vlans,
-            ad: ad(0) | ad(1) << 1,
+            ad: tag_types(f.header(), &t),
             ipv6: t.ipv6,
             flow_label: f.flow_label(),
             ports: f.ports(),
             addrs: f.addrs(),
+            tunnel: false,
+        })
+    }
+
+    /// The key of a segment inside the tunnel `o` (`Tcp::parse_tunnel`):
+    /// its inner fields, and in place of the MACs a digest keyed by `k` of
+    /// what makes the tunnel one flow in Linux (the outer MAC header and
+    /// ethertype, the outer addresses, the UDP ports, the tunnel header
+    /// with its VNI and Geneve options) and of the inner MACs. Fields that
+    /// flush rather than part flows (outer TOS, TTL, DF, flow label, ID) are
+    /// left out.
+    pub fn tunneled(f: &Fields, o: &Outer, k: &HashKey) -> FlowKey {
+        use crate::wire::field::{self, ipv4, ipv6};
+        let t = f.layout();
+        let h = f.header();
+        let (l3, l4, inner) = (o.l3 as usize, o.l4 as usize, o.inner as usize);
+        let addrs = if o.ipv6 {
+            field::at(l3, ipv6::ADDRS)
+        } else {
+            field::at(l3, ipv4::ADDRS)
+        };
+        let mut d = Digest::new(k, (l3 | l4 << 16 | inner << 32) as u64);
+        d.feed(&h[..l3]);
+        d.feed(&h[addrs]);
+        d.feed(&h[l4..l4 + 4]);
+        d.feed(&h[l4 + 8..inner + 12]);
+        let macs = d.finish();
+        Self::pack(Parts {
+            macs: &macs,
+            tci: t.tci,
+            vlans: t.vlans,
+            ad: tag_types(h, &t),
+            ipv6: t.ipv6,
+            flow_label: f.flow_label(),
+            ports: f.ports(),
+            addrs: f.addrs(),
+            tunnel: true,
         })
     }
 
@@ -105,10 +156,6 @@ impl FlowKey {
     pub fn of_layout(head: &[u8], t: &crate::wire::Tcp) -> FlowKey {
         use crate::wire::field::{self, eth, ipv4, ipv6};
         let l3 = t.l3 as usize;
-        let ad = |i: u8| {
-            let at = eth::ETHERTYPE.start + eth::TAG_LEN * i as usize;
-            (t.vlans > i && head[at..at + 2] == [0x88, 0xa8]) as u8
-        };
         let addrs = if t.ipv6 {
             &head[field::at(l3, ipv6::ADDRS)]
         } else {
@@ -118,7 +165,7 @@ impl FlowKey {
             macs: &head[eth::MACS],
             tci: t.tci,
             vlans: t.vlans,
-            ad: ad(0) | ad(1) << 1,
+            ad: tag_types(head, t),
             ipv6: t.ipv6,
             flow_label: if t.ipv6 {
                 field::read32(head, l3, ipv6::VER_TC_FLOW) & 0x000f_ffff
@@ -127,6 +174,7 @@ impl FlowKey {
             },
             ports: u32::from_be_bytes(head[t.l4 as usize..t.l4 as usize + 4].try_into().unwrap()),
             addrs,
+            tunnel: false,
         })
     }
 
@@ -143,6 +191,7 @@ impl FlowKey {
             flow_label: h.flow_label,
             ports: h.ports?,
             addrs: if h.ipv6 { &h.addrs } else { &h.addrs[..8] },
+            tunnel: h.tunnel,
         }))
     }
 
@@ -160,7 +209,8 @@ impl FlowKey {
             | (p.flow_label as u64) << 32
             | (p.vlans as u64) << 52
             | (p.ipv6 as u64) << 54
-            | (p.ad as u64) << 55;
+            | (p.ad as u64) << 55
+            | (p.tunnel as u64) << 57;
         if p.ipv6 {
             for (i, wi) in w[3..7].iter_mut().enumerate() {
                 *wi = word(p.addrs, i * 8);
@@ -196,6 +246,52 @@ impl FlowKey {
             x ^= mum(w[4] ^ k[1], w[5] ^ k[2]) ^ mum(w[6] ^ k[3], k[0]);
         }
         (x ^ (x >> 32)) as u32
+    }
+}
+
+/// A keyed digest of byte strings (a tunnel's identity): 96 bits, each
+/// 8-byte piece mixed in by a 64x64->128-bit multiply with the key.
+struct Digest<'a> {
+    a: u64,
+    b: u64,
+    k: &'a [u64; 4],
+    i: usize,
+}
+
+impl<'a> Digest<'a> {
+    fn new(k: &'a HashKey, seed: u64) -> Self {
+        let mut d = Digest {
+            a: k.0[0],
+            b: k.0[1],
+            k: &k.0,
+            i: 0,
+        };
+        d.word(seed);
+        d
+    }
+
+    #[inline(always)]
+    fn word(&mut self, w: u64) {
+        let r = (self.a ^ w) as u128 * (self.k[self.i & 3] ^ self.b) as u128;
+        self.a = r as u64;
+        self.b = self.b.rotate_left(29) ^ (r >> 64) as u64;
+        self.i += 1;
+    }
+
+    fn feed(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            self.word(u64::from_le_bytes(w));
+        }
+    }
+
+    fn finish(mut self) -> [u8; 12] {
+        self.word(self.i as u64);
+        let mut out = [0u8; 12];
+        out[..8].copy_from_slice(&(self.a ^ self.b.rotate_left(17)).to_le_bytes());
+        out[8..].copy_from_slice(&(self.b as u32 ^ (self.a >> 32) as u32).to_le_bytes());
+        out
     }
 }
 

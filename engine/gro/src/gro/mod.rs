@@ -41,6 +41,7 @@ mod reorder;
 mod rules;
 mod sums;
 mod template;
+mod tunnel;
 mod udp;
 
 pub use buf::{CsumHint, GroBuf, GsoInfo, RxHints, VecBuf};
@@ -53,11 +54,12 @@ use reorder::*;
 use rules::*;
 use sums::*;
 use template::*;
+use tunnel::*;
 use udp::UdpTable;
 
 use crate::csum;
 use crate::wire::field::{self, ipv4, ipv6, tcp};
-use crate::wire::{Fields, NotTcp, Tcp};
+use crate::wire::{Fields, NotTcp, Tcp, TunnelErr};
 use key::{FlowKey, HashKey};
 use table::Table;
 
@@ -305,26 +307,59 @@ impl<B: GroBuf> Gro<B> {
         if verify && hints.ip == CsumHint::Bad {
             return self.pass_in_order(Pass::Frame(NotTcp::BadIpChecksum), pkt, out);
         }
-        let t = match Tcp::parse(
+        let (t, outer) = match Tcp::parse(
             pkt.head(),
             pkt.len(),
             verify && hints.ip == CsumHint::Unknown,
         ) {
-            Ok(t) => t,
+            Ok(t) => (t, None),
+            // Both IPv4 headers are checked in software: what a NIC's
+            // flags say of a tunnelled frame depends on whether it parsed
+            // the tunnel.
+            Err(NotTcp::NotTcp) if self.cfg.tunnels.on => {
+                match Tcp::parse_tunnel(pkt.head(), pkt.len(), verify, &self.cfg.tunnels) {
+                    Ok((t, o)) => (t, Some(o)),
+                    Err(TunnelErr::Bad(why)) => {
+                        return self.pass_in_order(Pass::Frame(why), pkt, out)
+                    }
+                    Err(TunnelErr::NotTunnel) if self.udp.is_some() => {
+                        return self.receive_udp(pkt, now, verify, hints, out)
+                    }
+                    Err(TunnelErr::NotTunnel) => {
+                        return self.pass_in_order(Pass::Frame(NotTcp::NotTcp), pkt, out)
+                    }
+                }
+            }
             Err(NotTcp::NotTcp) if self.udp.is_some() => {
                 return self.receive_udp(pkt, now, verify, hints, out)
             }
             Err(why) => return self.pass_in_order(Pass::Frame(why), pkt, out),
         };
         let f = Fields::new(pkt.head(), t);
-        // A lookup with the layout this parse found is this one's.
-        let lookup = lookup.filter(|l| l.layout.same_layout(&t));
-        let key = lookup.map_or_else(|| FlowKey::new(&f), |l| l.key);
-        let seg = Seg::read(&f, pkt.segs_from(t.payload as usize));
+        // A lookup with the layout this parse found is this one's (lookups
+        // guess plain layouts only).
+        let lookup = lookup.filter(|l| outer.is_none() && l.layout.same_layout(&t));
+        let key = match &outer {
+            Some(o) => FlowKey::tunneled(&f, o, &self.hash_key),
+            None => lookup.map_or_else(|| FlowKey::new(&f), |l| l.key),
+        };
+        let mut seg = Seg::read(&f, pkt.segs_from(t.payload as usize));
         let tcp_len = t.l4_len() as u32 + t.payload_len;
+        if let Some(o) = &outer {
+            seg.outer_id = outer_id(f.header(), o);
+            if verify && !outer_udp_ok(&f, o, tcp_len) {
+                return self.pass_in_order(Pass::BadUdpChecksum, pkt, out);
+            }
+        }
         let csum = CsumCheck {
             verify,
-            hint: hints.l4,
+            // Which checksum a NIC's L4 flag is about, in a tunnel, depends
+            // on the NIC: the inner one is checked in software.
+            hint: if outer.is_some() {
+                CsumHint::Unknown
+            } else {
+                hints.l4
+            },
             tcp_len,
             payload: t.payload as usize,
             len: t.payload_len as usize,
@@ -351,7 +386,8 @@ impl<B: GroBuf> Gro<B> {
         };
         if let Some(s) = found.filter(|&s| self.table.is_live(s)) {
             let h = self.table.get(s);
-            let refused = self.refusals(h, &seg, f.options(), f.ipv6_ext());
+            let refused = self.refusals(h, &seg, f.options(), f.ipv6_ext())
+                | h.outer_refusals(outer, f.header(), &t);
             if refused == 0 {
                 // The header equals the head's but for seq, checksum, urgent
                 // pointer and PSH/FIN: its sum follows from the head's.
@@ -415,7 +451,12 @@ impl<B: GroBuf> Gro<B> {
         } else {
             csum::sum(&f.header()[t.l3 as usize..t.l4 as usize])
         };
-        let mask = self.mask_for(&t);
+        // Tunnelled flows take the full path: no template.
+        let mask = if outer.is_some() {
+            None
+        } else {
+            self.mask_for(&t)
+        };
         self.make_room(out);
         let (slot, h) = match found {
             // Its key and hash are this flow's already.
@@ -477,8 +518,11 @@ impl<B: GroBuf> Gro<B> {
             csum::sub(csum::sub(ip_hdr, total), field)
         };
         // The whole IP packet, an IPv6 header included (as Linux counts,
-        // and as a TSO port's 64 KiB limit does).
-        h.max_ip = self.cfg.max_size.min(65535);
+        // and as a TSO port's 64 KiB limit does); in a tunnel, the outer one.
+        h.max_ip = self.cfg.max_size.min(65535) - outer.map_or(0, |o| (t.l3 - o.l3) as u32);
+        h.outer = outer;
+        h.o_last_id = seg.outer_id;
+        h.o_id_mode = IdMode::Open;
         h.flags_or = 0;
         h.t = t;
         h.since = now;
@@ -537,6 +581,10 @@ impl<B: GroBuf> Gro<B> {
         }
         h.last_id = seg.id;
         h.flags_or |= seg.flags & (PSH | FIN);
+        if h.outer.is_some() {
+            h.o_id_mode = h.o_id_mode.after(h.o_last_id, seg.outer_id);
+            h.o_last_id = seg.outer_id;
+        }
         h.next_id = match h.id_mode {
             IdMode::Fixed => h.last_id,
             _ => h.last_id.wrapping_add(1),

@@ -20,6 +20,8 @@ pub(super) struct Seg {
     pub(super) frags: u16,
     pub(super) csum: u16,
     pub(super) urg: u16,
+    /// The outer IPv4 ID, in a tunnel (else 0).
+    pub(super) outer_id: u16,
 }
 
 /// PSH, FIN and CWR in the flags byte: the part of the header that may differ
@@ -42,6 +44,7 @@ impl Seg {
             frags,
             csum: f.tcp_csum(),
             urg: u16::from_be_bytes([h[18], h[19]]),
+            outer_id: 0,
         }
     }
 
@@ -74,7 +77,8 @@ pub(super) fn opts_equal(held: &[u32], opts: &[u8]) -> bool {
 /// The reasons a merge can be refused, in the order Linux checks them: a
 /// refusal sets its reason's bit (its place here) in a flush word, and the
 /// lowest bit set names the reason the flow flushes for.
-const REFUSALS: [Flush; 10] = [
+const REFUSALS: [Flush; 12] = [
+    Flush::OuterMismatch,
     Flush::AckChange,
     Flush::Flags,
     Flush::OptionMismatch,
@@ -85,6 +89,7 @@ const REFUSALS: [Flush; 10] = [
     Flush::FragLimit,
     Flush::SizeLimit,
     Flush::IpId,
+    Flush::OuterIpId,
 ];
 
 /// The bit of `why` in a flush word.

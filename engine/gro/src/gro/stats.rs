@@ -53,11 +53,18 @@ pub enum Flush {
     /// One more segment came ahead of a gap than the reorder window holds
     /// (`--gro-reorder`): as `ReorderTimeout`.
     ReorderFull,
+    /// A tunnelled segment whose outer headers differ from the head's in a
+    /// field that must not change (outer TOS/TTL/DF, traffic class, hop
+    /// limit, flow label; the UDP checksum set on one and not the other).
+    OuterMismatch,
+    /// A tunnelled segment's outer IPv4 ID does not follow (without DF it
+    /// must count up by one a segment, as Linux requires of outer headers).
+    OuterIpId,
 }
 
 impl Flush {
     /// How many reasons there are (the length of `GroStats::flush`).
-    pub const N: usize = 20;
+    pub const N: usize = 22;
     /// Every reason, in index order.
     pub const ALL: [Flush; Flush::N] = [
         Flush::Psh,
@@ -80,6 +87,8 @@ impl Flush {
         Flush::Unmergeable,
         Flush::ReorderTimeout,
         Flush::ReorderFull,
+        Flush::OuterMismatch,
+        Flush::OuterIpId,
     ];
     /// The reason's name in the report's `flush_reasons`.
     pub fn name(self) -> &'static str {
@@ -104,6 +113,8 @@ impl Flush {
             Flush::Unmergeable => "unmergeable_same_flow",
             Flush::ReorderTimeout => "reorder_timeout",
             Flush::ReorderFull => "reorder_full",
+            Flush::OuterMismatch => "outer_mismatch",
+            Flush::OuterIpId => "outer_ip_id",
         }
     }
 }

@@ -89,14 +89,43 @@ fn flush(g: &mut Gro<VecBuf>) -> Vec<VecBuf> {
     out
 }
 
-/// Checks a packet's IPv4/IPv6 lengths and checksums the slow way.
+/// Checks a packet's IPv4/IPv6 lengths and checksums the slow way, at
+/// both levels for a tunnelled one (its outer UDP checksum summed over the
+/// whole datagram); returns the (inner) segment's layout.
 pub(crate) fn verify(bytes: &[u8]) -> Result<Tcp, String> {
-    let t = Tcp::parse(bytes, bytes.len(), true).map_err(|e| format!("parse: {e:?}"))?;
+    let (t, outer) = match Tcp::parse(bytes, bytes.len(), true) {
+        Ok(t) => (t, None),
+        Err(NotTcp::NotTcp) => {
+            let tunnels = crate::wire::Tunnels::default();
+            let (t, o) = Tcp::parse_tunnel(bytes, bytes.len(), true, &tunnels)
+                .map_err(|e| format!("parse: {e:?}"))?;
+            (t, Some(o))
+        }
+        Err(e) => return Err(format!("parse: {e:?}")),
+    };
     let f = Fields::new(bytes, t);
     let tcp = &bytes[t.l4 as usize..];
     let s = csum::add(f.pseudo_sum(tcp.len() as u32), csum::sum(tcp));
     if s != 0xffff {
         return Err(format!("TCP checksum wrong (sum {s:#x})"));
+    }
+    if let Some(o) = outer {
+        let (l3, l4) = (o.l3 as usize, o.l4 as usize);
+        if bytes.len() - l3 > 65535 {
+            return Err(format!("a {} B outer IP packet", bytes.len() - l3));
+        }
+        if field::read16(bytes, l4, crate::wire::field::udp::CHECKSUM) != 0 {
+            let addrs = if o.ipv6 {
+                &bytes[field::at(l3, ipv6::ADDRS)]
+            } else {
+                &bytes[field::at(l3, ipv4::ADDRS)]
+            };
+            let p = csum::pseudo(addrs, crate::wire::IPPROTO_UDP, (bytes.len() - l4) as u32);
+            let s = csum::add(p, csum::sum(&bytes[l4..]));
+            if s != 0xffff {
+                return Err(format!("outer UDP checksum wrong (sum {s:#x})"));
+            }
+        }
     }
     Ok(t)
 }
@@ -1091,6 +1120,8 @@ mod props {
         /// ghosts taken over).
         table: usize,
         cache: usize,
+        /// Flow i is carried by a tunnel (VXLAN or Geneve) when bit i is set.
+        tunnel_mask: u64,
     }
 
     fn case() -> impl Strategy<Value = Case> {
@@ -1112,6 +1143,7 @@ mod props {
                     any::<u64>(),
                     prop_oneof![Just(64usize), 1usize..12],
                     prop_oneof![Just(0usize), 1usize..16, Just(1024)],
+                    prop_oneof![Just(0u64), any::<u64>()],
                 ),
             )
                 .prop_map(
@@ -1126,7 +1158,7 @@ mod props {
                         max_frags,
                         split,
                         trust,
-                        (fixed_ids, cwr_one_in, seed, table, cache),
+                        (fixed_ids, cwr_one_in, seed, table, cache, tunnel_mask),
                     )| Case {
                         flows,
                         mss,
@@ -1143,6 +1175,7 @@ mod props {
                         seed,
                         table,
                         cache,
+                        tunnel_mask,
                     },
                 )
         })
@@ -1175,6 +1208,9 @@ mod props {
         let mut tag = 0u64;
         for i in 0..c.flows {
             let mut f = Flow::new(i, c.ipv6_mask >> i & 1 == 1);
+            // Two tunnels, several flows in each; outer IDs counting per flow.
+            let tunnel = (c.tunnel_mask >> i & 1 == 1).then(|| tunnel::spec_of(i));
+            let mut outer_id = 1u16;
             let mut q = std::collections::VecDeque::new();
             let mut left = c.bytes[i as usize];
             let mut all = Vec::new();
@@ -1203,6 +1239,10 @@ mod props {
                     }
                 });
                 all.extend(f.payload(seq, n));
+                if let Some(t) = &tunnel {
+                    b = VecBuf::new(0, t.encapsulate(&b.bytes(), outer_id));
+                    outer_id = outer_id.wrapping_add(1);
+                }
                 tag += 1;
                 b.ids = vec![tag];
                 oracle.flow_of.insert(tag, i);
@@ -1474,6 +1514,7 @@ fn an_ipv6_packet_counts_its_header_against_the_size_limit() {
 
 mod conformance;
 mod reorder;
+mod tunnel;
 mod udp;
 
 /// Segments per packet out for 4 bulk flows, held across polls of 32

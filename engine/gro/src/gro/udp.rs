@@ -524,6 +524,7 @@ impl<B: GroBuf> Gro<B> {
             ipv6: h.t.ipv6,
             tso,
             udp: true,
+            ..GsoInfo::default()
         };
         if let Some(mut pkt) = h.pkt.take() {
             pkt.set_gso(&info);

@@ -1,0 +1,154 @@
+//! GRO through VXLAN and Geneve: TCP segments inside a tunnel merge under
+//! the inner rules (the rest of GRO) and the outer ones Linux applies
+//! (`udp_gro_receive`, `vxlan_gro_receive`, `geneve_gro_receive`, and the
+//! outer IP header's `inet_gro_flush`): the same outer MAC header,
+//! addresses, UDP ports and tunnel header (VNI, Geneve options), which are
+//! the flow (`FlowKey::tunneled`); the same outer TOS/TTL/DF or traffic
+//! class, hop limit and flow label, and a UDP checksum set on all or none,
+//! else the flow flushes; an outer IPv4 ID that counts up by one a segment
+//! unless DF is set. The outer UDP checksum, when set, is checked from
+//! the header bytes alone: the inner TCP checksum, checked too, makes the
+//! inner segment's sum known (the trick Linux calls local checksum offload).
+
+use super::*;
+use crate::wire::{field::udp, Outer};
+
+/// The outer IPv4 ID of a tunnelled segment (0 for an IPv6 outer header).
+#[inline(always)]
+pub(super) fn outer_id(b: &[u8], o: &Outer) -> u16 {
+    if o.ipv6 {
+        0
+    } else {
+        field::read16(b, o.l3 as usize, ipv4::ID)
+    }
+}
+
+/// Whether the outer IPv4 header of `b` has DF.
+#[inline(always)]
+fn outer_df(b: &[u8], o: &Outer) -> bool {
+    b[o.l3 as usize + ipv4::FLAGS_FRAG.start] & 0x40 != 0
+}
+
+/// Do the outer headers of `a` and `b` (laid out as `o`, inner IP at
+/// `inner_l3`) agree in every field but those a merge rewrites (IP length,
+/// ID and checksum, UDP length and checksum)? UDP checksums must be both
+/// set or both zero. The inner Ethernet header and tags are compared too.
+#[inline(always)]
+fn same_outer(a: &[u8], b: &[u8], o: &Outer, inner_l3: usize) -> bool {
+    let (l3, l4) = (o.l3 as usize, o.l4 as usize);
+    let same = |r: core::ops::Range<usize>| a[r.clone()] == b[r];
+    let ip = if o.ipv6 {
+        // Version, class, flow label; next header, hop limit, addresses,
+        // extension headers.
+        same(l3..l3 + ipv6::PAYLOAD_LEN.start) && same(l3 + ipv6::NEXT_HEADER..l4)
+    } else {
+        same(l3..l3 + ipv4::TOTAL_LEN.start)
+            && same(field::at(l3, ipv4::FLAGS_FRAG.start..ipv4::CHECKSUM.start))
+            && same(field::at(l3, ipv4::ADDRS))
+    };
+    let csum_set = |x: &[u8]| field::read16(x, l4, udp::CHECKSUM) != 0;
+    same(0..l3)
+        && ip
+        && same(field::at(l4, udp::PORTS))
+        && csum_set(a) == csum_set(b)
+        && same(l4 + udp::HEADER_LEN..inner_l3)
+}
+
+impl<B: GroBuf> Held<B> {
+    /// The outer rules for a segment laid out as `t` inside `o`, frame `b`,
+    /// against this held packet: the refusal bits (`rules::bit`) of the
+    /// rules that say no; 0 for two segments outside any tunnel.
+    #[inline(always)]
+    pub(super) fn outer_refusals(&self, o: Option<Outer>, b: &[u8], t: &Tcp) -> u32 {
+        let (Some(ho), Some(o)) = (self.outer, o) else {
+            return if self.outer.is_none() && o.is_none() {
+                0
+            } else {
+                bit(Flush::OuterMismatch)
+            };
+        };
+        let Some(head) = self.pkt.as_ref().map(|p| p.head()) else {
+            return bit(Flush::OuterMismatch);
+        };
+        if ho != o || self.t.l3 != t.l3 || !same_outer(head, b, &o, t.l3 as usize) {
+            return bit(Flush::OuterMismatch);
+        }
+        if !o.ipv6 && !outer_df(b, &o) && outer_id(b, &o) != self.o_last_id.wrapping_add(1) {
+            return bit(Flush::OuterIpId);
+        }
+        0
+    }
+}
+
+/// Checks a tunnelled segment's outer UDP checksum (a zero one is none,
+/// allowed over IPv6 too for tunnels, RFC 6935) assuming its inner TCP
+/// checksum is right, which GRO checks on its own: then the inner segment
+/// sums to the negated inner pseudo-header, and the outer checksum follows
+/// from the header bytes between the UDP header and the TCP header.
+#[inline]
+pub(super) fn outer_udp_ok(f: &Fields, o: &Outer, tcp_len: u32) -> bool {
+    let b = f.header();
+    let (l4, t) = (o.l4 as usize, f.layout());
+    if field::read16(b, l4, udp::CHECKSUM) == 0 {
+        return true;
+    }
+    let ulen = field::read16(b, l4, udp::LEN) as u32;
+    let s = csum::add(
+        csum::add(outer_pseudo(b, o, ulen), csum::sum(&b[l4..t.l4 as usize])),
+        !f.pseudo_sum(tcp_len),
+    );
+    s == 0xffff
+}
+
+/// The outer UDP pseudo-header sum for a UDP length of `ulen`.
+#[inline(always)]
+fn outer_pseudo(b: &[u8], o: &Outer, ulen: u32) -> u16 {
+    let l3 = o.l3 as usize;
+    let addrs = if o.ipv6 {
+        &b[field::at(l3, ipv6::ADDRS)]
+    } else {
+        &b[field::at(l3, ipv4::ADDRS)]
+    };
+    csum::pseudo(addrs, crate::wire::IPPROTO_UDP, ulen)
+}
+
+/// A merged tunnelled packet's outer headers, once its inner ones are
+/// final (`fix_headers`, full TCP checksum): outer IP length (and IPv4
+/// checksum), UDP length, and the UDP checksum when the head had one, from
+/// the header bytes and the inner pseudo-header alone.
+pub(super) fn fix_outer<B: GroBuf>(h: &mut Held<B>) {
+    let Some(o) = h.outer else { return };
+    let t = h.t;
+    let (l3, l4, il3) = (o.l3 as usize, o.l4 as usize, t.l3 as usize);
+    let tcp_len = h.ip_len - t.l3_len() as u32;
+    let inner_pseudo = csum::fold(pseudo_sum(h.pbase, tcp_len));
+    let ulen = h.ip_len + (il3 - l4) as u32;
+    let Some(pkt) = h.pkt.as_mut() else { return };
+    let b = pkt.head_mut();
+    if o.ipv6 {
+        field::write16(
+            b,
+            l3,
+            ipv6::PAYLOAD_LEN,
+            ulen as u16 + (l4 - l3 - 40) as u16,
+        );
+    } else {
+        field::write16(b, l3, ipv4::TOTAL_LEN, (ulen as usize + l4 - l3) as u16);
+        field::write16(b, l3, ipv4::CHECKSUM, 0);
+        let c = csum::ipv4_header(&b[l3..l3 + ipv4::MIN_LEN]);
+        field::write16(b, l3, ipv4::CHECKSUM, c);
+    }
+    field::write16(b, l4, udp::LEN, ulen as u16);
+    if field::read16(b, l4, udp::CHECKSUM) != 0 {
+        field::write16(b, l4, udp::CHECKSUM, 0);
+        let s = csum::add(
+            csum::add(outer_pseudo(b, &o, ulen), csum::sum(&b[l4..t.l4 as usize])),
+            !inner_pseudo,
+        );
+        let c = match csum::finish(s) {
+            0 => 0xffff,
+            c => c,
+        };
+        field::write16(b, l4, udp::CHECKSUM, c);
+    }
+}
