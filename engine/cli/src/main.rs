@@ -10,6 +10,7 @@ use grorx::measure::Measure;
 use grorx::port_spec::PortSpec;
 use grorx::run::{EalSetup, ForwardOptions, PoolScope, RunOptions};
 use grorx::skb::SkbMode;
+use grorx::wire::Tunnels;
 use std::process::ExitCode;
 
 use grorx_cli::bench;
@@ -212,6 +213,12 @@ enum OnOff {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Switch {
+    On,
+    Off,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum CsumArg {
     /// Validate IPv4 and TCP checksums in software unless the NIC vouches.
     Verify,
@@ -260,6 +267,14 @@ struct GroArgs {
     /// as Linux's UDP GRO does for forwarding; forward segments them back.
     #[arg(long)]
     gro_udp: bool,
+    /// Merge TCP segments carried by VXLAN (UDP 4789 and each --vxlan-port)
+    /// and Geneve (UDP 6081) tunnels, under the outer rules Linux applies.
+    #[arg(long, value_enum, default_value = "on")]
+    gro_tunnels: Switch,
+    /// Another UDP port that carries VXLAN (Linux's own default is 8472);
+    /// repeat for more (up to 3 besides 4789).
+    #[arg(long, value_name = "PORT")]
+    vxlan_port: Vec<u16>,
     /// Checksum validation.
     #[arg(long, value_enum, default_value = "verify")]
     gro_csum: CsumArg,
@@ -328,6 +343,18 @@ fn run_options(a: RunArgs) -> Result<(RunOptions, Output)> {
             "--gro-udp is part of grorx's GRO: use it with --gro on (the default)",
         ));
     }
+    let mut tunnels = Tunnels {
+        on: a.gro.gro_tunnels == Switch::On,
+        ..Tunnels::default()
+    };
+    if !a.gro.vxlan_port.is_empty() && (!tunnels.on || a.gro.gro != OnOff::On) {
+        return Err(grorx_cli::usage(
+            "--vxlan-port names a port grorx's GRO looks inside: use it with --gro on and --gro-tunnels on (the defaults)",
+        ));
+    }
+    for &p in &a.gro.vxlan_port {
+        tunnels.add_vxlan(p).map_err(grorx_cli::usage)?;
+    }
     if let Some(d) = a.json_interval {
         if !(d >= 0.01 && d.is_finite()) {
             return Err(grorx_cli::usage(
@@ -383,6 +410,7 @@ fn run_options(a: RunArgs) -> Result<(RunOptions, Output)> {
             },
             reorder: a.gro.gro_reorder,
             udp: a.gro.gro_udp,
+            tunnels,
             ..GroConfig::default()
         }),
         gro_flush_us: a.gro.gro_flush_us,

@@ -30,14 +30,20 @@ pub struct SkbMeta {
     pub gso_size: u16,
     /// Segments merged into the packet (1: not merged).
     pub gso_segs: u16,
-    /// Ethernet header bytes, VLAN tags included (0: GRO never held the packet).
+    /// Ethernet header bytes, VLAN tags included (0: GRO never held the
+    /// packet); in a tunnel, from the outer UDP header to the inner IP
+    /// header (DPDK's tunnel layout).
     pub l2_len: u16,
     /// IP header bytes.
     pub l3_len: u16,
     /// TCP header bytes, options included.
     pub l4_len: u16,
-    /// `SKB_COPIED_HEAD`, `SKB_GSO_UDP`.
+    /// `SKB_COPIED_HEAD`, `SKB_GSO_UDP`, `SKB_GSO_OUTER_FIXEDID`.
     pub flags: u16,
+    /// Inside a tunnel: the outer Ethernet (with tags) and IP header bytes
+    /// (0 outside one).
+    pub outer_l2_len: u8,
+    pub outer_l3_len: u8,
 }
 
 /// `SkbMeta::flags`: the head was copied from the frame (copy mode).
@@ -48,6 +54,11 @@ pub const SKB_COPIED_HEAD: u16 = 1;
 /// of payload each; `l4_len` is the UDP header's 8), else TCP segments.
 #[doc(hidden)]
 pub const SKB_GSO_UDP: u16 = 2;
+
+/// `SkbMeta::flags`: a tunnelled packet whose outer IPv4 ID stayed the same
+/// from segment to segment (segmentation repeats it).
+#[doc(hidden)]
+pub const SKB_GSO_OUTER_FIXEDID: u16 = 4;
 
 /// The private area every pool must reserve for the skb.
 pub const PRIV_SIZE: u16 = {
@@ -222,6 +233,8 @@ impl Skb {
                 l3_len: 0,
                 l4_len: 0,
                 flags,
+                outer_l2_len: 0,
+                outer_l3_len: 0,
             });
             Skb(NonNull::new_unchecked(head))
         }
@@ -591,7 +604,20 @@ impl GroBuf for Skb {
         meta.l2_len = info.l2_len;
         meta.l3_len = info.l3_len;
         meta.l4_len = info.l4_len;
-        meta.flags = (meta.flags & !SKB_GSO_UDP) | if info.udp { SKB_GSO_UDP } else { 0 };
+        meta.flags = (meta.flags & !(SKB_GSO_UDP | SKB_GSO_OUTER_FIXEDID))
+            | if info.udp { SKB_GSO_UDP } else { 0 }
+            | if info.outer_id_fixed {
+                SKB_GSO_OUTER_FIXEDID
+            } else {
+                0
+            };
+        meta.outer_l2_len = info.outer_l2_len as u8;
+        meta.outer_l3_len = info.outer_l3_len as u8;
+        if info.l2_len > 127 {
+            // Past the mbuf's 7-bit field (Geneve options): the skb's own
+            // layout is what the forwarder reads.
+            return;
+        }
         // SAFETY: field writes on our head.
         unsafe {
             let segsz = if info.segs > 1 { info.mss as u64 } else { 0 };
@@ -713,7 +739,10 @@ impl Skb {
         self.pull(4);
         let m = self.as_ptr();
         let meta = self.meta_mut();
-        if meta.l2_len >= 18 {
+        if meta.outer_l3_len > 0 {
+            // The tag was the outer frame's.
+            meta.outer_l2_len -= 4;
+        } else if meta.l2_len >= 18 {
             meta.l2_len -= 4;
             let (l2, l3, l4) = (meta.l2_len, meta.l3_len, meta.l4_len);
             let seg = if meta.gso_segs > 1 { meta.gso_size } else { 0 };

@@ -341,8 +341,7 @@ fn unaligned_chains_are_copied() {
         mss: 1448,
         segs: 4,
         ipv6: false,
-        tso: false,
-        udp: false,
+        ..GsoInfo::default()
     });
     let mut f = forwarder(&lo, Encap::None, TxOffloads::Software, &p);
     let fs = forward_all(&mut f, vec![s]);
@@ -843,6 +842,71 @@ fn merged_udp_datagrams_are_sent_as_the_datagrams_received() {
             assert_eq!((st.gso_packets, st.gso_segments), (1, 8));
             drop(f);
             assert_eq!(p.in_use(), 0);
+        }
+    }
+}
+
+#[test]
+fn segments_merged_in_a_tunnel_are_sent_as_the_segments_received() {
+    use grorx::traffic::TunnelSpec;
+    let _e = common::eal();
+    let p = pool(4095, 2176);
+    let lo = Loopback::new(4096, &p);
+    let geneve_opts = vec![0x01, 0x02, 0x80, 0x01, 1, 2, 3, 4];
+    let mut tagged = TunnelSpec::vxlan(2, false);
+    tagged.outer.vlans = vec![30];
+    tagged.outer.df = true;
+    let tunnels = [
+        TunnelSpec::vxlan(1, false),
+        TunnelSpec {
+            udp_csum: true,
+            ..TunnelSpec::vxlan(1, true)
+        },
+        TunnelSpec {
+            udp_csum: true,
+            ..TunnelSpec::geneve(1, false, geneve_opts)
+        },
+        tagged,
+    ];
+    let encaps = [
+        Encap::None,
+        Encap::VirtioNet,
+        Encap::Vxlan(VxlanConf::default()),
+    ];
+    for (ti, tun) in tunnels.iter().enumerate() {
+        for inner_v6 in [false, true] {
+            let spec = FlowSpec::numbered(3, inner_v6);
+            // 21 segments, the last short with PSH: 17 + 4 after GRO. With
+            // DF outside, the outer ID stays fixed; else it counts up.
+            let fixed = tun.outer.df;
+            let frames: Vec<Vec<u8>> = segment_stream(&spec, 3, 5000, 20 * 1400 + 600, 1400)
+                .iter()
+                .enumerate()
+                .map(|(k, f)| tun.encapsulate(f, if fixed { 77 } else { 900 + k as u16 }))
+                .collect();
+            for encap in &encaps {
+                for offloads in [TxOffloads::Software, TxOffloads::Port] {
+                    let what = format!("tunnel {ti}, inner v6 {inner_v6}, {encap:?}, {offloads:?}");
+                    let skbs = merged(&p, 128, &frames, 4096, GroConfig::default());
+                    let segs: Vec<u16> = skbs.iter().map(|s| s.meta().gso_segs).collect();
+                    assert_eq!(segs, vec![17, 4], "{what}");
+                    let mut f = forwarder(&lo, *encap, offloads, &p);
+                    let st = forward_all(&mut f, skbs);
+                    let got: Vec<Vec<u8>> = lo.rx_all().iter().map(bytes_of).collect();
+                    assert_eq!(got.len(), frames.len(), "{what}");
+                    let elen = encap.header_len() as usize;
+                    for (i, (g, w)) in got.iter().zip(&frames).enumerate() {
+                        same(&g[elen..], w, &format!("{what}: segment {i}"));
+                    }
+                    assert_eq!(
+                        (st.gso_packets, st.gso_segments, st.tso_packets),
+                        (2, 21, 0),
+                        "{what}"
+                    );
+                    drop(f);
+                    assert_eq!(p.in_use(), 0, "{what}: every mbuf back");
+                }
+            }
         }
     }
 }

@@ -78,6 +78,20 @@ struct Layout {
     ipv6: bool,
     /// UDP datagrams merged (`l4` is the UDP header), else TCP segments.
     udp: bool,
+    /// Segments received inside a tunnel (VXLAN, Geneve): its outer
+    /// headers, which `l2` then spans up to the inner IP header.
+    outer: Option<OuterLayout>,
+}
+
+/// Where a received tunnel's outer headers are, from the start of the frame
+/// (after the forwarder's own encapsulation).
+#[derive(Debug, Clone, Copy)]
+struct OuterLayout {
+    l3: usize,
+    l4: usize,
+    ipv6: bool,
+    /// The outer IPv4 ID stays the same from segment to segment.
+    id_fixed: bool,
 }
 
 impl Layout {
@@ -225,11 +239,14 @@ impl Forwarder {
         self.stats.packets_in += 1;
         let meta = *skb.meta();
         let udp = meta.flags & skb::SKB_GSO_UDP != 0;
+        let outer = meta.outer_l2_len as usize + meta.outer_l3_len as usize;
         let merged = meta.gso_segs > 1
             && meta.gso_size > 0
             && meta.l3_len >= 20
             && (meta.l4_len >= 20 || udp && meta.l4_len == 8)
-            && (meta.l2_len + meta.l3_len + meta.l4_len) as usize + VXLAN_ENCAP_LEN as usize
+            && outer
+                + (meta.l2_len + meta.l3_len + meta.l4_len) as usize
+                + VXLAN_ENCAP_LEN as usize
                 <= MAX_HDR;
         if !merged {
             self.push_single(skb, &meta);
@@ -295,15 +312,26 @@ impl Forwarder {
     /// (virtio) the GSO layout in the header; (UDP) software segmentation.
     fn push_merged(&mut self, mut skb: Skb, meta: &SkbMeta) {
         let head = skb.head();
-        let l2 = meta.l2_len as usize;
-        let ipv6 = match head.get(l2) {
-            Some(b) if b >> 4 == 6 => true,
-            Some(b) if b >> 4 == 4 => false,
-            _ => {
-                self.stats.malformed += 1;
-                return drop(skb);
-            }
+        let (ol2, ol3) = (meta.outer_l2_len as usize, meta.outer_l3_len as usize);
+        let l2 = ol2 + ol3 + meta.l2_len as usize;
+        let version = |at: usize| match head.get(at) {
+            Some(b) if b >> 4 == 6 => Some(true),
+            Some(b) if b >> 4 == 4 => Some(false),
+            _ => None,
         };
+        let (Some(ipv6), Some(outer_ipv6)) = (
+            version(l2),
+            if ol3 > 0 { version(ol2) } else { Some(false) },
+        ) else {
+            self.stats.malformed += 1;
+            return drop(skb);
+        };
+        let outer = (ol3 > 0).then_some(OuterLayout {
+            l3: ol2,
+            l4: ol2 + ol3,
+            ipv6: outer_ipv6,
+            id_fixed: meta.flags & skb::SKB_GSO_OUTER_FIXEDID != 0,
+        });
         let lay = Layout {
             elen: self.encap.header_len() as usize,
             l2,
@@ -312,6 +340,7 @@ impl Forwarder {
             mss: meta.gso_size as usize,
             ipv6,
             udp: meta.flags & skb::SKB_GSO_UDP != 0,
+            outer,
         };
         let sport = match &self.encap {
             Encap::Vxlan(v) => vxlan_sport(v, skb.as_ptr(), head, meta),
@@ -342,8 +371,8 @@ impl Forwarder {
             }
             match self.encap {
                 // Datagrams go back to datagrams in software, whatever the
-                // port or peer offers.
-                _ if lay.udp => self.gso(m, &h, &lay, sport, reserve),
+                // port or peer offers; so do segments received in a tunnel.
+                _ if lay.udp || lay.outer.is_some() => self.gso(m, &h, &lay, sport, reserve),
                 Encap::VirtioNet => self.virtio_gso(m, &mut h, &lay),
                 Encap::None | Encap::Vxlan(_) => {
                     let vx = lay.elen > 0;

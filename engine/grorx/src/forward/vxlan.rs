@@ -89,7 +89,7 @@ pub(super) fn flow_hash(head: &[u8], meta: &SkbMeta) -> u32 {
             .fold(h, |h, &x| (h ^ x as u32).wrapping_mul(0x0100_0193))
     };
     let mut h = 0x811c_9dc5u32;
-    let mut l3 = meta.l2_len as usize;
+    let mut l3 = meta.outer_l2_len as usize + meta.outer_l3_len as usize + meta.l2_len as usize;
     if meta.l3_len == 0 {
         // Not parsed by GRO: find L3 past the VLAN tags.
         l3 = eth::ETHERTYPE.start;
