@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make-captures.sh OUTDIR [--quick] [--rx-only] [--reorder-only | --udp-only]
 # make-captures.sh --anchors [DIR]      (DIR: default captures/ in the repository)
+# make-captures.sh --tunnels [DIR]      (the anchor tcp_4flows.pcap in tunnels)
 #
 # Makes classic-pcap captures of real TCP traffic for grorx's tests: iperf3
 # over a veth pair between two network namespaces this script creates
@@ -24,6 +25,12 @@
 #   udp4.pcap        IPv4 UDP, iperf3 -u -P 4 -l 1400 (4 flows of 1400-byte
 #                    datagrams, paced); the UDP datagrams only
 #   udp6.pcap        the same over IPv6
+#   vxlan4.pcap      tcp4.pcap in VXLAN over IPv4 (outer DF, UDP checksum 0)
+#   vxlan6.pcap      tcp6.pcap in VXLAN over IPv6 (UDP checksum set)
+#   geneve4.pcap     tcp6.pcap in Geneve over IPv4 (an 8-byte option, UDP
+#                    checksum set, no DF: outer IDs count per outer flow)
+#   geneve6.pcap     tcp4.pcap in Geneve over IPv6 (UDP checksum 0)
+#                    (tunnel_encap.py: this kernel has no VXLAN/Geneve devices)
 #
 # --quick: about 1 s / a few thousand packets per capture instead of ~25k.
 # --reorder-only: makes only tcp4_reorder.pcap (with --quick: ~2.8k segments).
@@ -56,6 +63,11 @@
 #                    control connection's frames in that direction): ~14.5k frames
 #   tcp_4flows.pcap  IPv4 iperf3 -P 4, 20 MiB over 4 data flows (+ control):
 #                    ~14.5k frames
+# --tunnels wraps DIR/tcp_4flows.pcap (made with --anchors first when
+# missing) in tunnels for the tunnel benchmarks (bench-configs/tunnels.toml):
+#   tcp_4flows_vxlan4.pcap   VXLAN over IPv4, outer DF, UDP checksum 0 (the
+#                            case DPDK's rte_gro merges)
+#   tcp_4flows_geneve6.pcap  Geneve over IPv6, an 8-byte option, UDP checksum set
 # A capture is retried (3 runs at most) when tcpdump did not write every
 # packet it saw, or the loss capture shows no retransmission, or in the
 # reorder capture fewer than 1% or more than 15% of the data segments are
@@ -74,7 +86,7 @@ die() { echo "$PROG: $*" >&2; exit 1; }
 log() { echo "$PROG: $*" >&2; }
 usage() { sed -n '2,4p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
-OUT="" QUICK=0 RXONLY=0 ANCHORS=0 REORDER_ONLY=0 UDP_ONLY=0
+OUT="" QUICK=0 RXONLY=0 ANCHORS=0 REORDER_ONLY=0 UDP_ONLY=0 TUNNELS=0
 for a in "$@"; do
     case "$a" in
         --quick) QUICK=1 ;;
@@ -82,11 +94,22 @@ for a in "$@"; do
         --anchors) ANCHORS=1 ;;
         --reorder-only) REORDER_ONLY=1 ;;
         --udp-only) UDP_ONLY=1 ;;
+        --tunnels) TUNNELS=1 ;;
         -h|--help) usage ;;
         -*) die "unknown option $a" ;;
         *) [ -z "$OUT" ] || usage; OUT=$a ;;
     esac
 done
+if [ "$TUNNELS" = 1 ]; then
+    [ "$ANCHORS$QUICK$REORDER_ONLY$UDP_ONLY" = 0000 ] || die "--tunnels takes no other option"
+    [ -n "$OUT" ] || OUT=$HERE/../../captures
+    [ -f "$OUT/tcp_4flows.pcap" ] || "$0" --anchors "$OUT"
+    python3 "$HERE/tunnel_encap.py" "$OUT/tcp_4flows.pcap" "$OUT/tcp_4flows_vxlan4.pcap" --kind vxlan --df
+    python3 "$HERE/tunnel_encap.py" "$OUT/tcp_4flows.pcap" "$OUT/tcp_4flows_geneve6.pcap" \
+        --kind geneve --outer 6 --udp-csum
+    log "tcp_4flows_vxlan4.pcap, tcp_4flows_geneve6.pcap in $OUT"
+    exit 0
+fi
 if [ "$ANCHORS" = 1 ]; then
     # The anchors' sizes are part of what the figures in docs/ measure.
     [ "$QUICK" = 0 ] || die "--anchors makes full-size captures only (no --quick)"
@@ -465,11 +488,16 @@ python3 "$HERE/vlan_tag.py" "$WORK/tcp4.pcap" "$WORK/tcp4_qinq.pcap" --vid 100 -
 python3 "$HERE/mix_junk.py" "$WORK/junkbase.pcap" "$WORK/mixed_junk.pcap" --seed 1 \
     --per-kind $JUNK_PER_KIND --summary "$WORK/mixed_junk.txt" | sed "s#$WORK/##g"
 sed -i "s#$WORK/##g" "$WORK/mixed_junk.txt"
+encap() { python3 "$HERE/tunnel_encap.py" "$WORK/$1.pcap" "$WORK/$2.pcap" "${@:3}"; }
+encap tcp4 vxlan4 --kind vxlan --df
+encap tcp6 vxlan6 --kind vxlan --outer 6 --udp-csum
+encap tcp6 geneve4 --kind geneve --udp-csum
+encap tcp4 geneve6 --kind geneve --outer 6
 
 # Sanity checks, then publish.
 [ "$(tshark -r "$WORK/tcp6.pcap" -Y 'ipv6 && tcp.len > 0' 2>/dev/null | wc -l)" -gt 0 ] || die "tcp6.pcap: no IPv6 TCP data"
 [ "$(tshark -r "$WORK/tcp4_vlan.pcap" -T fields -e vlan.id 2>/dev/null | sort -u)" = 100 ] || die "tcp4_vlan.pcap: VLAN ids wrong"
 [ "$(tshark -r "$WORK/tcp4_qinq.pcap" -T fields -e eth.type -e ieee8021ad.id -e vlan.id 2>/dev/null | sort -u)" = "$(printf '0x88a8\t200\t100')" ] || die "tcp4_qinq.pcap: VLAN ids wrong"
 publish tcp4.pcap tcp4_loss.pcap tcp6.pcap tcp4_vlan.pcap tcp4_qinq.pcap mixed_junk.pcap mixed_junk.txt tcp4_reorder.pcap \
-    udp4.pcap udp6.pcap
+    udp4.pcap udp6.pcap vxlan4.pcap vxlan6.pcap geneve4.pcap geneve6.pcap
 log "done in $((SECONDS - START)) s: $OUT"

@@ -13,10 +13,10 @@ header with --vni (default 42), then the frame unchanged. Geneve carries
 type 0x80, 4 bytes of data).
 
 Outer UDP checksum: 0 (none, Linux's default for VXLAN over IPv4), or computed
-over the whole datagram with --udp-csum. Outer IPv4 ID: with --df (DF set, any ID
-merges) one counter for the whole tunnel, as Linux numbers packets to one
-destination; without DF one counter per outer flow (UDP source port), so a GRO
-that requires consecutive outer IDs can merge each flow. Timestamps are kept.
+over the whole datagram with --udp-csum. Outer IPv4 ID: with --df 0, as Linux
+sends a tunnel's DF datagrams (atomic, RFC 6864); without DF one counter per
+outer flow (UDP source port), so a GRO that requires consecutive outer IDs (as
+Linux's does without DF) can merge each flow. Timestamps are kept.
 Deterministic, standard library only (see pcapio.py). Used by make-captures.sh
 (--tunnels) and grorx's tests: this kernel has no VXLAN or Geneve devices.
 """
@@ -68,7 +68,7 @@ def main():
     ap.add_argument("--kind", choices=["vxlan", "geneve"], required=True)
     ap.add_argument("--outer", type=int, choices=[4, 6], default=4)
     ap.add_argument("--udp-csum", action="store_true", help="set the outer UDP checksum")
-    ap.add_argument("--df", action="store_true", help="outer IPv4 DF (IDs then need not follow)")
+    ap.add_argument("--df", action="store_true", help="outer IPv4 DF, ID 0")
     ap.add_argument("--vni", type=int, default=42)
     ap.add_argument("--port", type=int)
     ap.add_argument("--geneve-opt-words", type=int, default=2)
@@ -83,7 +83,6 @@ def main():
         sys.exit(f"tunnel_encap: {a.inp}: link type {hdr.linktype}, need Ethernet (1)")
     th = tunnel_header(a.kind, a.vni, a.geneve_opt_words if a.kind == "geneve" else 0)
     ids = {}
-    shared_id = 0
     out = []
     for sec, frac, data, orig in frames:
         if len(data) < 14 or len(data) < orig:
@@ -95,7 +94,7 @@ def main():
         udp = struct.pack("!HHHH", sport, port, ulen, 0) + payload
         if a.outer == 4:
             if a.df:
-                ip_id, shared_id = shared_id, (shared_id + 1) & 0xFFFF
+                ip_id = 0
             else:
                 ip_id = ids.get(sport, 0)
                 ids[sport] = (ip_id + 1) & 0xFFFF

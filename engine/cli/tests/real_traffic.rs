@@ -912,6 +912,98 @@ fn udp_datagrams_merge_by_linux_rules_and_forward_back() {
     }
 }
 
+/// Real TCP captures wrapped in VXLAN and Geneve (IPv4 and IPv6 outside,
+/// outer UDP checksums zero and set, outer DF or counting IDs): the inner
+/// segments merge as they do without the tunnel (the same packets where no
+/// outer ID rule applies), the outer headers of every output verify
+/// (grocheck, tshark); `--gro-tunnels off` merges none of them; forwarded,
+/// the very frames received go out again.
+#[test]
+fn tunnelled_tcp_merges_as_plain_tcp_does_and_forwards_back() {
+    let (_g, caps) = setup();
+    for (name, inner, ids_rule) in [
+        ("vxlan4", "tcp4", false),
+        ("vxlan6", "tcp6", false),
+        ("geneve4", "tcp6", true),
+        ("geneve6", "tcp4", false),
+    ] {
+        let work = Work::new(name);
+        let input = caps.join(format!("{name}.pcap"));
+        let plain_in = caps.join(format!("{inner}.pcap"));
+        let mut f = Failures::default();
+        let plain = grorx(&plain_in, &work.path("plain.pcap"), &[], &mut f);
+        let g_plain = check_output(&plain_in, &plain, &mut f);
+        let on = grorx(&input, &work.path("on.pcap"), &[], &mut f);
+        let g_on = check_output(&input, &on, &mut f);
+        let off = grorx(
+            &input,
+            &work.path("off.pcap"),
+            &["--gro-tunnels", "off"],
+            &mut f,
+        );
+        let g_off = check_output(&input, &off, &mut f);
+        let (n_in, plain_out, on_out) = (g_on.f("tcp_in"), g_plain.f("tcp_out"), g_on.f("tcp_out"));
+        eprintln!(
+            "real_traffic: {name}: {n_in} segments in a tunnel; {on_out} out (quality {:.3}), \
+             {plain_out} for {inner} without the tunnel; --gro-tunnels off {} out",
+            g_on.quality(),
+            g_off.f("tcp_out")
+        );
+        f.check(g_on.f("tunnelled") == n_in && n_in > 1000.0, || {
+            format!(
+                "{name}: {} of {n_in} segments seen inside a tunnel",
+                g_on.f("tunnelled")
+            )
+        });
+        // Outer IDs counting per outer flow may differ from the inner ones
+        // only where two inner flows share an outer source port.
+        let close = if ids_rule {
+            on_out <= plain_out * 1.01
+        } else {
+            on_out == plain_out
+        };
+        f.check(close && g_on.quality() >= 0.9, || {
+            format!("{name}: {on_out} packets out, {plain_out} for {inner}")
+        });
+        f.check(g_off.f("tcp_out") == n_in, || {
+            format!(
+                "{name}: --gro-tunnels off gave {} of {n_in}",
+                g_off.f("tcp_out")
+            )
+        });
+        let out = work.path("forwarded.pcap");
+        let stage = [
+            "--to".to_string(),
+            format!("net_pcap1,tx_pcap={}", out.display()),
+        ];
+        let (o, report) = replay(name, "forward", &input, &stage, &[]);
+        f.check(report["mbufs_leaked"] == 0, || {
+            format!("{name}: {}", o.stdout)
+        });
+        f.check(report["forward"]["gso_packets"].as_u64() > Some(0), || {
+            format!(
+                "{name}: nothing merged then segmented: {}",
+                report["forward"]
+            )
+        });
+        let g = grocheck(&input, &out, &["--strict-order", "--same-segments"]);
+        f.check(g.ok, || {
+            format!("{name}: forwarded segments:\n{}", g.output)
+        });
+        let (mut a, mut b) = (pcap_frames(&input), pcap_frames(&out));
+        a.sort();
+        b.sort();
+        f.check(a == b, || {
+            format!(
+                "{name}: the forwarded frames are not the very ones received ({} in, {} out)",
+                a.len(),
+                b.len()
+            )
+        });
+        f.assert_none(name);
+    }
+}
+
 // ---------------------------------------------------------------- anchors
 
 /// The anchor captures in the repository's `captures/`, where the

@@ -1,10 +1,13 @@
 //! DPDK's own GRO (`rte_gro`, 22.11) as a baseline for benchmarks and the
-//! differential test: lightweight (burst) mode, TCP over IPv4 only.
+//! differential test: lightweight (burst) mode, TCP over IPv4 and TCP/IPv4
+//! inside VXLAN over IPv4 (what it supports).
 //!
 //! What a DPDK application on grorx's vdev PMDs must do to get any merge out
 //! of rte_gro, and nothing more:
 //! 1. [`classify`] fills `packet_type` and `l2_len/l3_len/l4_len` (no vdev
-//!    PMD does; without them rte_gro merges nothing).
+//!    PMD does; without them rte_gro merges nothing), and for VXLAN the
+//!    tunnel's type and outer lengths, which `rte_net_get_ptype` does not
+//!    give (it stops at the outer UDP header).
 //! 2. [`RteGro::reassemble`] calls `rte_gro_reassemble_burst`.
 //! 3. [`fix_checksums`] on what it returns, before the packets go anywhere that
 //!    reads checksums: rte_gro rewrites the IPv4 total length of a merged
@@ -24,8 +27,8 @@
 //! they are `unsafe` for that reason only: each says what the pointers must be.
 
 use crate::csum;
-use crate::wire::field::{self, ipv4, ipv6, tcp};
-use crate::wire::{NotTcp, Tcp};
+use crate::wire::field::{self, ipv4, ipv6, tcp, udp};
+use crate::wire::{NotTcp, Tcp, Tunnels};
 use dpdk_sys::{self as sys, inline as mb, rte_mbuf};
 
 /// The most packets one `reassemble` call can hold for merging.
@@ -49,7 +52,7 @@ impl RteGro {
         );
         RteGro {
             param: sys::rte_gro_param {
-                gro_types: sys::RTE_GRO_TCP_IPV4 as u64,
+                gro_types: (sys::RTE_GRO_TCP_IPV4 | sys::RTE_GRO_IPV4_VXLAN_TCP_IPV4) as u64,
                 max_flow_num: max_flows,
                 max_item_per_flow: max_items_per_flow,
                 // Not read by the lightweight mode (its tables are on the stack).
@@ -104,15 +107,59 @@ pub unsafe fn classify(pkts: &mut [*mut rte_mbuf]) {
             let ptype = sys::rte_net_get_ptype(m, &mut hl, sys::RTE_PTYPE_ALL_MASK);
             mb::set_packet_type(m, ptype);
             mb::set_tx_offload(m, hl.l2_len as u64, hl.l3_len as u64, hl.l4_len as u64, 0);
+            if ptype & sys::RTE_PTYPE_L4_MASK == sys::RTE_PTYPE_L4_UDP {
+                classify_vxlan(m, ptype);
+            }
         }
+    }
+}
+
+/// The tunnels rte_gro merges through: VXLAN on its IANA port.
+const VXLAN_ONLY: Tunnels = Tunnels {
+    on: true,
+    vxlan: [crate::wire::VXLAN_PORT, 0, 0, 0],
+    geneve: [0, 0],
+};
+
+/// Types a UDP frame that is TCP/IPv4 inside VXLAN over IPv4 as rte_gro's
+/// VXLAN table wants it: the tunnel and inner types in `packet_type`,
+/// `outer_l2_len`/`outer_l3_len`, and `l2_len` from the outer UDP header
+/// to the inner IP header.
+///
+/// # Safety
+/// `m` is a valid mbuf the caller owns and may write, `ptype` its type.
+unsafe fn classify_vxlan(m: *mut rte_mbuf, ptype: u32) {
+    // SAFETY: the first segment's data_len bytes belong to m (the caller's
+    // contract); the borrow ends before m is written.
+    let (t, o) = unsafe {
+        let head = std::slice::from_raw_parts(mb::mtod(m), mb::data_len(m) as usize);
+        match Tcp::parse_tunnel(head, mb::pkt_len(m) as usize, false, &VXLAN_ONLY) {
+            Ok((t, o)) if !t.ipv6 && !o.ipv6 => (t, o),
+            _ => return,
+        }
+    };
+    let ptype = ptype
+        | sys::RTE_PTYPE_TUNNEL_VXLAN
+        | sys::RTE_PTYPE_INNER_L2_ETHER
+        | sys::RTE_PTYPE_INNER_L3_IPV4
+        | sys::RTE_PTYPE_INNER_L4_TCP;
+    let (l2, l3, l4) = ((t.l3 - o.l4) as u64, t.l3_len() as u64, t.l4_len() as u64);
+    // SAFETY: field writes on the mbuf the caller lets us write.
+    unsafe {
+        mb::set_packet_type(m, ptype);
+        mb::set_tx_offload(m, l2, l3, l4, 0);
+        (*m).__bindgen_anon_3.tx_offload |=
+            ((o.l4 - o.l3) as u64 & 0x1ff) << 40 | (o.l3 as u64 & 0x7f) << 49;
     }
 }
 
 /// Recomputes, in place, the IPv4 header checksum and the full TCP checksum
 /// (pseudo-header, TCP header and payload over the whole chain) of a packet
 /// rte_gro may have merged; IPv6 gets its TCP checksum only (it has no header
-/// checksum). A packet that is not a plain TCP frame (see [`NotTcp`]) is left
-/// untouched and the reason returned. Correct on unmerged packets too.
+/// checksum). Inside VXLAN over IPv4, the inner ones, then the outer IPv4
+/// header checksum and, when one is set, the outer UDP checksum. A packet
+/// that is neither (see [`NotTcp`]) is left untouched and the reason
+/// returned. Correct on unmerged packets too.
 ///
 /// Reads only mbuf fields and bytes: it makes no DPDK call.
 ///
@@ -122,38 +169,84 @@ pub unsafe fn classify(pkts: &mut [*mut rte_mbuf]) {
 /// there: it chains payload behind the first packet's head).
 pub unsafe fn fix_checksums(m: *mut rte_mbuf) -> Result<(), NotTcp> {
     // SAFETY: the caller guarantees `m` is a valid chain head.
-    let pkt_len = unsafe { mb::pkt_len(m) };
-    let (l4, pseudo) = {
-        // SAFETY: the first segment's data_len bytes from mtod belong to m,
-        // which the caller owns exclusively; this borrow ends with the block,
-        // before the chain is read through raw pointers.
-        let head = unsafe { std::slice::from_raw_parts_mut(mb::mtod(m), mb::data_len(m) as usize) };
-        let t = Tcp::parse(head, pkt_len as usize, false)?;
-        let (l3, l4) = (t.l3 as usize, t.l4 as usize);
-        let tcp_len = pkt_len - l4 as u32;
-        let pseudo = if t.ipv6 {
-            csum::pseudo(&head[field::at(l3, ipv6::ADDRS)], 6, tcp_len)
-        } else {
-            field::write16(head, l3, ipv4::CHECKSUM, 0);
-            let c = csum::ipv4_header(&head[l3..l4]);
-            field::write16(head, l3, ipv4::CHECKSUM, c);
-            csum::pseudo(&head[field::at(l3, ipv4::ADDRS)], 6, tcp_len)
-        };
-        field::write16(head, l4, tcp::CHECKSUM, 0);
-        (l4, pseudo)
+    let pkt_len = unsafe { mb::pkt_len(m) } as usize;
+    let (t, outer) = {
+        // SAFETY: the first segment's data_len bytes from mtod belong to m;
+        // this borrow ends with the block.
+        let head = unsafe { std::slice::from_raw_parts(mb::mtod(m), mb::data_len(m) as usize) };
+        match Tcp::parse(head, pkt_len, false) {
+            Ok(t) => (t, None),
+            Err(NotTcp::NotTcp) => match Tcp::parse_tunnel(head, pkt_len, false, &VXLAN_ONLY) {
+                Ok((t, o)) => (t, Some(o)),
+                Err(_) => return Err(NotTcp::NotTcp),
+            },
+            Err(e) => return Err(e),
+        }
     };
-    // SAFETY: the caller guarantees `m` is a valid chain it may read.
-    let c = csum::finish(csum::add(pseudo, unsafe { chain_sum(m, l4) }));
-    // SAFETY: Tcp::parse checked that the TCP header (20 bytes at least) lies
-    // inside the first segment, which the caller lets us write.
+    // SAFETY: the parse put both headers inside the first segment, which
+    // the caller lets us write; the chain is the caller's to read.
     unsafe {
-        std::ptr::copy_nonoverlapping(
-            c.to_be_bytes().as_ptr(),
-            mb::mtod(m).add(l4 + tcp::CHECKSUM.start),
-            2,
-        )
-    };
+        fix_l4(m, t.l3 as usize, t.l4 as usize, t.ipv6, tcp::CHECKSUM.start);
+        if let Some(o) = outer {
+            let l4 = o.l4 as usize;
+            let head = std::slice::from_raw_parts(mb::mtod(m), l4 + 8);
+            if field::read16(head, l4, udp::CHECKSUM) != 0 {
+                fix_l4(m, o.l3 as usize, l4, o.ipv6, udp::CHECKSUM.start);
+            } else if !o.ipv6 {
+                fix_ipv4_header(m, o.l3 as usize);
+            }
+        }
+    }
     Ok(())
+}
+
+/// The IPv4 header checksum (unless `ipv6`) of the IP header at `l3`, then
+/// the L4 checksum at `l4 + csum_at` over the pseudo-header and the chain
+/// from `l4` (TCP, or UDP: a computed 0 is written 0xffff).
+///
+/// # Safety
+/// `m` is a valid chain head the caller may write, whose first segment
+/// holds both headers.
+unsafe fn fix_l4(m: *mut rte_mbuf, l3: usize, l4: usize, ipv6: bool, csum_at: usize) {
+    // SAFETY: the caller's contract: the headers lie in the first segment.
+    unsafe {
+        if !ipv6 {
+            fix_ipv4_header(m, l3);
+        }
+        let l4_len = mb::pkt_len(m) - l4 as u32;
+        let head = std::slice::from_raw_parts_mut(mb::mtod(m), l4 + csum_at + 2);
+        let proto = if csum_at == udp::CHECKSUM.start {
+            crate::wire::IPPROTO_UDP
+        } else {
+            crate::wire::IPPROTO_TCP
+        };
+        let addrs = if ipv6 {
+            field::at(l3, ipv6::ADDRS)
+        } else {
+            field::at(l3, ipv4::ADDRS)
+        };
+        let pseudo = csum::pseudo(&head[addrs], proto, l4_len);
+        head[l4 + csum_at..l4 + csum_at + 2].copy_from_slice(&[0, 0]);
+        let c = match csum::finish(csum::add(pseudo, chain_sum(m, l4))) {
+            0 if proto == crate::wire::IPPROTO_UDP => 0xffff,
+            c => c,
+        };
+        let head = std::slice::from_raw_parts_mut(mb::mtod(m), l4 + csum_at + 2);
+        head[l4 + csum_at..l4 + csum_at + 2].copy_from_slice(&c.to_be_bytes());
+    }
+}
+
+/// Rewrites the checksum of the IPv4 header (without options) at `l3`.
+///
+/// # Safety
+/// `m` is a valid mbuf the caller may write whose first segment holds the
+/// header.
+unsafe fn fix_ipv4_header(m: *mut rte_mbuf, l3: usize) {
+    // SAFETY: the caller's contract.
+    let head = unsafe { std::slice::from_raw_parts_mut(mb::mtod(m), l3 + ipv4::MIN_LEN) };
+    field::write16(head, l3, ipv4::CHECKSUM, 0);
+    let c = csum::ipv4_header(&head[l3..l3 + ipv4::MIN_LEN]);
+    field::write16(head, l3, ipv4::CHECKSUM, c);
 }
 
 /// One's-complement sum of a chain's bytes from packet offset `off` to its
