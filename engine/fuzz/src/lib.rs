@@ -46,6 +46,7 @@ pub mod flow;
 pub mod gen;
 #[cfg(feature = "mbuf")]
 pub mod mbuf;
+pub mod tunnel;
 pub mod udp;
 
 use arbitrary::{Arbitrary, Unstructured};
@@ -276,6 +277,12 @@ pub fn decode(data: &[u8]) -> Input {
         reorder: 0,
         // Off: the oracle knows TCP's merges only.
         udp: false,
+        // Off: the oracle reads plain TCP only; the `tunnel` target holds
+        // GRO through tunnels to an oracle of its own.
+        tunnels: grorx_gro::wire::Tunnels {
+            on: false,
+            ..Default::default()
+        },
     };
     let mut ops = Vec::new();
     while !u.is_empty() && ops.len() < MAX_OPS {

@@ -893,11 +893,11 @@ impl<'a> Fields<'a> {
     pub fn header(&self) -> &'a [u8] {
         self.slice(0, self.t.payload as usize)
     }
-    /// The 12 bytes of MAC addresses (the inner frame's, in a tunnel).
+    /// The 12 bytes of MAC addresses at the start of the frame (a tunnel's
+    /// outer ones).
     #[inline(always)]
     pub fn macs(&self) -> &'a [u8] {
-        let l2 = self.t.l2();
-        self.slice(l2, l2 + field::eth::MACS.end)
+        self.slice(0, field::eth::MACS.end)
     }
     /// TCP sequence number.
     #[inline(always)]

@@ -57,12 +57,12 @@ struct Parts<'a> {
 }
 
 /// Which of a layout's VLAN tags are 802.1ad (bit i: tag i), read from the
-/// frame: an 802.1ad tag is another MAC header than an 802.1Q one with the
-/// same TCI.
+/// Ethernet header at `l2`: an 802.1ad tag is another MAC header than an
+/// 802.1Q one with the same TCI.
 #[inline(always)]
-fn tag_types(h: &[u8], t: &crate::wire::Tcp) -> u8 {
+fn tag_types(h: &[u8], l2: usize, t: &crate::wire::Tcp) -> u8 {
     use crate::wire::field::eth;
-    let at = |i: u8| t.l2() + eth::ETHERTYPE.start + eth::TAG_LEN * i as usize;
+    let at = |i: u8| l2 + eth::ETHERTYPE.start + eth::TAG_LEN * i as usize;
     let ad = |i: u8| (t.vlans > i && h[at(i)..at(i) + 2] == [0x88, 0xa8]) as u8;
     ad(0) | ad(1) << 1
 }
@@ -97,7 +97,7 @@ impl FlowKey {
             && (!ipv6 || ((w[2] >> 32) & 0xf_ffff) as u32 == h.flow_label)
     }
 
-    /// The key of a parsed segment.
+    /// The key of a parsed segment outside any tunnel.
     #[inline(always)]
     pub fn new(f: &Fields) -> FlowKey {
         let t = f.layout();
@@ -105,7 +105,7 @@ impl FlowKey {
             macs: f.macs(),
             tci: t.tci,
             vlans: t.vlans,
-            ad: tag_types(f.header(), &t),
+            ad: tag_types(f.header(), 0, &t),
             ipv6: t.ipv6,
             flow_label: f.flow_label(),
             ports: f.ports(),
@@ -141,7 +141,7 @@ impl FlowKey {
             macs: &macs,
             tci: t.tci,
             vlans: t.vlans,
-            ad: tag_types(h, &t),
+            ad: tag_types(h, t.l2(), &t),
             ipv6: t.ipv6,
             flow_label: f.flow_label(),
             ports: f.ports(),
@@ -165,7 +165,7 @@ impl FlowKey {
             macs: &head[eth::MACS],
             tci: t.tci,
             vlans: t.vlans,
-            ad: tag_types(head, t),
+            ad: tag_types(head, 0, t),
             ipv6: t.ipv6,
             flow_label: if t.ipv6 {
                 field::read32(head, l3, ipv6::VER_TC_FLOW) & 0x000f_ffff
