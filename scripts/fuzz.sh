@@ -14,8 +14,8 @@
 # from crates.io if missing.
 #
 # Environment:
-#   FUZZ_TARGETS    targets to run, space-separated (default: gro, udp, and
-#                   mbuf when libdpdk is there)
+#   FUZZ_TARGETS    targets to run, space-separated (default: gro, udp,
+#                   tunnel, and mbuf when libdpdk is there)
 #   FUZZ_SANITIZER  none (default: several times the executions per second;
 #                   Rust's own checks and debug assertions stay on) or
 #                   address (ASan; DPDK's own memory, the mbufs, is not
@@ -45,10 +45,10 @@ MAX_BYTES=${FUZZ_MAX_BYTES:-100000}
 if [ -n "${FUZZ_TARGETS:-}" ]; then
     TARGETS=$FUZZ_TARGETS
 elif pkg-config --exists libdpdk 2>/dev/null; then
-    TARGETS="gro udp mbuf"
+    TARGETS="gro udp tunnel mbuf"
 else
-    TARGETS="gro udp"
-    echo "fuzz.sh: no libdpdk (pkg-config): fuzzing the gro and udp targets only"
+    TARGETS="gro udp tunnel"
+    echo "fuzz.sh: no libdpdk (pkg-config): fuzzing the gro, udp and tunnel targets only"
 fi
 TDIR=${CARGO_TARGET_DIR:-$HERE/engine/$FDIR/target}
 mkdir -p "$TDIR"

@@ -532,6 +532,13 @@ impl Tcp {
         t.payload_len = (ip_end - payload) as u32;
         Ok(t)
     }
+    /// A tunnel's inner segment: outside a tunnel at most two tags come
+    /// before IP, so IP starts by byte 22.
+    #[inline(always)]
+    pub fn in_tunnel(&self) -> bool {
+        self.l3 as usize > field::eth::HEADER_LEN + 2 * field::eth::TAG_LEN
+    }
+
     /// Offset of the (inner, for a tunnel) Ethernet header.
     #[inline(always)]
     pub fn l2(&self) -> usize {

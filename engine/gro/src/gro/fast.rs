@@ -8,6 +8,8 @@ use super::*;
 #[derive(Clone, Copy)]
 pub(super) struct Lookup {
     pub(super) layout: Tcp,
+    /// The tunnel of the guessed layout.
+    pub(super) outer: Option<crate::wire::Outer>,
     pub(super) key: FlowKey,
     pub(super) hash: u32,
     /// The slot holding `key`, live or a ghost, if any.
@@ -31,10 +33,18 @@ impl<B: GroBuf> Gro<B> {
         if t.l3 == 0 || b.len() < t.payload as usize {
             return None;
         }
-        let key = FlowKey::new(&Fields::new(b, t));
+        let f = Fields::new(b, t);
+        let (key, outer) = if t.in_tunnel() {
+            // Out of the entry's last line, for tunnelled flows alone.
+            let o = self.table.entry(s).outer?;
+            (FlowKey::tunneled(&f, &o, &self.hash_key), Some(o))
+        } else {
+            (FlowKey::new(&f), None)
+        };
         let hash = key.hash(&self.hash_key);
         Some(Lookup {
             layout: t,
+            outer,
             key,
             hash,
             found: self.table.find(hash, |h| h.key == key),
@@ -62,10 +72,21 @@ impl<B: GroBuf> Gro<B> {
             return self.restart(s, pkt, verify, out);
         };
         let id = h.next_id as u16;
+        // In a tunnel without DF, the outer ID counts up by one.
+        let outer_id = if h.tmpl.outer_id_at != 0 {
+            h.outer_next_id()
+        } else {
+            None
+        };
         // A bad checksum: the full path counts and passes it.
-        let Some((seq, c, psh)) =
-            h.template_match(&pkt, Some(h.next_seq), Some(id), verify, &self.masks)
-        else {
+        let Some((seq, c, psh)) = h.template_match(
+            &pkt,
+            Some(h.next_seq),
+            Some(id),
+            outer_id,
+            verify,
+            &self.masks,
+        ) else {
             return Some(pkt);
         };
         if h.frags >= max_frags || h.ip_len + h.mss > h.max_ip {
@@ -82,6 +103,7 @@ impl<B: GroBuf> Gro<B> {
             return self.start_in_freed(s, pkt, seq, c, out);
         }
         let c = c.shifted(h.payload_len & 1 == 1);
+        let got_outer = h.tmpl.outer_id(pkt.head());
         if let Some(held) = h.pkt.as_mut() {
             held.append_one(pkt, h.t.payload as usize);
         }
@@ -102,6 +124,10 @@ impl<B: GroBuf> Gro<B> {
                 h.id_mode = IdMode::Incrementing;
                 h.next_id = id.wrapping_add(1) as u32;
             }
+        }
+        if let Some(oid) = got_outer {
+            h.o_id_mode = h.o_id_mode.after(h.o_last_id, oid);
+            h.o_last_id = oid;
         }
         self.stats.merged_segments += 1;
         if psh {
@@ -130,7 +156,8 @@ impl<B: GroBuf> Gro<B> {
             return Some(pkt);
         };
         // A new head: any sequence number, any ID; PSH would pass it.
-        let Some((seq, c, psh)) = h.template_match(&pkt, None, None, verify, &self.masks) else {
+        let Some((seq, c, psh)) = h.template_match(&pkt, None, None, None, verify, &self.masks)
+        else {
             return Some(pkt);
         };
         if psh {
@@ -181,6 +208,10 @@ impl<B: GroBuf> Gro<B> {
         h.head_flags = h.tmpl.bytes[l4 + tcp::FLAGS];
         h.flags_or = 0;
         h.since = now;
+        if let Some(oid) = h.tmpl.outer_id(pkt.head()) {
+            h.o_last_id = oid;
+            h.o_id_mode = IdMode::Open;
+        }
         h.pkt = Some(pkt);
         if self.pending != 0 {
             // The room was made by evicting a flow whose segments waited

@@ -336,12 +336,12 @@ impl<B: GroBuf> Gro<B> {
             Err(why) => return self.pass_in_order(Pass::Frame(why), pkt, out),
         };
         let f = Fields::new(pkt.head(), t);
-        // A lookup with the layout this parse found is this one's (lookups
-        // guess plain layouts only).
-        let lookup = lookup.filter(|l| outer.is_none() && l.layout.same_layout(&t));
-        let key = match &outer {
-            Some(o) => FlowKey::tunneled(&f, o, &self.hash_key),
-            None => lookup.map_or_else(|| FlowKey::new(&f), |l| l.key),
+        // A lookup with the layout this parse found is this one's.
+        let lookup = lookup.filter(|l| l.outer == outer && l.layout.same_layout(&t));
+        let key = match (lookup, &outer) {
+            (Some(l), _) => l.key,
+            (None, Some(o)) => FlowKey::tunneled(&f, o, &self.hash_key),
+            (None, None) => FlowKey::new(&f),
         };
         let mut seg = Seg::read(&f, pkt.segs_from(t.payload as usize));
         let tcp_len = t.l4_len() as u32 + t.payload_len;
@@ -451,12 +451,7 @@ impl<B: GroBuf> Gro<B> {
         } else {
             csum::sum(&f.header()[t.l3 as usize..t.l4 as usize])
         };
-        // Tunnelled flows take the full path: no template.
-        let mask = if outer.is_some() {
-            None
-        } else {
-            self.mask_for(&t)
-        };
+        let mask = self.mask_for(&t, outer);
         self.make_room(out);
         let (slot, h) = match found {
             // Its key and hash are this flow's already.
@@ -536,6 +531,7 @@ impl<B: GroBuf> Gro<B> {
                 tcp_len,
                 verify,
                 frame_len: pkt.len(),
+                outer,
             },
             mask,
         );
@@ -547,8 +543,8 @@ impl<B: GroBuf> Gro<B> {
     /// another layout, every template of that one (held or remembered
     /// flows) goes off first: it would compare under the wrong mask.
     #[inline(always)]
-    fn mask_for(&mut self, t: &Tcp) -> Option<u8> {
-        let (m, taken) = self.masks.of(t)?;
+    fn mask_for(&mut self, t: &Tcp, outer: Option<crate::wire::Outer>) -> Option<u8> {
+        let (m, taken) = self.masks.of(t, outer)?;
         if taken {
             self.table.for_each_entry(|e| {
                 if e.tmpl.mask == m {

@@ -2,6 +2,7 @@
 //! per-layout masks they share.
 
 use super::*;
+use crate::wire::Outer;
 
 /// The header the next in-order, full-size segment of a held flow must
 /// carry, byte for byte but for its sequence number, IPv4 ID and checksums,
@@ -12,25 +13,38 @@ use super::*;
 /// head's frame length, is mergeable by Linux's rules by construction: one
 /// masked compare replaces the rules for the common case; everything else
 /// takes the full path (`receive`'s slow path), which decides the same way.
+///
+/// In a tunnel the template covers the outer headers too: every outer byte
+/// but the outer IPv4 ID and header checksum must be the head's (the UDP
+/// checksum too: with both inner checksums right, which the fast path
+/// checks, a full-size segment's outer UDP checksum is the same as the
+/// head's); the outer ID is checked on its own, as the inner one is.
 #[repr(C, align(8))]
 pub(super) struct Template {
     /// Off when the layout does not fit, has no mask, or lost its mask.
     pub(super) on: bool,
     /// 8-byte words the header spans.
     pub(super) words: u8,
-    pub(super) seq_at: u16,
-    /// IPv4 ID and header checksum offsets (0: IPv6).
-    pub(super) id_at: u16,
-    pub(super) ip_csum_at: u16,
+    /// Offsets (the header lies within `TMPL_LEN` bytes): seq, IPv4 ID and
+    /// header checksum (0: IPv6; the checksum 0 also when trusting).
+    pub(super) seq_at: u8,
+    pub(super) id_at: u8,
+    pub(super) ip_csum_at: u8,
+    /// The mask of this header layout, in `Masks`.
+    pub(super) mask: u8,
+    /// A tunnel's outer IPv4 ID and header checksum offsets, as the inner
+    /// ones (0: no tunnel, or IPv6 outside).
+    pub(super) outer_id_at: u8,
+    pub(super) outer_csum_at: u8,
     /// The head's frame length: only full-size segments take the fast path.
     pub(super) frame_len: u32,
+    /// IPv4 header sum without ID and checksum (to update the expected checksum).
+    pub(super) ip_sum: u16,
+    /// The same for the outer IPv4 header.
+    pub(super) outer_ip_sum: u16,
     /// Checksum contribution of a full-size segment's header and
     /// pseudo-header, without its seq and checksum field (see `Contrib`).
     pub(super) k: u64,
-    /// IPv4 header sum without ID and checksum (to update the expected checksum).
-    pub(super) ip_sum: u16,
-    /// The mask of this header layout, in `Masks`.
-    pub(super) mask: u8,
     pub(super) bytes: [u8; TMPL_LEN],
 }
 
@@ -44,6 +58,8 @@ pub(super) const FIXED_CMP: usize = 96;
 pub(super) struct TmplArgs {
     /// The IPv4 header's sum (0 for IPv6).
     pub(super) ip_hdr: u16,
+    /// The tunnel the flow is inside.
+    pub(super) outer: Option<crate::wire::Outer>,
     pub(super) pbase: u16,
     pub(super) hconst: u16,
     pub(super) tcp_len: u32,
@@ -68,7 +84,10 @@ impl Template {
             seq_at: 0,
             id_at: 0,
             ip_csum_at: 0,
+            outer_id_at: 0,
+            outer_csum_at: 0,
             ip_sum: 0,
+            outer_ip_sum: 0,
             k: 0,
             on: false,
         }
@@ -95,12 +114,12 @@ impl Template {
         tm.bytes[l4 + tcp::FLAGS] &= !CWR;
         tm.words = (t.payload as usize).div_ceil(8) as u8;
         tm.frame_len = a.frame_len as u32;
-        tm.seq_at = (l4 + tcp::SEQ.start) as u16;
+        tm.seq_at = (l4 + tcp::SEQ.start) as u8;
         if !t.ipv6 {
-            tm.id_at = (l3 + ipv4::ID.start) as u16;
+            tm.id_at = (l3 + ipv4::ID.start) as u8;
             // Trusting, the IPv4 checksum is not checked.
             tm.ip_csum_at = if a.verify {
-                (l3 + ipv4::CHECKSUM.start) as u16
+                (l3 + ipv4::CHECKSUM.start) as u8
             } else {
                 0
             };
@@ -110,6 +129,22 @@ impl Template {
             tm.id_at = 0;
             tm.ip_csum_at = 0;
         }
+        (tm.outer_id_at, tm.outer_csum_at, tm.outer_ip_sum) = match a.outer {
+            Some(o) if !o.ipv6 => {
+                let ol3 = o.l3 as usize;
+                let hdr = csum::sum(&b[ol3..ol3 + ipv4::MIN_LEN]);
+                let id = field::read16(b, ol3, ipv4::ID);
+                let field = field::read16(b, ol3, ipv4::CHECKSUM);
+                let csum_at = if a.verify {
+                    (ol3 + ipv4::CHECKSUM.start) as u8
+                } else {
+                    0
+                };
+                let sum = csum::sub(csum::sub(hdr, id), field);
+                ((ol3 + ipv4::ID.start) as u8, csum_at, sum)
+            }
+            _ => (0, 0, 0),
+        };
         // A full-size segment's sum but for its seq (and checksum field).
         tm.k =
             pseudo_sum(a.pbase, a.tcp_len) + tcp_header_sum(a.hconst, 0, seg.urg, seg.flags & !CWR);
@@ -149,12 +184,18 @@ impl Template {
         d == 0
     }
 
-    /// Does `b` (which `matches`) carry sequence number `seq` (None: any)
-    /// and IPv4 ID `id` (None: any), and, when verifying, the IPv4 checksum
-    /// that goes with its ID?
+    /// Does `b` (which `matches`) carry sequence number `seq` (None: any),
+    /// IPv4 ID `id` and, in a tunnel, outer IPv4 ID `outer_id` (None: any),
+    /// and, when verifying, the IPv4 checksums that go with its IDs?
     #[inline(always)]
-    pub(super) fn next_ok(&self, b: &[u8], seq: Option<u32>, id: Option<u16>) -> bool {
-        let at = |i: u16| u16::from_be_bytes(b[i as usize..i as usize + 2].try_into().unwrap());
+    pub(super) fn next_ok(
+        &self,
+        b: &[u8],
+        seq: Option<u32>,
+        id: Option<u16>,
+        outer_id: Option<u16>,
+    ) -> bool {
+        let at = |i: u8| u16::from_be_bytes(b[i as usize..i as usize + 2].try_into().unwrap());
         let s = self.seq_at as usize;
         let got = u32::from_be_bytes(b[s..s + 4].try_into().unwrap());
         let mut ok = seq.is_none_or(|q| got == q);
@@ -165,9 +206,34 @@ impl Template {
                 ok &= at(self.ip_csum_at) == csum::finish(csum::add(self.ip_sum, got));
             }
         }
+        if self.outer_id_at != 0 {
+            ok &= self.outer_ok(b, outer_id);
+        }
         ok
     }
+
+    /// The outer IPv4 ID of `b`, a segment of this template's tunnel (None
+    /// outside one, or with IPv6 outside).
+    #[inline(always)]
+    pub(super) fn outer_id(&self, b: &[u8]) -> Option<u16> {
+        let at = self.outer_id_at as usize;
+        (at != 0).then(|| u16::from_be_bytes([b[at], b[at + 1]]))
+    }
+
+    /// The outer IPv4 ID and (verifying) header checksum of a tunnelled
+    /// segment: out of line, so plain TCP's compare stays small.
+    #[inline(never)]
+    fn outer_ok(&self, b: &[u8], outer_id: Option<u16>) -> bool {
+        let at = |i: u8| u16::from_be_bytes(b[i as usize..i as usize + 2].try_into().unwrap());
+        let got = at(self.outer_id_at);
+        outer_id.is_none_or(|i| got == i)
+            && (self.outer_csum_at == 0
+                || at(self.outer_csum_at) == csum::finish(csum::add(self.outer_ip_sum, got)))
+    }
 }
+
+/// A header layout: the segment's offsets and IP version, and its tunnel's.
+pub(super) type LayoutKey = (u16, u16, u16, bool, Option<Outer>);
 
 /// Header layouts a queue's templates may have at once; a new one takes
 /// the mask of the layout least recently given to a new head, if that was
@@ -185,7 +251,7 @@ pub(super) const MASK_AGE: u64 = 4096;
 /// bytes and a mask that stays in cache, and a new template writes none.
 pub(super) struct Masks {
     pub(super) store: Box<MaskStore>,
-    pub(super) layouts: [(u16, u16, u16, bool); MASKS],
+    pub(super) layouts: [LayoutKey; MASKS],
     pub(super) n: usize,
 }
 
@@ -206,7 +272,7 @@ impl Default for Masks {
                 used: [0; MASKS],
                 heads: 0,
             }),
-            layouts: [(0, 0, 0, false); MASKS],
+            layouts: [(0, 0, 0, false, None); MASKS],
             n: 0,
         }
     }
@@ -226,13 +292,13 @@ impl Masks {
     /// (no template) for a header longer than a template, and while every
     /// mask was used in the last `MASK_AGE` heads.
     #[inline]
-    pub(super) fn of(&mut self, t: &Tcp) -> Option<(u8, bool)> {
+    pub(super) fn of(&mut self, t: &Tcp, outer: Option<Outer>) -> Option<(u8, bool)> {
         if t.payload as usize > TMPL_LEN {
             return None;
         }
         let st = &mut *self.store;
         st.heads += 1;
-        let key = (t.l3, t.l4, t.payload, t.ipv6);
+        let key = (t.l3, t.l4, t.payload, t.ipv6, outer);
         if let Some(i) = self.layouts[..self.n].iter().position(|&k| k == key) {
             st.used[i] = st.heads;
             return Some((i as u8, false));
@@ -261,6 +327,11 @@ impl Masks {
             // ID and header checksum: checked on their own (`next_ok`).
             m[field::at(l3, ipv4::ID)].fill(0);
             m[field::at(l3, ipv4::CHECKSUM)].fill(0);
+        }
+        if let Some(o) = outer.filter(|o| !o.ipv6) {
+            // The outer ones too.
+            m[field::at(o.l3 as usize, ipv4::ID)].fill(0);
+            m[field::at(o.l3 as usize, ipv4::CHECKSUM)].fill(0);
         }
         self.layouts[i] = key;
         Some((i as u8, taken))

@@ -965,8 +965,8 @@ fn masks_are_shared_per_layout_and_bounded() {
         payload,
         ..Default::default()
     };
-    let (a, _) = m.of(&t(66)).unwrap();
-    assert_eq!(m.of(&t(66)), Some((a, false)), "one mask per layout");
+    let (a, _) = m.of(&t(66), None).unwrap();
+    assert_eq!(m.of(&t(66), None), Some((a, false)), "one mask per layout");
     // IPv4 ID and checksum, TCP seq and checksum vary; PSH may; past the
     // header nothing counts.
     let varies = |i: usize| {
@@ -983,32 +983,32 @@ fn masks_are_shared_per_layout_and_bounded() {
         assert_eq!(b, want, "mask byte {i}");
     }
     let others: Vec<u8> = (1..MASKS as u16)
-        .map(|i| m.of(&t(66 + 4 * i)).unwrap().0)
+        .map(|i| m.of(&t(66 + 4 * i), None).unwrap().0)
         .collect();
     assert!(others.iter().all(|&i| i != a), "a mask of its own each");
     assert_eq!(
-        m.of(&t(66)),
+        m.of(&t(66), None),
         Some((a, false)),
         "known layouts are still found"
     );
     assert_eq!(
-        m.of(&t(54)),
+        m.of(&t(54), None),
         None,
         "full, every mask used lately: no template"
     );
     // Long after, a new layout takes the least recently used mask (the
     // second layout's: the first is used again).
     for _ in 0..MASK_AGE {
-        m.of(&t(66)).unwrap();
+        m.of(&t(66), None).unwrap();
     }
     assert_eq!(
-        m.of(&t(54)),
+        m.of(&t(54), None),
         Some((others[0], true)),
         "taken from the LRU layout"
     );
-    assert_eq!(m.of(&t(54)), Some((others[0], false)));
+    assert_eq!(m.of(&t(54), None), Some((others[0], false)));
     assert_eq!(
-        m.of(&t(66)),
+        m.of(&t(66), None),
         Some((a, false)),
         "a layout in use keeps its mask"
     );

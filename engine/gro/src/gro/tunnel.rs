@@ -54,6 +54,17 @@ fn same_outer(a: &[u8], b: &[u8], o: &Outer, inner_l3: usize) -> bool {
         && same(l4 + udp::HEADER_LEN..inner_l3)
 }
 
+impl<B> Held<B> {
+    /// The outer IPv4 ID the next segment of this tunnelled flow must carry
+    /// (None: any, with DF or outside IPv4).
+    #[inline(always)]
+    pub(super) fn outer_next_id(&self) -> Option<u16> {
+        let o = self.outer?;
+        let head_df = self.tmpl.bytes[o.l3 as usize + ipv4::FLAGS_FRAG.start] & 0x40 != 0;
+        (!o.ipv6 && !head_df).then(|| self.o_last_id.wrapping_add(1))
+    }
+}
+
 impl<B: GroBuf> Held<B> {
     /// The outer rules for a segment laid out as `t` inside `o`, frame `b`,
     /// against this held packet: the refusal bits (`rules::bit`) of the

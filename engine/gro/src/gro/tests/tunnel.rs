@@ -444,3 +444,35 @@ fn cut_tunnel_frames_never_panic_and_pass_through() {
         assert_eq!(out[0].segs[0], whole[..cut], "cut {cut}: untouched");
     }
 }
+
+#[test]
+fn tunnels_that_fit_a_template_take_the_fast_path() {
+    // VXLAN or Geneve over IPv4 around IPv4 fits a template (116-124 header
+    // bytes); IPv6 outside does not (136 and more): the full path.
+    let cases = [
+        (TunnelSpec::vxlan(1, false), false, true),
+        (
+            TunnelSpec::geneve(1, false, vec![0x01, 0x02, 0x80, 0x01, 0, 0, 0, 0]),
+            false,
+            true,
+        ),
+        (TunnelSpec::vxlan(1, true), false, false),
+        (TunnelSpec::vxlan(1, false), true, false),
+    ];
+    for (tun, inner_v6, fast) in cases {
+        let what = format!("{tun:?}, inner v6 {inner_v6}");
+        let mut f = Tunnelled::new(1, inner_v6, tun);
+        let mut g = gro(GroConfig::default());
+        assert!(feed(&mut g, vec![f.next(MSS)]).is_empty());
+        let s = g.last.expect("held");
+        assert_eq!(g.table.get(s).tmpl.on, fast, "{what}");
+        // Either way the same packets: 17 segments, then the rest.
+        let mut out = feed(&mut g, (0..19).map(|_| f.next(MSS)).collect());
+        out.extend(flush(&mut g));
+        let sizes: Vec<usize> = out.iter().map(|o| o.ids.len()).collect();
+        assert_eq!(sizes, vec![17, 3], "{what}");
+        for o in &out {
+            verify(&o.bytes()).unwrap();
+        }
+    }
+}
