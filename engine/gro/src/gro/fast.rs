@@ -103,7 +103,9 @@ impl<B: GroBuf> Gro<B> {
             return self.start_in_freed(s, pkt, seq, c, out);
         }
         let c = c.shifted(h.payload_len & 1 == 1);
-        let got_outer = h.tmpl.outer_id(pkt.head());
+        if h.tmpl.outer_id_at != 0 {
+            h.outer_merged(pkt.head());
+        }
         if let Some(held) = h.pkt.as_mut() {
             held.append_one(pkt, h.t.payload as usize);
         }
@@ -124,10 +126,6 @@ impl<B: GroBuf> Gro<B> {
                 h.id_mode = IdMode::Incrementing;
                 h.next_id = id.wrapping_add(1) as u32;
             }
-        }
-        if let Some(oid) = got_outer {
-            h.o_id_mode = h.o_id_mode.after(h.o_last_id, oid);
-            h.o_last_id = oid;
         }
         self.stats.merged_segments += 1;
         if psh {
@@ -208,9 +206,8 @@ impl<B: GroBuf> Gro<B> {
         h.head_flags = h.tmpl.bytes[l4 + tcp::FLAGS];
         h.flags_or = 0;
         h.since = now;
-        if let Some(oid) = h.tmpl.outer_id(pkt.head()) {
-            h.o_last_id = oid;
-            h.o_id_mode = IdMode::Open;
+        if h.tmpl.outer_id_at != 0 {
+            h.outer_restarted(pkt.head());
         }
         h.pkt = Some(pkt);
         if self.pending != 0 {

@@ -56,12 +56,32 @@ fn same_outer(a: &[u8], b: &[u8], o: &Outer, inner_l3: usize) -> bool {
 
 impl<B> Held<B> {
     /// The outer IPv4 ID the next segment of this tunnelled flow must carry
-    /// (None: any, with DF or outside IPv4).
-    #[inline(always)]
+    /// (None: any, with DF or outside IPv4). Out of line, as the rest of the
+    /// fast path's tunnel work: plain TCP's stays small.
+    #[inline(never)]
     pub(super) fn outer_next_id(&self) -> Option<u16> {
         let o = self.outer?;
         let head_df = self.tmpl.bytes[o.l3 as usize + ipv4::FLAGS_FRAG.start] & 0x40 != 0;
         (!o.ipv6 && !head_df).then(|| self.o_last_id.wrapping_add(1))
+    }
+
+    /// The fast path merged a segment of this tunnelled flow whose first
+    /// buffer is `b`: its outer IPv4 ID is the last one now.
+    #[inline(never)]
+    pub(super) fn outer_merged(&mut self, b: &[u8]) {
+        if let Some(oid) = self.tmpl.outer_id(b) {
+            self.o_id_mode = self.o_id_mode.after(self.o_last_id, oid);
+            self.o_last_id = oid;
+        }
+    }
+
+    /// The fast path started this tunnelled flow's next packet with `b`.
+    #[inline(never)]
+    pub(super) fn outer_restarted(&mut self, b: &[u8]) {
+        if let Some(oid) = self.tmpl.outer_id(b) {
+            self.o_last_id = oid;
+            self.o_id_mode = IdMode::Open;
+        }
     }
 }
 
