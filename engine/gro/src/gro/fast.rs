@@ -72,23 +72,17 @@ impl<B: GroBuf> Gro<B> {
             return self.restart(s, pkt, verify, out);
         };
         let id = h.next_id as u16;
-        // In a tunnel without DF, the outer ID counts up by one.
-        let outer_id = if h.tmpl.outer_id_at != 0 {
-            h.outer_next_id()
-        } else {
-            None
-        };
         // A bad checksum: the full path counts and passes it.
-        let Some((seq, c, psh)) = h.template_match(
-            &pkt,
-            Some(h.next_seq),
-            Some(id),
-            outer_id,
-            verify,
-            &self.masks,
-        ) else {
+        let Some((seq, c, psh)) =
+            h.template_match(&pkt, Some(h.next_seq), Some(id), verify, &self.masks)
+        else {
             return Some(pkt);
         };
+        // In a tunnel, the outer ID (counting up by one without DF) and
+        // header checksum.
+        if h.tmpl.outer_id_at != 0 && !h.outer_follows(pkt.head(), true) {
+            return Some(pkt);
+        }
         if h.frags >= max_frags || h.ip_len + h.mss > h.max_ip {
             if psh {
                 // Flush, then a PSH segment passes: the full path's job.
@@ -154,10 +148,12 @@ impl<B: GroBuf> Gro<B> {
             return Some(pkt);
         };
         // A new head: any sequence number, any ID; PSH would pass it.
-        let Some((seq, c, psh)) = h.template_match(&pkt, None, None, None, verify, &self.masks)
-        else {
+        let Some((seq, c, psh)) = h.template_match(&pkt, None, None, verify, &self.masks) else {
             return Some(pkt);
         };
+        if h.tmpl.outer_id_at != 0 && !h.outer_follows(pkt.head(), false) {
+            return Some(pkt);
+        }
         if psh {
             return Some(pkt);
         }

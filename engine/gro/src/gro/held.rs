@@ -211,8 +211,8 @@ impl<B: GroBuf> Held<B> {
     }
 
     /// Is `pkt` a one-buffer, full-size segment of this flow matching its
-    /// template, with sequence number `seq`, IPv4 ID `id` and (in a tunnel)
-    /// outer IPv4 ID `outer_id` (None: any)?
+    /// template, with sequence number `seq` and IPv4 ID `id` (None: any)?
+    /// (In a tunnel, `outer_follows` checks the outer IPv4 header.)
     /// If so, its sequence number, its payload's checksum contribution and
     /// whether it carries PSH, unless it is verified and bad (None then too).
     #[inline(always)]
@@ -221,7 +221,6 @@ impl<B: GroBuf> Held<B> {
         pkt: &B,
         seq: Option<u32>,
         id: Option<u16>,
-        outer_id: Option<u16>,
         verify: bool,
         masks: &Masks,
     ) -> Option<(u32, Contrib, bool)> {
@@ -231,7 +230,7 @@ impl<B: GroBuf> Held<B> {
             || pkt.len() != tm.frame_len as usize
             || pkt.segs() != 1
             || !tm.matches(b, masks.get(tm.mask))
-            || !tm.next_ok(b, seq, id, outer_id)
+            || !tm.next_ok(b, seq, id)
         {
             return None;
         }

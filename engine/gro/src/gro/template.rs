@@ -184,17 +184,11 @@ impl Template {
         d == 0
     }
 
-    /// Does `b` (which `matches`) carry sequence number `seq` (None: any),
-    /// IPv4 ID `id` and, in a tunnel, outer IPv4 ID `outer_id` (None: any),
-    /// and, when verifying, the IPv4 checksums that go with its IDs?
+    /// Does `b` (which `matches`) carry sequence number `seq` (None: any)
+    /// and IPv4 ID `id` (None: any), and, when verifying, the IPv4 checksum
+    /// that goes with its ID?
     #[inline(always)]
-    pub(super) fn next_ok(
-        &self,
-        b: &[u8],
-        seq: Option<u32>,
-        id: Option<u16>,
-        outer_id: Option<u16>,
-    ) -> bool {
+    pub(super) fn next_ok(&self, b: &[u8], seq: Option<u32>, id: Option<u16>) -> bool {
         let at = |i: u8| u16::from_be_bytes(b[i as usize..i as usize + 2].try_into().unwrap());
         let s = self.seq_at as usize;
         let got = u32::from_be_bytes(b[s..s + 4].try_into().unwrap());
@@ -205,9 +199,6 @@ impl Template {
             if self.ip_csum_at != 0 {
                 ok &= at(self.ip_csum_at) == csum::finish(csum::add(self.ip_sum, got));
             }
-        }
-        if self.outer_id_at != 0 {
-            ok &= self.outer_ok(b, outer_id);
         }
         ok
     }
@@ -220,10 +211,11 @@ impl Template {
         (at != 0).then(|| u16::from_be_bytes([b[at], b[at + 1]]))
     }
 
-    /// The outer IPv4 ID and (verifying) header checksum of a tunnelled
-    /// segment: out of line, so plain TCP's compare stays small.
-    #[inline(never)]
-    fn outer_ok(&self, b: &[u8], outer_id: Option<u16>) -> bool {
+    /// Does `b`, a segment matching this template, carry outer IPv4 ID
+    /// `outer_id` (None: any) and, verifying, the outer header checksum
+    /// that goes with it?
+    #[inline(always)]
+    pub(super) fn outer_ok(&self, b: &[u8], outer_id: Option<u16>) -> bool {
         let at = |i: u8| u16::from_be_bytes(b[i as usize..i as usize + 2].try_into().unwrap());
         let got = at(self.outer_id_at);
         outer_id.is_none_or(|i| got == i)

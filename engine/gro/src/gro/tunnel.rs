@@ -55,14 +55,17 @@ fn same_outer(a: &[u8], b: &[u8], o: &Outer, inner_l3: usize) -> bool {
 }
 
 impl<B> Held<B> {
-    /// The outer IPv4 ID the next segment of this tunnelled flow must carry
-    /// (None: any, with DF or outside IPv4). Out of line, as the rest of the
-    /// fast path's tunnel work: plain TCP's stays small.
+    /// The fast path's outer rules for `b`, a segment of this tunnelled
+    /// flow that matches its template: the outer IPv4 ID (with `next`, the
+    /// one after the last, counting up without DF; else any) and, verifying,
+    /// the outer header checksum. Out of line, as the rest of the fast
+    /// path's tunnel work: plain TCP's stays small.
     #[inline(never)]
-    pub(super) fn outer_next_id(&self) -> Option<u16> {
-        let o = self.outer?;
+    pub(super) fn outer_follows(&self, b: &[u8], next: bool) -> bool {
+        let Some(o) = self.outer else { return false };
         let head_df = self.tmpl.bytes[o.l3 as usize + ipv4::FLAGS_FRAG.start] & 0x40 != 0;
-        (!o.ipv6 && !head_df).then(|| self.o_last_id.wrapping_add(1))
+        let want = (next && !head_df).then(|| self.o_last_id.wrapping_add(1));
+        self.tmpl.outer_ok(b, want)
     }
 
     /// The fast path merged a segment of this tunnelled flow whose first
