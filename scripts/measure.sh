@@ -170,7 +170,8 @@ testpmd() {
 
 bench() {
     for c in anchors anchors-4flows anchors-32flows anchors-1024flows anchors-ipv6 anchors-newflows \
-        reorder udp-capture udp max-frags single-segment hugepages build-skb headroom; do
+        reorder udp-capture udp tunnels tunnels-geneve6 max-frags single-segment hugepages build-skb \
+        headroom; do
         log "bench $c"
         "$GRORX" bench "$ROOT/bench-configs/$c.toml" --out "$OUT" | tee "$OUT/$c.txt"
     done

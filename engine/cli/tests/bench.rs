@@ -178,3 +178,24 @@ fn anchors_flows_and_ipv6() {
         quick(name, &["gro-off", "gro-rte", "gro-on-trust", "gro-on"]);
     }
 }
+
+/// TCP through tunnels: the anchor capture in VXLAN (rte_gro too) and in
+/// Geneve over IPv6, made from it when missing.
+#[test]
+fn tunnels() {
+    quick(
+        "tunnels",
+        &[
+            "gro-off",
+            "tunnels-off",
+            "gro-rte",
+            "gro-on-trust",
+            "gro-on",
+            "forward",
+        ],
+    );
+    quick(
+        "tunnels-geneve6",
+        &["gro-off", "gro-on-trust", "gro-on", "forward"],
+    );
+}

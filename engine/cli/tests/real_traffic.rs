@@ -931,17 +931,13 @@ fn tunnelled_tcp_merges_as_plain_tcp_does_and_forwards_back() {
         let input = caps.join(format!("{name}.pcap"));
         let plain_in = caps.join(format!("{inner}.pcap"));
         let mut f = Failures::default();
-        let plain = grorx(&plain_in, &work.path("plain.pcap"), &[], &mut f);
-        let g_plain = check_output(&plain_in, &plain, &mut f);
-        let on = grorx(&input, &work.path("on.pcap"), &[], &mut f);
-        let g_on = check_output(&input, &on, &mut f);
-        let off = grorx(
-            &input,
-            &work.path("off.pcap"),
-            &["--gro-tunnels", "off"],
-            &mut f,
-        );
-        let g_off = check_output(&input, &off, &mut f);
+        let mut checked = |input: &Path, out: &str, extra: &[&str]| {
+            let r = grorx(input, &work.path(out), extra, &mut f);
+            check_output(input, &r, &mut f)
+        };
+        let g_plain = checked(&plain_in, "plain.pcap", &[]);
+        let g_on = checked(&input, "on.pcap", &[]);
+        let g_off = checked(&input, "off.pcap", &["--gro-tunnels", "off"]);
         let (n_in, plain_out, on_out) = (g_on.f("tcp_in"), g_plain.f("tcp_out"), g_on.f("tcp_out"));
         eprintln!(
             "real_traffic: {name}: {n_in} segments in a tunnel; {on_out} out (quality {:.3}), \

@@ -43,6 +43,7 @@
 
 pub mod buf;
 pub mod flow;
+pub mod frames;
 pub mod gen;
 #[cfg(feature = "mbuf")]
 pub mod mbuf;

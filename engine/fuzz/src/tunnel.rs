@@ -11,9 +11,10 @@
 //! inner and outer, its payload theirs and its lengths and checksums right
 //! at both levels; each flow's segments leave in arrival order.
 
+use crate::frames::{self, After, Summary};
 use arbitrary::{Arbitrary, Unstructured};
 use grorx_gro::traffic::{pattern_byte, FlowSpec, Segment, TunnelSpec, TCP_ACK};
-use grorx_gro::{csum, CsumMode, Gro, GroConfig, OutCsum, VecBuf};
+use grorx_gro::{csum, CsumMode, GroConfig, OutCsum};
 
 /// Operations per execution at most.
 const MAX_OPS: usize = 300;
@@ -84,14 +85,6 @@ enum Damage {
     TunnelHeader(u8),
 }
 
-#[derive(Arbitrary, Debug, Clone, Copy)]
-enum After {
-    Nothing,
-    EndOfPoll,
-    /// `flush_older(now - age)`.
-    Older(u8),
-}
-
 /// One segment and what follows it.
 #[derive(Arbitrary, Debug, Clone, Copy)]
 struct Op {
@@ -134,22 +127,8 @@ pub fn decode(data: &[u8]) -> Input {
         max_size: 1500 + (b[3] as u32 * 251) % (65535 - 1500 + 1),
         ..GroConfig::default()
     };
-    let mut ops = Vec::new();
-    while !u.is_empty() && ops.len() < MAX_OPS {
-        match Op::arbitrary(&mut u) {
-            Ok(op) => ops.push(op),
-            Err(_) => break,
-        }
-    }
+    let ops = frames::ops(&mut u, MAX_OPS);
     Input { cfg, ops }
-}
-
-/// What one execution did.
-#[derive(Debug, Default)]
-pub struct Summary {
-    pub inputs: usize,
-    pub outputs: usize,
-    pub merged: usize,
 }
 
 /// The fuzz target's body: panics on a broken invariant.
@@ -328,7 +307,8 @@ fn ip_layer(f: &[u8]) -> Option<Ip> {
     match et {
         0x0800 => {
             let ip = f.get(l3..l3 + 20)?;
-            if ip[0] != 0x45 || be16(ip, 6)? & 0xbfff != 0 || l3 + be16(ip, 2)? as usize != f.len() {
+            if ip[0] != 0x45 || be16(ip, 6)? & 0xbfff != 0 || l3 + be16(ip, 2)? as usize != f.len()
+            {
                 return None;
             }
             ident.extend_from_slice(&ip[12..20]);
@@ -475,74 +455,15 @@ fn parse(f: &[u8]) -> Option<Seg> {
 pub fn check(input: &Input) -> Result<Summary, String> {
     let cfg = input.cfg;
     let frames = frames(&input.ops);
-    let mut g: Gro<VecBuf> = Gro::new(cfg);
-    let mut outs: Vec<VecBuf> = Vec::new();
-    let mut now = 0u64;
-    for (i, (f, op)) in frames.iter().zip(&input.ops).enumerate() {
-        now += op.dt as u64;
-        g.receive(VecBuf::new(i as u64, f.clone()), now, &mut |o| outs.push(o));
-        if g.held() > cfg.flows {
-            return Err(format!("{} held, flows {}", g.held(), cfg.flows));
-        }
-        match op.after {
-            After::Nothing => {}
-            After::EndOfPoll => {
-                g.tick(now);
-                g.end_of_poll(&mut |o| outs.push(o));
-            }
-            After::Older(a) => g.flush_older(now.saturating_sub(a as u64), &mut |o| outs.push(o)),
-        }
-    }
-    g.flush_all(&mut |o| outs.push(o));
-    if g.held() != 0 {
-        return Err("held after flush_all".into());
-    }
-    let n = frames.len();
-    let mut pos = vec![usize::MAX; n];
-    let mut merged = 0;
-    for (oi, o) in outs.iter().enumerate() {
-        for &id in &o.ids {
-            let i = id as usize;
-            if i >= n || pos[i] != usize::MAX {
-                return Err(format!("input {i} out twice (or unknown)"));
-            }
-            pos[i] = oi;
-        }
-        let bytes = o.bytes();
-        if o.ids.len() == 1 {
-            if bytes != frames[o.ids[0] as usize] {
-                return Err(format!("output {oi} (input {}) alone but changed", o.ids[0]));
-            }
-            continue;
-        }
-        merged += 1;
-        check_merged(&cfg, oi, &o.ids, &bytes, &frames)?;
-    }
-    if let Some(i) = pos.iter().position(|&p| p == usize::MAX) {
-        return Err(format!("input {i} never came out"));
-    }
-    if g.stats().packets_out != outs.len() as u64 || g.stats().segments_in != n as u64 {
-        return Err("stats disagree with what came out".into());
-    }
-    // Each flow's segments in arrival order.
-    let mut last: std::collections::HashMap<Vec<u8>, usize> = Default::default();
-    for (i, f) in frames.iter().enumerate() {
-        if let Some(s) = parse(f) {
-            let e = last.entry(s.flow).or_insert(pos[i]);
-            if pos[i] < *e {
-                return Err(format!(
-                    "input {i} out (output {}) before an earlier segment of its flow (output {})",
-                    pos[i], *e
-                ));
-            }
-            *e = pos[i];
-        }
-    }
-    Ok(Summary {
-        inputs: n,
-        outputs: outs.len(),
-        merged,
-    })
+    let steps = input.ops.iter().map(|op| (op.dt, op.after));
+    let (g, outs) = frames::run(cfg, &frames, steps, cfg.flows)?;
+    frames::check_outputs(
+        &frames,
+        &g,
+        &outs,
+        |oi, ids, bytes| check_merged(&cfg, oi, ids, bytes, &frames),
+        |f| parse(f).map(|x| x.flow),
+    )
 }
 
 /// The invariants of an output made of several segments.
@@ -555,7 +476,11 @@ fn check_merged(
 ) -> Result<(), String> {
     let err = |m: String| Err(format!("output {oi} (inputs {ids:?}): {m}"));
     if ids.len() > cfg.max_frags as usize {
-        return err(format!("{} segments, max_frags {}", ids.len(), cfg.max_frags));
+        return err(format!(
+            "{} segments, max_frags {}",
+            ids.len(),
+            cfg.max_frags
+        ));
     }
     if ids.windows(2).any(|w| w[0] >= w[1]) {
         return err("inputs not in arrival order".into());
@@ -581,9 +506,9 @@ fn check_merged(
         if s.ack != first.ack || s.word != first.word || s.opts != first.opts {
             return err(format!("segment {k}: ACK, data offset, window or options"));
         }
-        let want_seq = first.seq.wrapping_add(
-            ins[..k].iter().map(|x| x.payload.len() as u32).sum::<u32>(),
-        );
+        let want_seq = first
+            .seq
+            .wrapping_add(ins[..k].iter().map(|x| x.payload.len() as u32).sum::<u32>());
         if s.seq != want_seq {
             return err(format!("segment {k}: seq {} not {want_seq}", s.seq));
         }
@@ -704,7 +629,11 @@ mod tests {
     /// merges, and the oracle sees that GRO honours it.
     #[test]
     fn damaged_tunnel_frames_stay_alone() {
-        for damage in [Damage::OuterCsum, Damage::InnerCsum, Damage::TunnelHeader(63)] {
+        for damage in [
+            Damage::OuterCsum,
+            Damage::InnerCsum,
+            Damage::TunnelHeader(63),
+        ] {
             let mut ops: Vec<Op> = (0..3).map(|_| op(1)).collect();
             ops[1].damage = damage;
             let s = check(&input(ops)).unwrap_or_else(|e| panic!("{damage:?}: {e}"));

@@ -8,9 +8,10 @@
 //! at most `max_frags`), its payload theirs, its lengths and checksums
 //! right; each flow's datagrams leave in arrival order.
 
+use crate::frames::{self, After, Summary};
 use arbitrary::{Arbitrary, Unstructured};
 use grorx_gro::traffic::{pattern_byte, FlowSpec};
-use grorx_gro::{csum, CsumMode, Gro, GroConfig, OutCsum, VecBuf};
+use grorx_gro::{csum, CsumMode, GroConfig, OutCsum};
 
 /// Operations per execution at most.
 const MAX_OPS: usize = 400;
@@ -50,14 +51,6 @@ enum Damage {
     Cut(u16),
     /// Byte `at` (modulo the length) overwritten.
     Byte(u16, u8),
-}
-
-#[derive(Arbitrary, Debug, Clone, Copy)]
-enum After {
-    Nothing,
-    EndOfPoll,
-    /// `flush_older(now - age)`.
-    Older(u8),
 }
 
 /// One datagram and what follows it.
@@ -100,22 +93,8 @@ pub fn decode(data: &[u8]) -> Input {
         udp: true,
         ..GroConfig::default()
     };
-    let mut ops = Vec::new();
-    while !u.is_empty() && ops.len() < MAX_OPS {
-        match Op::arbitrary(&mut u) {
-            Ok(op) => ops.push(op),
-            Err(_) => break,
-        }
-    }
+    let ops = frames::ops(&mut u, MAX_OPS);
     Input { cfg, ops }
-}
-
-/// What one execution did.
-#[derive(Debug, Default)]
-pub struct Summary {
-    pub inputs: usize,
-    pub outputs: usize,
-    pub merged: usize,
 }
 
 /// The fuzz target's body: panics on a broken invariant.
@@ -289,84 +268,17 @@ fn parse(f: &[u8]) -> Option<Dg> {
 pub fn check(input: &Input) -> Result<Summary, String> {
     let cfg = input.cfg;
     let frames = frames(&input.ops);
-    let mut g: Gro<VecBuf> = Gro::new(cfg);
-    let mut outs: Vec<VecBuf> = Vec::new();
-    let mut now = 0u64;
-    for (i, (f, op)) in frames.iter().zip(&input.ops).enumerate() {
-        now += op.dt as u64;
-        g.receive(VecBuf::new(i as u64, f.clone()), now, &mut |o| outs.push(o));
-        // Each table is bounded by `flows`: a frame damaged into a TCP
-        // segment (trusting checksums) may be held in TCP's.
-        if g.held() > 2 * cfg.flows {
-            return Err(format!("{} held, flows {}", g.held(), cfg.flows));
-        }
-        match op.after {
-            After::Nothing => {}
-            After::EndOfPoll => {
-                g.tick(now);
-                g.end_of_poll(&mut |o| outs.push(o));
-            }
-            After::Older(a) => g.flush_older(now.saturating_sub(a as u64), &mut |o| outs.push(o)),
-        }
-    }
-    g.flush_all(&mut |o| outs.push(o));
-    if g.held() != 0 {
-        return Err("held after flush_all".into());
-    }
-    let n = frames.len();
-    let mut pos = vec![usize::MAX; n];
-    let mut merged = 0;
-    for (oi, o) in outs.iter().enumerate() {
-        for &id in &o.ids {
-            let i = id as usize;
-            if i >= n || pos[i] != usize::MAX {
-                return Err(format!("input {i} out twice (or unknown)"));
-            }
-            pos[i] = oi;
-        }
-        let bytes = o.bytes();
-        if o.ids.len() == 1 {
-            if bytes != frames[o.ids[0] as usize] {
-                return Err(format!(
-                    "output {oi} (input {}) alone but changed",
-                    o.ids[0]
-                ));
-            }
-            continue;
-        }
-        merged += 1;
-        check_merged(&cfg, oi, &o.ids, &bytes, &frames)?;
-    }
-    if let Some(i) = pos.iter().position(|&p| p == usize::MAX) {
-        return Err(format!("input {i} never came out"));
-    }
-    if g.stats().packets_out != outs.len() as u64 || g.stats().segments_in != n as u64 {
-        return Err(format!(
-            "stats: {} in, {} out; {n} inputs, {} outputs",
-            g.stats().segments_in,
-            g.stats().packets_out,
-            outs.len()
-        ));
-    }
-    // Each flow's datagrams in arrival order.
-    let mut last: std::collections::HashMap<Vec<u8>, usize> = Default::default();
-    for (i, f) in frames.iter().enumerate() {
-        if let Some(d) = parse(f) {
-            let e = last.entry(d.flow).or_insert(pos[i]);
-            if pos[i] < *e {
-                return Err(format!(
-                    "input {i} out (output {}) before an earlier datagram of its flow (output {})",
-                    pos[i], *e
-                ));
-            }
-            *e = pos[i];
-        }
-    }
-    Ok(Summary {
-        inputs: n,
-        outputs: outs.len(),
-        merged,
-    })
+    // Each table is bounded by `flows`: a frame damaged into a TCP
+    // segment (trusting checksums) may be held in TCP's.
+    let steps = input.ops.iter().map(|op| (op.dt, op.after));
+    let (g, outs) = frames::run(cfg, &frames, steps, 2 * cfg.flows)?;
+    frames::check_outputs(
+        &frames,
+        &g,
+        &outs,
+        |oi, ids, bytes| check_merged(&cfg, oi, ids, bytes, &frames),
+        |f| parse(f).map(|x| x.flow),
+    )
 }
 
 /// The invariants of an output made of several datagrams.

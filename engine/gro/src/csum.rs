@@ -366,6 +366,21 @@ impl Chained {
     }
 }
 
+/// The outer UDP checksum of a tunnel datagram whose inner TCP checksum is
+/// final, without summing the inner segment: a segment with a right
+/// checksum sums to its negated pseudo-header (`inner_pseudo`, with its
+/// length), so the datagram's sum is that of its pseudo-header
+/// (`outer_pseudo`, with the UDP length) and of the bytes from the UDP
+/// header (checksum field zero) to the inner TCP header (`headers`). A
+/// computed 0 is written 0xffff (0 means none).
+#[inline]
+pub fn tunnel_udp(outer_pseudo: u16, headers: u16, inner_pseudo: u16) -> u16 {
+    match finish(add(add(outer_pseudo, headers), !inner_pseudo)) {
+        0 => 0xffff,
+        c => c,
+    }
+}
+
 /// The IPv4 header checksum of `hdr` (its checksum field must be zero or is
 /// included: verifying a header means `sum(hdr) == 0xffff`).
 #[inline(always)]

@@ -151,34 +151,25 @@ impl<B: GroBuf> Gro<B> {
             fix_headers(h, tso);
             fix_outer(h);
         }
-        let info = match h.outer {
-            None => GsoInfo {
-                l2_len: h.t.l3,
-                l3_len: h.t.l3_len() as u16,
-                l4_len: h.t.l4_len() as u16,
-                mss: h.mss as u16,
-                segs: h.segs,
-                ipv6: h.t.ipv6,
-                tso,
-                ..GsoInfo::default()
-            },
+        let mut info = GsoInfo {
+            l2_len: h.t.l3,
+            l3_len: h.t.l3_len() as u16,
+            l4_len: h.t.l4_len() as u16,
+            mss: h.mss as u16,
+            segs: h.segs,
+            ipv6: h.t.ipv6,
+            tso,
+            ..GsoInfo::default()
+        };
+        if let Some(o) = h.outer {
             // DPDK's tunnel layout: l2_len from the outer UDP header to
             // the inner IP header.
-            Some(o) => GsoInfo {
-                l2_len: h.t.l3 - o.l4,
-                l3_len: h.t.l3_len() as u16,
-                l4_len: h.t.l4_len() as u16,
-                mss: h.mss as u16,
-                segs: h.segs,
-                ipv6: h.t.ipv6,
-                tso,
-                udp: false,
-                outer_l2_len: o.l3,
-                outer_l3_len: o.l4 - o.l3,
-                outer_ipv6: o.ipv6,
-                outer_id_fixed: h.o_id_mode == IdMode::Fixed,
-            },
-        };
+            info.l2_len = h.t.l3 - o.l4;
+            info.outer_l2_len = o.l3;
+            info.outer_l3_len = o.l4 - o.l3;
+            info.outer_ipv6 = o.ipv6;
+            info.outer_id_fixed = h.o_id_mode == IdMode::Fixed;
+        }
         if let Some(mut pkt) = h.pkt.take() {
             pkt.set_gso(&info);
             out(pkt);

@@ -175,14 +175,8 @@ pub(super) fn fix_outer<B: GroBuf>(h: &mut Held<B>) {
     field::write16(b, l4, udp::LEN, ulen as u16);
     if field::read16(b, l4, udp::CHECKSUM) != 0 {
         field::write16(b, l4, udp::CHECKSUM, 0);
-        let s = csum::add(
-            csum::add(outer_pseudo(b, &o, ulen), csum::sum(&b[l4..t.l4 as usize])),
-            !inner_pseudo,
-        );
-        let c = match csum::finish(s) {
-            0 => 0xffff,
-            c => c,
-        };
+        let headers = csum::sum(&b[l4..t.l4 as usize]);
+        let c = csum::tunnel_udp(outer_pseudo(b, &o, ulen), headers, inner_pseudo);
         field::write16(b, l4, udp::CHECKSUM, c);
     }
 }

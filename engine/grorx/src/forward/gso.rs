@@ -440,11 +440,7 @@ fn seg_outer(
             &out[field::at(l3, ipv4::ADDRS)]
         };
         let p = csum::pseudo(addrs, crate::wire::IPPROTO_UDP, ulen as u32);
-        let s = csum::add(csum::add(p, csum::sum(&out[l4..tcp])), !inner_pseudo);
-        let c = match csum::finish(s) {
-            0 => 0xffff,
-            c => c,
-        };
+        let c = csum::tunnel_udp(p, csum::sum(&out[l4..tcp]), inner_pseudo);
         field::write16(out, l4, udp::CHECKSUM, c);
     }
 }
