@@ -9,6 +9,8 @@
 //! 2. with PSH segments grorx keeps each flow's bytes in order and merges the
 //!    PSH segment (then flushes); rte_gro refuses them and reorders;
 //! 3. on IPv6 rte_gro merges nothing and grorx does;
+//! 5. inside VXLAN over IPv4 (what rte_gro merges through, given packets
+//!    typed for it), 1 holds as it does outside a tunnel;
 //! 4. every mbuf goes back to its pool, every output's checksums verify, and
 //!    every output's payload is the bytes of the segments it claims.
 
@@ -21,8 +23,8 @@ use grorx::gro::{Gro, GroConfig};
 use grorx::mbuf::Mbuf;
 use grorx::mempool::{Mempool, PoolParams};
 use grorx::skb::{self, Skb, SkbConf, SkbMode, SkbStats};
-use grorx::traffic::{pattern_byte, FlowSpec, Segment, TCP_ACK, TCP_PSH};
-use grorx::wire::Tcp;
+use grorx::traffic::{pattern_byte, FlowSpec, Segment, TunnelSpec, TCP_ACK, TCP_PSH};
+use grorx::wire::{Tcp, Tunnels};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Range;
 
@@ -56,6 +58,8 @@ struct Traffic {
     vary_sizes: bool,
     /// Occasional timestamp and ACK changes (neither GRO merges across them).
     changes: bool,
+    /// Every frame inside VXLAN over IPv4 (outer DF, ID 0, UDP checksum 0).
+    vxlan: bool,
     seed: u64,
 }
 
@@ -100,6 +104,11 @@ fn generate(t: &Traffic) -> Stream {
     let mut tsval = vec![1000u32; n];
     let mut ack = vec![1u32; n];
     let mut count = vec![0u32; n];
+    let tunnel = t.vxlan.then(|| {
+        let mut tun = TunnelSpec::vxlan(0, false);
+        tun.outer.df = true;
+        tun
+    });
     let mut s = Stream {
         frames: Vec::with_capacity(t.segments),
         inputs: Vec::with_capacity(t.segments),
@@ -140,7 +149,11 @@ fn generate(t: &Traffic) -> Stream {
                 payload_len: 0,
             };
             s.index.insert((f as u32, seq[f]), s.inputs.len());
-            s.frames.push(specs[f].frame(&seg, &payload));
+            let frame = specs[f].frame(&seg, &payload);
+            s.frames.push(match &tunnel {
+                Some(tun) => tun.encapsulate(&frame, 0),
+                None => frame,
+            });
             s.inputs.push(Input {
                 flow: f as u32,
                 seq: seq[f],
@@ -268,7 +281,7 @@ impl Bench {
                     .collect()
             };
             for m in &outs {
-                let t = Tcp::parse(m.data(), m.pkt_len() as usize, false).expect("a TCP frame");
+                let (t, _) = layout(m.data(), m.pkt_len() as usize, false);
                 let l3 = t.l3 as usize;
                 if m.nb_segs() > 1 && !t.ipv6 && csum::sum(&m.data()[l3..l3 + 20]) != 0xffff {
                     stale += 1;
@@ -291,8 +304,8 @@ impl Bench {
 fn parse(m: &Mbuf, s: &Stream, burst: &Range<usize>) -> Out {
     let bytes = m.to_vec();
     assert_eq!(bytes.len(), m.pkt_len() as usize);
-    let t = Tcp::parse(&bytes, bytes.len(), true)
-        .unwrap_or_else(|e| panic!("an output does not parse: {e:?}"));
+    // Both IPv4 header checksums verified in a tunnel (its UDP one is 0).
+    let (t, ip_start) = layout(&bytes, bytes.len(), true);
     assert!(
         m.data().len() >= t.payload as usize,
         "headers in one segment"
@@ -336,8 +349,21 @@ fn parse(m: &Mbuf, s: &Stream, burst: &Range<usize>) -> Out {
     Out {
         flow,
         segs,
-        ip_hdr_len: pay - l3,
+        ip_hdr_len: pay - ip_start,
         payload_len: payload.len(),
+    }
+}
+
+/// A TCP frame's layout, in a VXLAN tunnel or not (panics on anything
+/// else), and where its (outer) IP header starts.
+fn layout(b: &[u8], len: usize, check_ip: bool) -> (Tcp, usize) {
+    match Tcp::parse(b, len, check_ip) {
+        Ok(t) => (t, t.l3 as usize),
+        Err(_) => {
+            let (t, o) = Tcp::parse_tunnel(b, len, check_ip, &Tunnels::default())
+                .unwrap_or_else(|e| panic!("an output does not parse: {e:?}"));
+            (t, o.l3 as usize)
+        }
     }
 }
 
@@ -396,8 +422,17 @@ fn count(bursts: &[Vec<Out>]) -> usize {
 
 #[test]
 fn grorx_merges_wherever_rte_gro_does() {
+    merges_wherever_rte_gro_does("t-diff-merge", false);
+}
+
+#[test]
+fn in_vxlan_grorx_merges_wherever_rte_gro_does() {
+    merges_wherever_rte_gro_does("t-diff-vxlan", true);
+}
+
+fn merges_wherever_rte_gro_does(pool: &str, vxlan: bool) {
     let (_eal, _g) = common::eal();
-    let bench = Bench::new("t-diff-merge");
+    let bench = Bench::new(pool);
     let base = bench.pool.in_use();
     for (k, &flows) in [1u32, 2, 3, 5, 8].iter().enumerate() {
         for vary_sizes in [false, true] {
@@ -408,6 +443,7 @@ fn grorx_merges_wherever_rte_gro_does() {
                 psh_every: 0,
                 vary_sizes,
                 changes: true,
+                vxlan,
                 seed: 0x5eed_0000 + k as u64 * 2 + vary_sizes as u64,
             };
             let s = generate(&t);
@@ -461,8 +497,9 @@ fn grorx_merges_wherever_rte_gro_does() {
                 "rte_gro leaves merged IP checksums stale"
             );
             println!(
-                "IPv4 {flows} flow(s){}: {} segments, {} bursts; grorx {} packets, rte_gro {} \
+                "IPv4{} {flows} flow(s){}: {} segments, {} bursts; grorx {} packets, rte_gro {} \
                  ({} bursts grouped alike); grorx split rte_gro merges: {excused:?}",
+                if vxlan { " in VXLAN" } else { "" },
                 if vary_sizes { ", mixed sizes" } else { "" },
                 s.inputs.len(),
                 s.bursts.len(),
@@ -491,6 +528,7 @@ fn psh_grorx_keeps_order_and_merges_rte_gro_does_neither() {
         psh_every: 8,
         vary_sizes: false,
         changes: false,
+        vxlan: false,
         seed: 1,
     };
     let mut s = generate(&t);
@@ -516,6 +554,7 @@ fn psh_grorx_keeps_order_and_merges_rte_gro_does_neither() {
             psh_every: 8,
             vary_sizes: false,
             changes: false,
+            vxlan: false,
             seed: 0x0b5e_0000 + k as u64,
         };
         let s = generate(&t);
@@ -577,6 +616,7 @@ fn ipv6_rte_gro_merges_nothing_grorx_merges() {
         psh_every: 0,
         vary_sizes: false,
         changes: true,
+        vxlan: false,
         seed: 0x6666,
     };
     let s = generate(&t);
