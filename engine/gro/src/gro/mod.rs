@@ -1,4 +1,5 @@
-//! Software GRO for TCP over IPv4 and IPv6, one instance per RX queue.
+//! Software GRO for TCP over IPv4 and IPv6 (VLAN, QinQ, and inside VXLAN
+//! and Geneve tunnels), one instance per RX queue.
 //!
 //! Linux's rules (net/ipv4/tcp_offload.c, net/core/gro.c): a segment merges
 //! into the held packet of its flow only when it is the next byte in
@@ -26,7 +27,9 @@
 //! `rules` (the full path's decision), `template` (the fast path's compare
 //! and its masks), `fast` (the fast path), `sums` (checksum state and the
 //! merged headers), `flush` (what leaves and when), `key` and `table` (flow
-//! identity and the bounded table), `stats` (counters and reasons).
+//! identity and the bounded table), `stats` (counters and reasons),
+//! `tunnel` (the outer rules and headers of VXLAN and Geneve), `udp` (UDP
+//! GRO).
 
 pub mod buf;
 pub mod key;
