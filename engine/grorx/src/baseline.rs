@@ -421,7 +421,8 @@ mod tests {
     fn lightweight_parameters() {
         let g = RteGro::new(8, 32);
         let p = g.param();
-        assert_eq!(p.gro_types, sys::RTE_GRO_TCP_IPV4 as u64);
+        let types = sys::RTE_GRO_TCP_IPV4 | sys::RTE_GRO_IPV4_VXLAN_TCP_IPV4;
+        assert_eq!(p.gro_types, types as u64, "TCP/IPv4, and inside VXLAN/IPv4");
         assert_eq!((p.max_flow_num, p.max_item_per_flow), (8, 32));
         assert_eq!(MAX_ITEMS, 128);
     }
