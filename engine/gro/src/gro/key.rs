@@ -249,20 +249,23 @@ impl FlowKey {
     }
 }
 
-/// A keyed digest of byte strings (a tunnel's identity): 96 bits, each
-/// 8-byte piece mixed in by a 64x64->128-bit multiply with the key.
+/// A keyed digest of byte strings (a tunnel's identity): each 8-byte word,
+/// mixed with a key word for its position, multiplied out to 128 bits by a
+/// multiplier of that position too; the products summed (independent of
+/// each other, so they overlap in the CPU), then mixed once more into 96
+/// bits.
 struct Digest<'a> {
-    a: u64,
-    b: u64,
+    lo: u64,
+    hi: u64,
     k: &'a [u64; 4],
-    i: usize,
+    i: u64,
 }
 
 impl<'a> Digest<'a> {
     fn new(k: &'a HashKey, seed: u64) -> Self {
         let mut d = Digest {
-            a: k.0[0],
-            b: k.0[1],
+            lo: 0,
+            hi: 0,
             k: &k.0,
             i: 0,
         };
@@ -272,25 +275,32 @@ impl<'a> Digest<'a> {
 
     #[inline(always)]
     fn word(&mut self, w: u64) {
-        let r = (self.a ^ w) as u128 * (self.k[self.i & 3] ^ self.b) as u128;
-        self.a = r as u64;
-        self.b = self.b.rotate_left(29) ^ (r >> 64) as u64;
+        let kw = self.k[(self.i & 3) as usize] ^ self.i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let r = (w ^ kw) as u128 * (kw.rotate_left(31) | 1) as u128;
+        self.lo ^= r as u64;
+        self.hi = self.hi.wrapping_add((r >> 64) as u64);
         self.i += 1;
     }
 
+    #[inline(always)]
     fn feed(&mut self, bytes: &[u8]) {
-        for c in bytes.chunks(8) {
-            let mut w = [0u8; 8];
-            w[..c.len()].copy_from_slice(c);
-            self.word(u64::from_le_bytes(w));
+        let mut words = bytes.chunks_exact(8);
+        for c in &mut words {
+            self.word(u64::from_le_bytes(c.try_into().unwrap()));
+        }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let w = rest.iter().rev().fold(0u64, |w, &b| w << 8 | b as u64);
+            self.word(w);
         }
     }
 
-    fn finish(mut self) -> [u8; 12] {
-        self.word(self.i as u64);
+    fn finish(self) -> [u8; 12] {
+        let r = (self.lo ^ self.k[2]) as u128 * (self.hi ^ self.k[3] ^ self.i) as u128;
+        let (a, b) = (r as u64 ^ self.hi, (r >> 64) as u64 ^ self.lo);
         let mut out = [0u8; 12];
-        out[..8].copy_from_slice(&(self.a ^ self.b.rotate_left(17)).to_le_bytes());
-        out[8..].copy_from_slice(&(self.b as u32 ^ (self.a >> 32) as u32).to_le_bytes());
+        out[..8].copy_from_slice(&a.to_le_bytes());
+        out[8..].copy_from_slice(&(b as u32 ^ (b >> 32) as u32).to_le_bytes());
         out
     }
 }
@@ -359,6 +369,57 @@ mod tests {
             let mut s = base.clone();
             s.ttl = 3;
             assert_eq!(k, key(&s));
+        }
+    }
+
+    #[test]
+    fn every_tunnel_identity_field_counts_and_the_rest_does_not() {
+        use crate::traffic::TunnelSpec;
+        let hk = HashKey::random();
+        let inner = segment_stream(&FlowSpec::numbered(1, false), 0, 1, 100, 1448).remove(0);
+        let key = |t: &TunnelSpec| {
+            let f = t.encapsulate(&inner, 7);
+            let tunnels = crate::wire::Tunnels::default();
+            let (tcp, o) = Tcp::parse_tunnel(&f, f.len(), true, &tunnels).unwrap();
+            FlowKey::tunneled(&Fields::new(&f, tcp), &o, &hk)
+        };
+        for base in [
+            TunnelSpec::vxlan(1, false),
+            TunnelSpec::geneve(1, true, vec![1, 2, 3, 1, 0, 0, 0, 9]),
+        ] {
+            let k = key(&base);
+            assert_eq!(k, key(&base));
+            let plain = {
+                let t = Tcp::parse(&inner, inner.len(), true).unwrap();
+                FlowKey::new(&Fields::new(&inner, t))
+            };
+            assert_ne!(k, plain, "inside a tunnel is not outside it");
+            let edits: [fn(&mut TunnelSpec); 5] = [
+                |t| t.vni += 1,
+                |t| t.outer.sport += 1,
+                |t| t.outer.src_mac[5] ^= 1,
+                |t| t.outer.vlans = vec![5],
+                |t| match &mut t.outer.addrs {
+                    crate::traffic::Addrs::V4 { dst, .. } => dst[3] ^= 1,
+                    crate::traffic::Addrs::V6 { dst, .. } => dst[15] ^= 1,
+                },
+            ];
+            for (i, e) in edits.iter().enumerate() {
+                let mut t = base.clone();
+                e(&mut t);
+                assert_ne!(k, key(&t), "identity edit {i}");
+            }
+            if !base.options.is_empty() {
+                let mut t = base.clone();
+                t.options[7] ^= 1;
+                assert_ne!(k, key(&t), "Geneve options");
+            }
+            // Fields that flush, not part flows.
+            let mut t = base.clone();
+            t.outer.ttl -= 1;
+            t.outer.tos = 4;
+            t.udp_csum = !t.udp_csum;
+            assert_eq!(k, key(&t));
         }
     }
 
