@@ -71,15 +71,18 @@ pub fn run(
 }
 
 /// The invariants of a run's outputs: each frame out exactly once, alone
-/// and untouched or in a packet `merged(output, ids, bytes)` accepts; GRO's
-/// counters those of what came out; the frames `flow_of` names a flow of
-/// leaving in arrival order, flow by flow.
-pub fn check_outputs(
+/// and untouched or in a packet of at most `max_frags` frames, in arrival
+/// order, each of which `parse` reads, and which `merged(frames read,
+/// bytes)` accepts; GRO's counters those of what came out; the
+/// frames `parse` reads leaving in arrival order, flow (`flow_of`) by flow.
+pub fn check_outputs<T>(
     frames: &[Vec<u8>],
     g: &Gro<VecBuf>,
     outs: &[VecBuf],
-    mut merged: impl FnMut(usize, &[u64], &[u8]) -> Result<(), String>,
-    flow_of: impl Fn(&[u8]) -> Option<Vec<u8>>,
+    max_frags: u16,
+    parse: impl Fn(&[u8]) -> Option<T>,
+    flow_of: impl Fn(&T) -> &[u8],
+    mut merged: impl FnMut(&[T], &[u8]) -> Result<(), String>,
 ) -> Result<Summary, String> {
     let n = frames.len();
     let mut pos = vec![usize::MAX; n];
@@ -93,17 +96,31 @@ pub fn check_outputs(
             pos[i] = oi;
         }
         let bytes = o.bytes();
-        if o.ids.len() == 1 {
-            if bytes != frames[o.ids[0] as usize] {
-                return Err(format!(
-                    "output {oi} (input {}) alone but changed",
-                    o.ids[0]
-                ));
+        let ids = &o.ids;
+        if ids.len() == 1 {
+            if bytes != frames[ids[0] as usize] {
+                return Err(format!("output {oi} (input {}) alone but changed", ids[0]));
             }
             continue;
         }
         n_merged += 1;
-        merged(oi, &o.ids, &bytes)?;
+        let err = |m: String| Err(format!("output {oi} (inputs {ids:?}): {m}"));
+        if ids.len() > max_frags as usize {
+            return err(format!("{} frames, max_frags {max_frags}", ids.len()));
+        }
+        if ids.windows(2).any(|w| w[0] >= w[1]) {
+            return err("inputs not in arrival order".into());
+        }
+        let mut ins = Vec::with_capacity(ids.len());
+        for &id in ids {
+            match parse(&frames[id as usize]) {
+                Some(x) => ins.push(x),
+                None => return err(format!("input {id} merged but not one the oracle reads")),
+            }
+        }
+        if let Err(m) = merged(&ins, &bytes) {
+            return err(m);
+        }
     }
     if let Some(i) = pos.iter().position(|&p| p == usize::MAX) {
         return Err(format!("input {i} never came out"));
@@ -118,8 +135,8 @@ pub fn check_outputs(
     }
     let mut last: std::collections::HashMap<Vec<u8>, usize> = Default::default();
     for (i, f) in frames.iter().enumerate() {
-        if let Some(flow) = flow_of(f) {
-            let e = last.entry(flow).or_insert(pos[i]);
+        if let Some(x) = parse(f) {
+            let e = last.entry(flow_of(&x).to_vec()).or_insert(pos[i]);
             if pos[i] < *e {
                 return Err(format!(
                     "input {i} out (output {}) before an earlier frame of its flow (output {})",

@@ -461,72 +461,50 @@ pub fn check(input: &Input) -> Result<Summary, String> {
         &frames,
         &g,
         &outs,
-        |oi, ids, bytes| check_merged(&cfg, oi, ids, bytes, &frames),
-        |f| parse(f).map(|x| x.flow),
+        cfg.max_frags,
+        parse,
+        |x| &x.flow,
+        |ins, bytes| check_merged(&cfg, ins, bytes),
     )
 }
 
 /// The invariants of an output made of several segments.
-fn check_merged(
-    cfg: &GroConfig,
-    oi: usize,
-    ids: &[u64],
-    bytes: &[u8],
-    frames: &[Vec<u8>],
-) -> Result<(), String> {
-    let err = |m: String| Err(format!("output {oi} (inputs {ids:?}): {m}"));
-    if ids.len() > cfg.max_frags as usize {
-        return err(format!(
-            "{} segments, max_frags {}",
-            ids.len(),
-            cfg.max_frags
-        ));
-    }
-    if ids.windows(2).any(|w| w[0] >= w[1]) {
-        return err("inputs not in arrival order".into());
-    }
-    let mut ins = Vec::new();
-    for &id in ids {
-        match parse(&frames[id as usize]) {
-            Some(s) => ins.push(s),
-            None => return err(format!("input {id} merged but not a whole TCP segment")),
-        }
-    }
+fn check_merged(cfg: &GroConfig, ins: &[Seg], bytes: &[u8]) -> Result<(), String> {
     let first = &ins[0];
     let verify = cfg.csum == CsumMode::Verify;
     let outer_of = |s: &Seg| s.tunnel.as_ref().map(|o| (o.fields, o.v6, o.csum_set));
     for (k, s) in ins.iter().enumerate() {
         let last = k + 1 == ins.len();
         if s.flow != first.flow || outer_of(s) != outer_of(first) {
-            return err(format!("segment {k}: another flow or other outer fields"));
+            return Err(format!("segment {k}: another flow or other outer fields"));
         }
         if (s.inner.0, s.inner.1) != (first.inner.0, first.inner.1) {
-            return err(format!("segment {k}: other inner IP fields"));
+            return Err(format!("segment {k}: other inner IP fields"));
         }
         if s.ack != first.ack || s.word != first.word || s.opts != first.opts {
-            return err(format!("segment {k}: ACK, data offset, window or options"));
+            return Err(format!("segment {k}: ACK, data offset, window or options"));
         }
         let want_seq = first
             .seq
             .wrapping_add(ins[..k].iter().map(|x| x.payload.len() as u32).sum::<u32>());
         if s.seq != want_seq {
-            return err(format!("segment {k}: seq {} not {want_seq}", s.seq));
+            return Err(format!("segment {k}: seq {} not {want_seq}", s.seq));
         }
         let bad_flags = 0x02 | 0x04 | 0x20 | if k > 0 { 0x80 } else { 0 };
         if s.flags & bad_flags != 0 || (!last && s.flags & 0x09 != 0) {
-            return err(format!("segment {k}: flags {:#x}", s.flags));
+            return Err(format!("segment {k}: flags {:#x}", s.flags));
         }
         if k > 0 && (s.flags ^ first.flags) & !0x89 != 0 {
-            return err(format!("segment {k}: flags {:#x} differ", s.flags));
+            return Err(format!("segment {k}: flags {:#x} differ", s.flags));
         }
         if verify && !(s.tcp_ok && s.inner.3 && s.tunnel.as_ref().is_none_or(|o| o.ok)) {
-            return err(format!("segment {k}: a bad checksum, verifying"));
+            return Err(format!("segment {k}: a bad checksum, verifying"));
         }
         if s.payload.is_empty()
             || s.payload.len() > first.payload.len()
             || (!last && s.payload.len() != first.payload.len())
         {
-            return err(format!("segment {k}: size {}", s.payload.len()));
+            return Err(format!("segment {k}: size {}", s.payload.len()));
         }
     }
     let ids_follow = |get: &dyn Fn(&Seg) -> u16, fixed_ok: bool| {
@@ -541,35 +519,35 @@ fn check_merged(
         })
     };
     if !first.inner.0 && !ids_follow(&|s: &Seg| s.inner.2, true) {
-        return err("inner IPv4 IDs break the rule".into());
+        return Err("inner IPv4 IDs break the rule".into());
     }
     if let Some(o) = &first.tunnel {
         if !o.v6 && !o.df && !ids_follow(&|s: &Seg| s.tunnel.as_ref().unwrap().id, false) {
-            return err("outer IPv4 IDs do not count up (no DF)".into());
+            return Err("outer IPv4 IDs do not count up (no DF)".into());
         }
     }
     let Some(out) = parse(bytes) else {
-        return err("the merged packet is not a whole TCP segment".into());
+        return Err("the merged packet is not a whole TCP segment".into());
     };
     let want: Vec<u8> = ins.iter().flat_map(|s| s.payload.iter().copied()).collect();
     if out.payload != want || out.flow != first.flow || out.seq != first.seq {
-        return err("flow, seq or payload not the segments'".into());
+        return Err("flow, seq or payload not the segments'".into());
     }
     if out.ip_header + out.payload.len() > cfg.max_size.min(65535) as usize {
-        return err("IP packet over the size limit".into());
+        return Err("IP packet over the size limit".into());
     }
     let good = ins
         .iter()
         .all(|s| s.tcp_ok && s.inner.3 && s.tunnel.as_ref().is_none_or(|o| o.ok));
     if out.tunnel.as_ref().is_some_and(|o| !o.ok && good) || !out.inner.3 {
-        return err("outer headers or inner IPv4 checksum wrong".into());
+        return Err("outer headers or inner IPv4 checksum wrong".into());
     }
     let pseudo = cfg.out_csum == OutCsum::Pseudo && out.tunnel.is_none();
     if pseudo && out.field != out.pseudo0 {
-        return err("TCP checksum field is not the pseudo-header sum".into());
+        return Err("TCP checksum field is not the pseudo-header sum".into());
     }
     if !pseudo && good && !out.tcp_ok {
-        return err("TCP checksum wrong".into());
+        return Err("TCP checksum wrong".into());
     }
     Ok(())
 }

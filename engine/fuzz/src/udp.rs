@@ -276,54 +276,32 @@ pub fn check(input: &Input) -> Result<Summary, String> {
         &frames,
         &g,
         &outs,
-        |oi, ids, bytes| check_merged(&cfg, oi, ids, bytes, &frames),
-        |f| parse(f).map(|x| x.flow),
+        cfg.max_frags,
+        parse,
+        |x| &x.flow,
+        |ins, bytes| check_merged(&cfg, ins, bytes),
     )
 }
 
 /// The invariants of an output made of several datagrams.
-fn check_merged(
-    cfg: &GroConfig,
-    oi: usize,
-    ids: &[u64],
-    bytes: &[u8],
-    frames: &[Vec<u8>],
-) -> Result<(), String> {
-    let err = |m: String| Err(format!("output {oi} (inputs {ids:?}): {m}"));
-    if ids.len() > cfg.max_frags as usize {
-        return err(format!(
-            "{} datagrams, max_frags {}",
-            ids.len(),
-            cfg.max_frags
-        ));
-    }
-    if ids.windows(2).any(|w| w[0] >= w[1]) {
-        return err("inputs not in arrival order".into());
-    }
-    let mut ins = Vec::new();
-    for &id in ids {
-        match parse(&frames[id as usize]) {
-            Some(d) => ins.push(d),
-            None => return err(format!("input {id} merged but not a whole UDP datagram")),
-        }
-    }
+fn check_merged(cfg: &GroConfig, ins: &[Dg], bytes: &[u8]) -> Result<(), String> {
     let first = &ins[0];
     let verify = cfg.csum == CsumMode::Verify;
     for (k, d) in ins.iter().enumerate() {
         if d.flow != first.flow || d.v6 != first.v6 || d.ip_fields != first.ip_fields {
-            return err(format!("datagram {k}: another flow or other IP fields"));
+            return Err(format!("datagram {k}: another flow or other IP fields"));
         }
         if d.zero {
-            return err(format!("datagram {k} has no checksum"));
+            return Err(format!("datagram {k} has no checksum"));
         }
         if verify && !(d.csum_ok && d.ip_ok) {
-            return err(format!("datagram {k}: a bad checksum, verifying"));
+            return Err(format!("datagram {k}: a bad checksum, verifying"));
         }
         if d.payload.is_empty() || d.payload.len() > first.payload.len() {
-            return err(format!("datagram {k}: size {}", d.payload.len()));
+            return Err(format!("datagram {k}: size {}", d.payload.len()));
         }
         if k + 1 < ins.len() && d.payload.len() != first.payload.len() {
-            return err(format!("datagram {k} shorter than the first, not the last"));
+            return Err(format!("datagram {k} shorter than the first, not the last"));
         }
     }
     if !first.v6 && ins.len() > 1 {
@@ -335,29 +313,29 @@ fn check_merged(
                 first.ip_id.wrapping_add(k as u16)
             };
             if d.ip_id != want {
-                return err(format!("datagram {k}: IP ID {} breaks the rule", d.ip_id));
+                return Err(format!("datagram {k}: IP ID {} breaks the rule", d.ip_id));
             }
         }
     }
     let Some(o) = parse(bytes) else {
-        return err("the merged packet is not a whole UDP datagram".into());
+        return Err("the merged packet is not a whole UDP datagram".into());
     };
     let want: Vec<u8> = ins.iter().flat_map(|d| d.payload.iter().copied()).collect();
     if o.payload != want {
-        return err("payload is not the datagrams' in order".into());
+        return Err("payload is not the datagrams' in order".into());
     }
     if o.flow != first.flow || o.ip_id != first.ip_id || !o.ip_ok {
-        return err("header: flow, IP ID or IPv4 checksum".into());
+        return Err("header: flow, IP ID or IPv4 checksum".into());
     }
     let ip_len = o.payload.len() + 8 + if o.v6 { 40 } else { 20 };
     if ip_len > cfg.max_size.min(65535) as usize {
-        return err(format!("IP packet {ip_len} B over the limit"));
+        return Err(format!("IP packet {ip_len} B over the limit"));
     }
     let inputs_good = ins.iter().all(|d| d.csum_ok && d.ip_ok);
     match cfg.out_csum {
-        OutCsum::Full if inputs_good && !o.csum_ok => err("UDP checksum wrong".into()),
+        OutCsum::Full if inputs_good && !o.csum_ok => Err("UDP checksum wrong".into()),
         OutCsum::Pseudo if o.field != o.pseudo0 => {
-            err("UDP checksum field is not the pseudo-header sum".into())
+            Err("UDP checksum field is not the pseudo-header sum".into())
         }
         _ => Ok(()),
     }
