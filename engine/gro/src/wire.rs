@@ -693,6 +693,49 @@ fn tunnel_header(head: &[u8], l4: usize, ip_end: usize, kind: TunnelKind) -> Res
     }
 }
 
+/// Rewrites a tunnel's outer headers in `b`, a frame of `end` bytes whose
+/// outer IP header is at `l3` (IPv6 if `ipv6`, else IPv4 without options)
+/// and UDP header at `l4`, and whose inner TCP header at `tcp` carries its
+/// final checksum (`inner_pseudo`: the inner pseudo-header sum): the IP
+/// length (IPv4: and header checksum), the UDP length, and the UDP checksum
+/// when one is set, from the header bytes alone (`csum::tunnel_udp`).
+pub fn fix_outer_headers(
+    b: &mut [u8],
+    l3: usize,
+    l4: usize,
+    ipv6: bool,
+    end: usize,
+    tcp: usize,
+    inner_pseudo: u16,
+) {
+    let ulen = end - l4;
+    if ipv6 {
+        field::write16(
+            b,
+            l3,
+            ipv6::PAYLOAD_LEN,
+            (end - l3 - ipv6::HEADER_LEN) as u16,
+        );
+    } else {
+        field::write16(b, l3, ipv4::TOTAL_LEN, (end - l3) as u16);
+        field::write16(b, l3, ipv4::CHECKSUM, 0);
+        let c = csum::ipv4_header(&b[l3..l3 + ipv4::MIN_LEN]);
+        field::write16(b, l3, ipv4::CHECKSUM, c);
+    }
+    field::write16(b, l4, udp::LEN, ulen as u16);
+    if field::read16(b, l4, udp::CHECKSUM) != 0 {
+        field::write16(b, l4, udp::CHECKSUM, 0);
+        let addrs = if ipv6 {
+            field::at(l3, ipv6::ADDRS)
+        } else {
+            field::at(l3, ipv4::ADDRS)
+        };
+        let p = csum::pseudo(&b[addrs], IPPROTO_UDP, ulen as u32);
+        let c = csum::tunnel_udp(p, csum::sum(&b[l4..tcp]), inner_pseudo);
+        field::write16(b, l4, udp::CHECKSUM, c);
+    }
+}
+
 /// What a frame GRO cannot merge still says about its flow (for keeping a
 /// flow's order: what the flow holds must leave before such a frame). Read
 /// leniently: IP options, fragments, bad checksums, bad data offsets and

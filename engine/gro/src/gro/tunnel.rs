@@ -153,30 +153,17 @@ fn outer_pseudo(b: &[u8], o: &Outer, ulen: u32) -> u16 {
 pub(super) fn fix_outer<B: GroBuf>(h: &mut Held<B>) {
     let Some(o) = h.outer else { return };
     let t = h.t;
-    let (l3, l4, il3) = (o.l3 as usize, o.l4 as usize, t.l3 as usize);
     let tcp_len = h.ip_len - t.l3_len() as u32;
     let inner_pseudo = csum::fold(pseudo_sum(h.pbase, tcp_len));
-    let ulen = h.ip_len + (il3 - l4) as u32;
+    let end = t.l3 as usize + h.ip_len as usize;
     let Some(pkt) = h.pkt.as_mut() else { return };
-    let b = pkt.head_mut();
-    if o.ipv6 {
-        field::write16(
-            b,
-            l3,
-            ipv6::PAYLOAD_LEN,
-            ulen as u16 + (l4 - l3 - 40) as u16,
-        );
-    } else {
-        field::write16(b, l3, ipv4::TOTAL_LEN, (ulen as usize + l4 - l3) as u16);
-        field::write16(b, l3, ipv4::CHECKSUM, 0);
-        let c = csum::ipv4_header(&b[l3..l3 + ipv4::MIN_LEN]);
-        field::write16(b, l3, ipv4::CHECKSUM, c);
-    }
-    field::write16(b, l4, udp::LEN, ulen as u16);
-    if field::read16(b, l4, udp::CHECKSUM) != 0 {
-        field::write16(b, l4, udp::CHECKSUM, 0);
-        let headers = csum::sum(&b[l4..t.l4 as usize]);
-        let c = csum::tunnel_udp(outer_pseudo(b, &o, ulen), headers, inner_pseudo);
-        field::write16(b, l4, udp::CHECKSUM, c);
-    }
+    crate::wire::fix_outer_headers(
+        pkt.head_mut(),
+        o.l3 as usize,
+        o.l4 as usize,
+        o.ipv6,
+        end,
+        t.l4 as usize,
+        inner_pseudo,
+    );
 }

@@ -398,11 +398,10 @@ impl Forwarder {
 
 /// Segment `k`'s outer headers of a tunnel (`o`, after `elen` bytes of the
 /// forwarder's own encapsulation), for a segment of `total` bytes whose
-/// TCP header at `tcp` has its final checksum: outer IP length (IPv4 ID
-/// counting up from the merged packet's unless it stayed fixed, and
-/// checksum), UDP length, and the UDP checksum when it is set, from the
-/// header bytes alone (the inner segment sums to its negated pseudo-header
-/// `inner_pseudo`).
+/// TCP header at `tcp` has its final checksum: the outer IPv4 ID counting
+/// up from the merged packet's unless it stayed fixed, then the lengths and
+/// checksums (`wire::fix_outer_headers`; `inner_pseudo` is the inner
+/// segment's pseudo-header sum).
 fn seg_outer(
     out: &mut [u8; MAX_HDR],
     elen: usize,
@@ -413,36 +412,11 @@ fn seg_outer(
     inner_pseudo: u16,
 ) {
     let (l3, l4) = (elen + o.l3, elen + o.l4);
-    let ulen = total - l4;
-    if o.ipv6 {
-        field::write16(
-            out,
-            l3,
-            ipv6::PAYLOAD_LEN,
-            (total - l3 - ipv6::HEADER_LEN) as u16,
-        );
-    } else {
-        field::write16(out, l3, ipv4::TOTAL_LEN, (total - l3) as u16);
-        if !o.id_fixed {
-            let id0 = field::read16(out, l3, ipv4::ID);
-            field::write16(out, l3, ipv4::ID, id0.wrapping_add(k as u16));
-        }
-        field::write16(out, l3, ipv4::CHECKSUM, 0);
-        let c = csum::ipv4_header(&out[l3..l3 + ipv4::MIN_LEN]);
-        field::write16(out, l3, ipv4::CHECKSUM, c);
+    if !o.ipv6 && !o.id_fixed {
+        let id0 = field::read16(out, l3, ipv4::ID);
+        field::write16(out, l3, ipv4::ID, id0.wrapping_add(k as u16));
     }
-    field::write16(out, l4, udp::LEN, ulen as u16);
-    if field::read16(out, l4, udp::CHECKSUM) != 0 {
-        field::write16(out, l4, udp::CHECKSUM, 0);
-        let addrs = if o.ipv6 {
-            &out[field::at(l3, ipv6::ADDRS)]
-        } else {
-            &out[field::at(l3, ipv4::ADDRS)]
-        };
-        let p = csum::pseudo(addrs, crate::wire::IPPROTO_UDP, ulen as u32);
-        let c = csum::tunnel_udp(p, csum::sum(&out[l4..tcp]), inner_pseudo);
-        field::write16(out, l4, udp::CHECKSUM, c);
-    }
+    crate::wire::fix_outer_headers(out, l3, l4, o.ipv6, total, tcp, inner_pseudo);
 }
 
 /// The L4 (TCP or UDP, as `lay` says) pseudo-header sum for an L4 length
