@@ -5,7 +5,7 @@
 //! merged packet must be is each target's own (`check_outputs`' `merged`).
 
 use arbitrary::{Arbitrary, Unstructured};
-use grorx_gro::{Gro, GroConfig, VecBuf};
+use grorx_gro::{CsumMode, Gro, GroConfig, OutCsum, VecBuf};
 
 /// What follows a frame.
 #[derive(Arbitrary, Debug, Clone, Copy)]
@@ -22,6 +22,28 @@ pub struct Summary {
     pub inputs: usize,
     pub outputs: usize,
     pub merged: usize,
+}
+
+/// The settings four input bytes choose: `max_frags` 1-64, 1 to `flows`
+/// held flows, checksums verified or trusted, merged TCP checksums full or
+/// the pseudo-header sum, a size limit from 1500 to 65535.
+pub fn config(b: [u8; 4], flows: u8) -> GroConfig {
+    GroConfig {
+        max_frags: 1 + (b[0] % 64) as u16,
+        flows: 1 + (b[1] % flows) as usize,
+        csum: if b[2] & 1 == 1 {
+            CsumMode::Trust
+        } else {
+            CsumMode::Verify
+        },
+        out_csum: if b[2] & 2 == 2 {
+            OutCsum::Pseudo
+        } else {
+            OutCsum::Full
+        },
+        max_size: 1500 + (b[3] as u32 * 251) % (65535 - 1500 + 1),
+        ..GroConfig::default()
+    }
 }
 
 /// Operations decoded from what is left of `u`, at most `max`.

@@ -111,21 +111,8 @@ pub fn decode(data: &[u8]) -> Input {
     let mut u = Unstructured::new(data);
     let b: [u8; 4] = Arbitrary::arbitrary(&mut u).unwrap_or_default();
     let cfg = GroConfig {
-        max_frags: 1 + (b[0] % 64) as u16,
-        flows: 1 + (b[1] % FLOWS as u8) as usize,
-        csum: if b[2] & 1 == 1 {
-            CsumMode::Trust
-        } else {
-            CsumMode::Verify
-        },
-        out_csum: if b[2] & 2 == 2 {
-            OutCsum::Pseudo
-        } else {
-            OutCsum::Full
-        },
         flow_cache: if b[2] & 4 == 4 { 0 } else { 1024 },
-        max_size: 1500 + (b[3] as u32 * 251) % (65535 - 1500 + 1),
-        ..GroConfig::default()
+        ..frames::config(b, FLOWS as u8)
     };
     let ops = frames::ops(&mut u, MAX_OPS);
     Input { cfg, ops }
