@@ -12,7 +12,9 @@
 //! bytes of IP packet. Everything else passes through untouched.
 //!
 //! The rules are decided in one place (`refusals`: a flush word whose
-//! lowest bit names the rule that said no). The common case skips them: the next full-size
+//! lowest bit names the rule that said no), and the header fields they let
+//! differ between a packet's segments are one table (`VARIES`), from which
+//! the fast path's masks are made. The common case skips them: the next full-size
 //! segment of the flow the previous segment went to is compared, masked, with
 //! a header template of what that segment must be (`Template`), and merged
 //! (`fast_merge`) or, after its flow's packet left, starts the next one in

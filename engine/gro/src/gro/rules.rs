@@ -3,9 +3,12 @@
 //! lowest bit names the rule that said no (`why`).
 
 use super::*;
+use crate::wire::field::udp;
+use crate::wire::Outer;
+use std::ops::Range;
 
-/// PSH, FIN and CWR in the offset/flags/window word: allowed to differ.
-pub(super) const WORD_FREE: u32 = ((PSH | FIN | CWR) as u32) << 16;
+/// The flag bits allowed to differ in the offset/flags/window word.
+pub(super) const WORD_FREE: u32 = (VAR_FLAGS as u32) << 16;
 
 /// The fields of an incoming segment the rules compare.
 pub(super) struct Seg {
@@ -24,9 +27,123 @@ pub(super) struct Seg {
     pub(super) outer_id: u16,
 }
 
-/// PSH, FIN and CWR in the flags byte: the part of the header that may differ
-/// within a merged packet (besides seq, checksum and urgent pointer).
-pub(super) const VAR_FLAGS: u8 = PSH | FIN | CWR;
+/// The flag bits that may differ within a merged packet (PSH, FIN, CWR).
+pub(super) const VAR_FLAGS: u8 = varying_bits(Hdr::Tcp, tcp::FLAGS);
+
+/// The header a field of `VARIES` lies in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Hdr {
+    Tcp,
+    Ipv4,
+    Ipv6,
+    OuterIpv4,
+    OuterIpv6,
+    OuterUdp,
+}
+
+impl Hdr {
+    /// Where this header starts in a segment of layout `t` (in tunnel
+    /// `outer`), if the segment has it.
+    pub(super) fn base(self, t: &Tcp, outer: Option<Outer>) -> Option<usize> {
+        let o = |v6: bool, at: fn(&Outer) -> u16| {
+            outer.filter(|o| o.ipv6 == v6).map(|o| at(&o) as usize)
+        };
+        match self {
+            Hdr::Tcp => Some(t.l4 as usize),
+            Hdr::Ipv4 => (!t.ipv6).then_some(t.l3 as usize),
+            Hdr::Ipv6 => t.ipv6.then_some(t.l3 as usize),
+            Hdr::OuterIpv4 => o(false, |o| o.l3),
+            Hdr::OuterIpv6 => o(true, |o| o.l3),
+            Hdr::OuterUdp => outer.map(|o| o.l4 as usize),
+        }
+    }
+}
+
+/// How the fast path holds a field the rules let vary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Fast {
+    /// Checked on its own (seq and IPv4 IDs by `Template::next_ok` and
+    /// `outer_ok`, checksums summed, PSH read): out of the template's mask.
+    OnItsOwn,
+    /// In the mask: a segment where it is not the head's takes the full path.
+    AsHead,
+}
+
+/// A field (or some bits of a one-byte field) of `VARIES`.
+pub(super) struct Varies {
+    pub(super) hdr: Hdr,
+    pub(super) at: Range<usize>,
+    pub(super) bits: u8,
+    pub(super) fast: Fast,
+}
+
+const fn field(hdr: Hdr, at: Range<usize>, fast: Fast) -> Varies {
+    Varies {
+        hdr,
+        at,
+        bits: 0xff,
+        fast,
+    }
+}
+
+const fn flags(bits: u8, fast: Fast) -> Varies {
+    Varies {
+        hdr: Hdr::Tcp,
+        at: tcp::FLAGS..tcp::FLAGS + 1,
+        bits,
+        fast,
+    }
+}
+
+/// Every header field Linux's rules let differ between the segments of one
+/// merged packet, each with the rule that bounds it. Every other header
+/// bit must be the head's: a change makes another flow or a refusal in
+/// `refusals`. The fast path's masks (`Masks::of`) and the full path's
+/// free flag bits (`VAR_FLAGS`) derive from it; a test changes each other
+/// header bit and sees no merge on either path.
+pub(super) const VARIES: [Varies; 15] = [
+    // The next byte in sequence (`SeqGap`).
+    field(Hdr::Tcp, tcp::SEQ, Fast::OnItsOwn),
+    // Verified, or trusted; summed for the merged packet.
+    field(Hdr::Tcp, tcp::CHECKSUM, Fast::OnItsOwn),
+    // Meaningful only with URG, which never merges.
+    field(Hdr::Tcp, tcp::URGENT, Fast::AsHead),
+    // PSH and FIN merge, then flush; CWR only on the head (`Flags`: a
+    // template is its head's header with CWR cleared).
+    flags(PSH, Fast::OnItsOwn),
+    flags(FIN | CWR, Fast::AsHead),
+    // A shorter segment merges, then flushes (`ShortSegment`); a longer
+    // one does not (`LargerThanMss`). The fast path takes full-size ones.
+    field(Hdr::Ipv4, ipv4::TOTAL_LEN, Fast::AsHead),
+    field(Hdr::Ipv6, ipv6::PAYLOAD_LEN, Fast::AsHead),
+    // Counts up, or stays (`IpId`); the header checksum verified.
+    field(Hdr::Ipv4, ipv4::ID, Fast::OnItsOwn),
+    field(Hdr::Ipv4, ipv4::CHECKSUM, Fast::OnItsOwn),
+    // A tunnel's outer lengths follow the inner ones; its IPv4 ID as the
+    // inner one (`OuterIpId`); its UDP checksum set on all or none
+    // (`OuterMismatch`), verified when set. A full-size segment's UDP
+    // checksum is the head's: the fast path compares it.
+    field(Hdr::OuterIpv4, ipv4::TOTAL_LEN, Fast::AsHead),
+    field(Hdr::OuterIpv6, ipv6::PAYLOAD_LEN, Fast::AsHead),
+    field(Hdr::OuterIpv4, ipv4::ID, Fast::OnItsOwn),
+    field(Hdr::OuterIpv4, ipv4::CHECKSUM, Fast::OnItsOwn),
+    field(Hdr::OuterUdp, udp::LEN, Fast::AsHead),
+    field(Hdr::OuterUdp, udp::CHECKSUM, Fast::AsHead),
+];
+
+/// The bits of byte `at` of header `hdr` that `VARIES` lets differ.
+pub(super) const fn varying_bits(hdr: Hdr, at: usize) -> u8 {
+    let mut bits = 0;
+    let mut i = 0;
+    while i < VARIES.len() {
+        let v = &VARIES[i];
+        if v.hdr as u8 == hdr as u8 && v.at.start <= at && at < v.at.end {
+            bits |= v.bits;
+        }
+        i += 1;
+    }
+    bits
+}
 
 impl Seg {
     #[inline(always)]

@@ -237,9 +237,9 @@ pub(super) const MASKS: usize = 16;
 pub(super) const MASK_AGE: u64 = 4096;
 
 /// The compare masks of templates, one per header layout (offsets, IP
-/// version): all ones over the header but the bytes that vary between a
-/// flow's segments (seq, TCP checksum, IPv4 ID and checksum, PSH), zero past
-/// it. Shared by every flow of the layout, so a compare reads the flow's own
+/// version, tunnel): all ones over the header but the bits the rules let
+/// vary that the fast path checks on its own (`VARIES`: seq, TCP checksum,
+/// IPv4 IDs and checksums, PSH), zero past it. Shared by every flow of the layout, so a compare reads the flow's own
 /// bytes and a mask that stays in cache, and a new template writes none.
 pub(super) struct Masks {
     pub(super) store: Box<MaskStore>,
@@ -306,24 +306,16 @@ impl Masks {
             (lru, true)
         };
         st.used[i] = st.heads;
-        let (l3, l4, hl) = (t.l3 as usize, t.l4 as usize, t.payload as usize);
         let m = &mut st.masks[i];
         m.fill(0);
-        m[..hl].fill(0xff);
-        // Checked on their own: seq, and the TCP checksum varies.
-        m[field::at(l4, tcp::SEQ)].fill(0);
-        m[field::at(l4, tcp::CHECKSUM)].fill(0);
-        // PSH may differ: a segment with it merges, then flushes.
-        m[l4 + tcp::FLAGS] = !PSH;
-        if !t.ipv6 {
-            // ID and header checksum: checked on their own (`next_ok`).
-            m[field::at(l3, ipv4::ID)].fill(0);
-            m[field::at(l3, ipv4::CHECKSUM)].fill(0);
-        }
-        if let Some(o) = outer.filter(|o| !o.ipv6) {
-            // The outer ones too.
-            m[field::at(o.l3 as usize, ipv4::ID)].fill(0);
-            m[field::at(o.l3 as usize, ipv4::CHECKSUM)].fill(0);
+        m[..t.payload as usize].fill(0xff);
+        // What the rules let vary and the fast path checks on its own.
+        for v in VARIES.iter().filter(|v| v.fast == Fast::OnItsOwn) {
+            if let Some(base) = v.hdr.base(t, outer) {
+                m[base + v.at.start..base + v.at.end]
+                    .iter_mut()
+                    .for_each(|b| *b &= !v.bits);
+            }
         }
         self.layouts[i] = key;
         Some((i as u8, taken))

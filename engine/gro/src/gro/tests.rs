@@ -1389,6 +1389,85 @@ fn fix_ip_csum(frame: &mut [u8]) {
     frame[24..26].copy_from_slice(&c.to_be_bytes());
 }
 
+/// Changes each bit of `b`'s header in turn but those `VARIES` names and
+/// checks that no such segment merges after `a` (its flow's head), on
+/// either path: the bits the rules leave free are the table's, and the fast
+/// path's masks, made from it, hold every other bit to the head's. Trusting
+/// checksums, so that a changed bit is judged by the rules alone.
+pub(super) fn only_varying_bits_merge(a: &VecBuf, b: &VecBuf, what: &str) {
+    let bytes = b.bytes();
+    let tunnels = crate::wire::Tunnels::default();
+    let (t, outer) = match Tcp::parse(&bytes, bytes.len(), false) {
+        Ok(t) => (t, None),
+        Err(_) => {
+            let (t, o) = Tcp::parse_tunnel(&bytes, bytes.len(), false, &tunnels).unwrap();
+            (t, Some(o))
+        }
+    };
+    let varies = |i: usize, m: u8| {
+        VARIES.iter().any(|v| {
+            v.bits & m != 0
+                && (v.hdr.base(&t, outer))
+                    .is_some_and(|at| (at + v.at.start..at + v.at.end).contains(&i))
+        })
+    };
+    let trust = GroConfig {
+        csum: CsumMode::Trust,
+        ..GroConfig::default()
+    };
+    let merged = |c: VecBuf, full: bool| {
+        let mut g = gro(trust);
+        g.full_path_only = full;
+        feed(&mut g, vec![a.clone(), c]);
+        g.stats().merged_segments
+    };
+    for full in [false, true] {
+        assert_eq!(merged(b.clone(), full), 1, "{what}: unchanged, it merges");
+    }
+    let mut free = 0;
+    for i in 0..t.payload as usize {
+        for m in (0..8).map(|k| 1u8 << k) {
+            if varies(i, m) {
+                free += 1;
+                continue;
+            }
+            for full in [false, true] {
+                let mut c = b.clone();
+                c.segs[0][i] ^= m;
+                assert_eq!(
+                    merged(c, full),
+                    0,
+                    "{what}: bit {m:#04x} of byte {i} changed, it merged (full path only {full})"
+                );
+            }
+        }
+    }
+    // Seq, checksums, urgent pointer, IP length and ID, three flags (and
+    // in a tunnel the outer lengths, ID and checksums): nothing else.
+    let outer_bits = match outer {
+        None => 0,
+        Some(o) if o.ipv6 => 16 + 32,
+        Some(_) => 16 * 3 + 32,
+    };
+    let inner_bits = if t.ipv6 { 16 } else { 48 };
+    assert_eq!(free, 32 + 16 + 16 + 3 + inner_bits + outer_bits, "{what}");
+}
+
+#[test]
+fn no_header_bit_but_those_the_rules_let_vary_merges() {
+    for (ipv6, vlans) in [
+        (false, vec![]),
+        (true, vec![]),
+        (false, vec![7]),
+        (true, vec![7, 9]),
+    ] {
+        let mut f = Flow::new(1, ipv6);
+        f.spec.vlans = vlans.clone();
+        let (a, b) = (f.next(MSS), f.next(MSS));
+        only_varying_bits_merge(&a, &b, &format!("IPv6 {ipv6}, tags {vlans:?}"));
+    }
+}
+
 #[test]
 fn the_vlan_tag_type_is_part_of_the_flow() {
     // 802.1Q and 802.1ad tags with the same TCI are different MAC headers:

@@ -476,3 +476,15 @@ fn tunnels_that_fit_a_template_take_the_fast_path() {
         }
     }
 }
+
+#[test]
+fn no_header_bit_but_those_the_rules_let_vary_merges_in_a_tunnel() {
+    for tun in kinds() {
+        for ipv6 in [false, true] {
+            let what = format!("{tun:?} around IPv6 {ipv6}");
+            let mut f = Tunnelled::new(1, ipv6, tun.clone());
+            let (a, b) = (f.next(MSS), f.next(MSS));
+            super::only_varying_bits_merge(&a, &b, &what);
+        }
+    }
+}
