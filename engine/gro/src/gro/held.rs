@@ -102,6 +102,10 @@ pub(super) struct Held<B> {
     /// delivered, as far as GRO saw (the reorder window's test for a
     /// retransmission of delivered data).
     pub(super) gapless: bool,
+    /// The head's sums and template are made (`Gro::finish_head`): a
+    /// flow new to the table makes them only once a second segment
+    /// comes, so a one-segment flow never pays for them.
+    pub(super) finished: bool,
     pub(super) head_flags: u8,
     pub(super) df: bool,
     pub(super) opt_words: u8,
@@ -180,6 +184,7 @@ impl<B> Default for Held<B> {
             hconst: 0,
             head_seq: 0,
             gapless: false,
+            finished: false,
             high: 0,
             head_urg: 0,
             head_flags: 0,
@@ -199,15 +204,15 @@ impl<B> Default for Held<B> {
 
 impl<B: GroBuf> Held<B> {
     /// Are `ext` (a segment's IPv6 extension headers) the head's, byte for
-    /// byte? The head's are in its template, which a head with extension
-    /// headers but no template does not have: then nothing merges with it.
+    /// byte? (Read from the held packet, whose first buffer holds every
+    /// header: `Tcp::parse` checked it.)
     #[inline(always)]
     pub(super) fn same_ext(&self, ext: &[u8]) -> bool {
-        let (at, end) = (self.t.l3 as usize + 40, self.t.l4 as usize);
+        let (at, end) = (self.t.l3 as usize + ipv6::HEADER_LEN, self.t.l4 as usize);
         if !self.t.ipv6 || end == at {
             return ext.is_empty();
         }
-        self.tmpl.on && self.tmpl.bytes.get(at..end) == Some(ext)
+        self.pkt.as_ref().and_then(|p| p.head().get(at..end)) == Some(ext)
     }
 
     /// Is `pkt` a one-buffer, full-size segment of this flow matching its

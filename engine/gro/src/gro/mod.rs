@@ -394,6 +394,10 @@ impl<B: GroBuf> Gro<B> {
             let refused = self.refusals(h, &seg, f.options(), f.ipv6_ext())
                 | h.outer_refusals(outer, f.header(), &t);
             if refused == 0 {
+                if !h.finished {
+                    self.finish_head(s, verify);
+                }
+                let h = self.table.get(s);
                 // The header equals the head's but for seq, checksum, urgent
                 // pointer and PSH/FIN: its sum follows from the head's.
                 let Some(psum) = csum.payload_sum(&pkt, h.pbase, seg.var_sum(h.hconst), seg.csum)
@@ -440,23 +444,24 @@ impl<B: GroBuf> Gro<B> {
         if seg.flags & (URG | PSH | RST | SYN | FIN) != 0 {
             return self.pass(Pass::Flags, pkt, out);
         }
-        let pbase = f.pseudo_base();
-        let hconst = header_const(&f, &seg);
-        let Some(psum) = csum.payload_sum(&pkt, pbase, seg.var_sum(hconst), seg.csum) else {
-            return self.pass(Pass::BadTcpChecksum, pkt, out);
-        };
+        // Verifying, the checksum is checked now, from the sums a merge
+        // needs; trusting, a flow new to the table makes them (and its
+        // template) only once a second segment comes (`finish_head`).
+        let (mut pbase, mut hconst, mut psum) = (0, 0, Contrib { pos: 0, neg: 0 });
+        if verify {
+            pbase = f.pseudo_base();
+            hconst = header_const(&f, &seg);
+            let Some(p) = csum.payload_sum(&pkt, pbase, seg.var_sum(hconst), seg.csum) else {
+                return self.pass(Pass::BadTcpChecksum, pkt, out);
+            };
+            psum = p;
+        }
         let mut opts = [0u32; 10];
         let o = f.options();
         for (i, w) in o.chunks_exact(4).enumerate() {
             opts[i] = u32::from_ne_bytes([w[0], w[1], w[2], w[3]]);
         }
         let held_frags = pkt.segs();
-        let ip_hdr = if t.ipv6 {
-            0
-        } else {
-            csum::sum(&f.header()[t.l3 as usize..t.l4 as usize])
-        };
-        let mask = self.mask_for(&t, outer);
         self.make_room(out);
         let (slot, h) = match found {
             // Its key and hash are this flow's already.
@@ -508,15 +513,6 @@ impl<B: GroBuf> Gro<B> {
         h.head_seq = seg.seq;
         h.head_urg = seg.urg;
         h.head_flags = seg.flags;
-        h.ip_base = if t.ipv6 {
-            0
-        } else {
-            let l3 = t.l3 as usize;
-            let b = f.header();
-            let total = field::read16(b, l3, ipv4::TOTAL_LEN);
-            let field = field::read16(b, l3, ipv4::CHECKSUM);
-            csum::sub(csum::sub(ip_hdr, total), field)
-        };
         // The whole IP packet, an IPv6 header included (as Linux counts,
         // and as a TSO port's 64 KiB limit does); in a tunnel, the outer one.
         h.max_ip = self.cfg.max_size.min(65535) - outer.map_or(0, |o| (t.l3 - o.l3) as u32);
@@ -526,13 +522,72 @@ impl<B: GroBuf> Gro<B> {
         h.flags_or = 0;
         h.t = t;
         h.since = now;
+        h.tmpl.on = false;
+        h.finished = false;
+        h.pkt = Some(pkt);
+        self.last = Some(slot);
+        // A flow the table remembered will likely merge again: its template
+        // at once, so that its next segment takes the fast path.
+        if found.is_some() {
+            self.finish_head(slot, verify);
+        }
+    }
+
+    /// Makes what a merge into the head held in `s` needs, and what the
+    /// fast path compares with: trusting checksums, the head's checksum
+    /// sums (verifying, they were made as its checksum was checked); its
+    /// IPv4 header sum; its template. Out of line: once per held flow.
+    #[inline(never)]
+    fn finish_head(&mut self, s: u16, verify: bool) {
+        let (t, outer) = {
+            let h = self.table.get(s);
+            (h.t, h.outer)
+        };
+        let mask = self.mask_for(&t, outer);
+        let waiting = self.has_waiting(s);
+        let h = self.table.get_mut(s);
+        let pkt = h.pkt.take().expect("a live entry holds its packet");
+        let f = Fields::new(pkt.head(), t);
+        let mut seg = Seg::read(&f, h.frags);
+        seg.outer_id = h.o_last_id;
+        let tcp_len = t.l4_len() as u32 + t.payload_len;
+        if !verify {
+            let csum = CsumCheck {
+                verify,
+                hint: match outer {
+                    Some(_) => CsumHint::Unknown,
+                    None => pkt.rx_hints().l4,
+                },
+                tcp_len,
+                payload: t.payload as usize,
+                len: t.payload_len as usize,
+            };
+            h.pbase = f.pseudo_base();
+            h.hconst = header_const(&f, &seg);
+            let psum = csum
+                .payload_sum(&pkt, h.pbase, seg.var_sum(h.hconst), seg.csum)
+                .expect("trusted checksums are taken as right");
+            h.psum_pos = psum.pos;
+            h.psum_neg = psum.neg;
+        }
+        let b = f.header();
+        let ip_hdr = if t.ipv6 {
+            0
+        } else {
+            let l3 = t.l3 as usize;
+            let ip_hdr = csum::sum(&b[l3..t.l4 as usize]);
+            let total = field::read16(b, l3, ipv4::TOTAL_LEN);
+            let field = field::read16(b, l3, ipv4::CHECKSUM);
+            h.ip_base = csum::sub(csum::sub(ip_hdr, total), field);
+            ip_hdr
+        };
         h.tmpl.build(
             &f,
             &seg,
             TmplArgs {
                 ip_hdr,
-                pbase,
-                hconst,
+                pbase: h.pbase,
+                hconst: h.hconst,
                 tcp_len,
                 verify,
                 frame_len: pkt.len(),
@@ -540,8 +595,13 @@ impl<B: GroBuf> Gro<B> {
             },
             mask,
         );
+        // The fast path never touches a flow whose segments wait ahead
+        // of a gap (the reorder window's).
+        if waiting {
+            h.tmpl.on = false;
+        }
+        h.finished = true;
         h.pkt = Some(pkt);
-        self.last = Some(slot);
     }
 
     /// The mask for a new head of layout `t`; when it was taken from
