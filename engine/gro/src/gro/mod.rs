@@ -244,8 +244,16 @@ impl<B: GroBuf> Gro<B> {
                 }
             }
             if let Some(s) = self.last {
-                let Some(p) = self.fast_merge(s, pkt, verify, out) else {
-                    return;
+                // Without a template (a flow new to the table, one the
+                // reorder window works on) the flow's segments cannot take
+                // the fast path: straight to the lookup.
+                let p = if self.table.entry(s).tmpl.on {
+                    match self.fast_merge(s, pkt, verify, out) {
+                        Some(p) => p,
+                        None => return,
+                    }
+                } else {
+                    pkt
                 };
                 // Not the previous segment's flow: another held one?
                 let Some(l) = self.lookup_by_layout(&p, s) else {
@@ -261,7 +269,7 @@ impl<B: GroBuf> Gro<B> {
                     }
                     None => p,
                 };
-                return self.slow(p, now, verify, hints, Some(l), out);
+                return self.slow(p, now, verify, hints, Some(&l), out);
             }
         }
         self.slow(pkt, now, verify, hints, None, out)
@@ -280,7 +288,7 @@ impl<B: GroBuf> Gro<B> {
         now: u64,
         verify: bool,
         hints: RxHints,
-        lookup: Option<Lookup>,
+        lookup: Option<&Lookup>,
         out: &mut impl FnMut(B),
     ) {
         let lookup = if self.reorder_busy() {
@@ -306,7 +314,7 @@ impl<B: GroBuf> Gro<B> {
         now: u64,
         verify: bool,
         hints: RxHints,
-        lookup: Option<Lookup>,
+        lookup: Option<&Lookup>,
         out: &mut impl FnMut(B),
     ) {
         if verify && hints.ip == CsumHint::Bad {
