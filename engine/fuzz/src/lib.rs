@@ -27,7 +27,9 @@
 //! - per flow (Linux's identity: MACs, VLAN tags with their types, IP
 //!   version, flow label, addresses, ports), the output payload bytes, in
 //!   output order, equal the input payload bytes in arrival order (frames GRO
-//!   parses as TCP only);
+//!   parses as TCP only); with the reorder window on (half the inputs), the
+//!   flow's data steps back in sequence (starts before the end of the data
+//!   before it) no more often out than in;
 //! - a frame GRO turns away but that still tells its flow (a TCP fragment,
 //!   IP options, a bad IP checksum, IPv6 extension headers...) comes out
 //!   after every earlier segment of that flow: the flow it names, MACs and
@@ -272,10 +274,10 @@ pub fn decode(data: &[u8]) -> Input {
             OutCsum::Full
         },
         max_size: 1500 + (rc.max_size as u32 % (65535 - 1500 + 1)),
-        // Off: this harness holds every flow to arrival order, which the
-        // reorder window (sequence order) does not keep by design; the
-        // window's property test (gro/tests/reorder.rs) holds it to its own.
-        reorder: 0,
+        // The top two bits of max_frags: the reorder window, off for half
+        // the inputs (then every flow is held to arrival order; with it,
+        // to leaving no more reordered than it came).
+        reorder: [0, 0, 3, grorx_gro::MAX_REORDER][(rc.max_frags >> 6) as usize],
         // Off: the oracle knows TCP's merges only.
         udp: false,
         // Off: the oracle reads plain TCP only; the `tunnel` target holds
@@ -481,6 +483,8 @@ impl<B> Fed<B> {
 struct Harness<'r, R: Rx> {
     rx: &'r mut R,
     verify: bool,
+    /// The reorder window is on.
+    window: bool,
     gro: Gro<R::Buf>,
     fed: Fed<R::Buf>,
     flows: gen::Flows,
@@ -593,6 +597,20 @@ impl<R: Rx> Harness<'_, R> {
                 }
             }
             Op::FlushAll => self.flush_all()?,
+            Op::FlushOlder { age } if self.window => {
+                // The engine's poll with the window on: waits older than the
+                // deadline given up, then the end-of-poll or age flush,
+                // either of which leaves the flows still waiting held.
+                let deadline = self.now.saturating_sub(*age as u64);
+                self.gro.tick(self.now);
+                let out = &mut self.fed.out;
+                self.gro.expire_reorder(deadline, &mut |b| out.push(b));
+                if age % 2 == 0 {
+                    self.gro.end_of_poll(&mut |b| out.push(b));
+                } else {
+                    self.gro.flush_older(deadline, &mut |b| out.push(b));
+                }
+            }
             Op::FlushOlder { age } => {
                 let deadline = self.now.saturating_sub(*age as u64);
                 self.gro.tick(self.now);
@@ -619,6 +637,7 @@ pub fn feed<R: Rx>(input: &Input, rx: &mut R) -> Result<Fed<R::Buf>, String> {
     let mut h = Harness {
         rx,
         verify: cfg.csum == CsumMode::Verify,
+        window: cfg.reorder > 0,
         gro: Gro::with_hash_key(cfg, HASH_KEY),
         fed: Fed {
             cfg,
@@ -725,7 +744,19 @@ pub fn check_outputs<B, O: Output>(fed: &Fed<B>, outs: &[O]) -> Result<Summary, 
         return Err(format!("segments_in {} but {} inputs", st.segments_in, n));
     }
 
-    // Each output; per flow, payload bytes in arrival order.
+    // Each output; per flow, payload bytes in arrival order (with the
+    // reorder window: data no more often behind what came before it, in
+    // sequence, than it arrived).
+    let window = cfg.reorder > 0;
+    let mut seen_in: Vec<Vec<(u32, u32)>> = vec![Vec::new(); keys.len()];
+    let mut seen_out = seen_in.clone();
+    for r in recs {
+        if let Some((_, k)) = r.tcp {
+            if !r.payload().is_empty() {
+                seen_in[k as usize].push((r.seq(), r.payload().len() as u32));
+            }
+        }
+    }
     let mut streams: Vec<Stream> = (0..keys.len()).map(|_| Stream::default()).collect();
     for (i, r) in recs.iter().enumerate() {
         if let Some((_, k)) = r.tcp {
@@ -758,6 +789,12 @@ pub fn check_outputs<B, O: Output>(fed: &Fed<B>, outs: &[O]) -> Result<Summary, 
             let ot = Tcp::parse(&ob, ob.len(), false).unwrap();
             (k, &ob[ot.payload as usize..])
         };
+        if window {
+            if !payload.is_empty() {
+                seen_out[flow as usize].push((first.seq(), payload.len() as u32));
+            }
+            continue;
+        }
         let s = &mut streams[flow as usize];
         if let Err(at) = s.take(recs, payload) {
             let total: usize = s
@@ -772,7 +809,17 @@ pub fn check_outputs<B, O: Output>(fed: &Fed<B>, outs: &[O]) -> Result<Summary, 
             ));
         }
     }
-    for (k, s) in streams.iter().enumerate() {
+    for (k, (i, o)) in seen_in.iter().zip(&seen_out).enumerate() {
+        let (back_in, back_out) = (backsteps(i), backsteps(o));
+        if window && back_out > back_in {
+            return Err(format!(
+                "flow {:?}: {back_out} steps back in sequence out, {back_in} in: \
+                 in {i:?}, out {o:?}",
+                keys[k]
+            ));
+        }
+    }
+    for (k, s) in streams.iter().enumerate().filter(|_| !window) {
         let left = s.left(recs);
         if left > 0 {
             return Err(format!(
@@ -827,6 +874,14 @@ pub fn check_outputs<B, O: Output>(fed: &Fed<B>, outs: &[O]) -> Result<Summary, 
         merged,
         stats: fed.stats,
     })
+}
+
+/// How often a flow's data steps back in sequence (starts before the end of
+/// the data before it, mod 2^32), given as (seq, length) in the order seen.
+fn backsteps(segs: &[(u32, u32)]) -> usize {
+    segs.windows(2)
+        .filter(|w| w[1].0.wrapping_sub(w[0].0.wrapping_add(w[0].1)) >= 1 << 31)
+        .count()
 }
 
 /// The invariants of an output made of several inputs.

@@ -423,8 +423,15 @@ impl<B: GroBuf> Gro<B> {
             let mut go_first = true;
             if self.reorder.is_some() {
                 match self.window(s, &seg, f.ipv6_ext()) {
-                    Window::Wait => return self.wait_ahead(s, pkt, seg.seq, now),
-                    Window::Retransmission => return self.pass(Pass::Retransmission, pkt, out),
+                    Window::Wait => return self.wait_ahead(s, pkt, seg.seq, seg.payload, now),
+                    Window::Retransmission => {
+                        // The held data arrived first: it leaves first (the
+                        // copy must not overtake it), then the copy passes,
+                        // not held: the flow goes on from the held data's
+                        // end, where its ghost restarts it.
+                        self.flush_slot(s, why(refused), out);
+                        return self.pass(Pass::Retransmission, pkt, out);
+                    }
                     Window::Full => {
                         // The held packet and what waited leave first, in
                         // sequence order; then this one is taken afresh.

@@ -27,6 +27,8 @@ use super::*;
 /// A segment waiting ahead of a gap.
 pub(super) struct Ahead<B> {
     pub(super) seq: u32,
+    /// Where its payload ends (seq + length).
+    pub(super) end: u32,
     /// When it arrived (TSC): its wait is bounded from then.
     pub(super) arrived: u64,
     pub(super) pkt: B,
@@ -79,7 +81,8 @@ impl<B> Reorder<B> {
 pub(super) enum Window {
     /// It waits ahead of the gap.
     Wait,
-    /// Wholly before the held data: it passes at once.
+    /// Wholly before the held data: it passes at once, after the held
+    /// packet, and is not held.
     Retransmission,
     /// Ahead of the gap, but the window is full: give the wait up.
     Full,
@@ -139,12 +142,13 @@ impl<B: GroBuf> Gro<B> {
         let n = r.waiting(s);
         let places = &r.ahead[s as usize * r.per..][..n];
         // Past what the window could bridge (`reorder` places, one of them
-        // at least the gap), a place short, or a second copy of a waiting
-        // segment: the wait is given up, what waited leaves before this one.
-        if past > r.per as u32 * h.mss
-            || n == r.per
-            || places.iter().flatten().any(|a| a.seq == seg.seq)
-        {
+        // at least the gap), a place short, or bytes of a waiting segment
+        // again (a copy, or a retransmission cut another way: put in
+        // sequence order, one of the two would step back): the wait is
+        // given up, what waited leaves before this one.
+        let off = |x: u32| x.wrapping_sub(gap);
+        let overlaps = |a: &Ahead<B>| off(seg.seq) < off(a.end) && off(a.seq) < off(end);
+        if past > r.per as u32 * h.mss || n == r.per || places.iter().flatten().any(overlaps) {
             return if n == 0 { Window::No } else { Window::Full };
         }
         Window::Wait
@@ -153,7 +157,7 @@ impl<B: GroBuf> Gro<B> {
     /// Puts `pkt` (sequence number `seq`) in the window of the flow in
     /// `s`, in sequence order (the caller checked there is a place).
     #[cold]
-    pub(super) fn wait_ahead(&mut self, s: u16, pkt: B, seq: u32, arrived: u64) {
+    pub(super) fn wait_ahead(&mut self, s: u16, pkt: B, seq: u32, len: u32, arrived: u64) {
         let next = self.table.get(s).next_seq;
         let r = self.reorder.as_deref_mut().expect("the window is on");
         let n = r.waiting(s);
@@ -161,7 +165,12 @@ impl<B: GroBuf> Gro<B> {
         let key = |a: &Option<Ahead<B>>| a.as_ref().map_or(0, |a| a.seq.wrapping_sub(next));
         let at = places[..n].partition_point(|a| key(a) < seq.wrapping_sub(next));
         places[at..=n].rotate_right(1);
-        places[at] = Some(Ahead { seq, arrived, pkt });
+        places[at] = Some(Ahead {
+            seq,
+            end: seq.wrapping_add(len),
+            arrived,
+            pkt,
+        });
         r.count[s as usize] += 1;
         if n == 0 {
             self.ahead_flows += 1;

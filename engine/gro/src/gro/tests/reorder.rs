@@ -149,13 +149,45 @@ fn a_retransmission_of_delivered_data_passes_at_once() {
     out.extend(feed(&mut g, arrange(&segs, &[2, 3, 0])));
     assert_eq!(
         check(&f, &out),
-        [2, 1],
-        "the copy of 0 left, 2-3 still held"
+        [2, 2, 1],
+        "2-3 left before the copy of 0 (it arrived first), the copy not held"
     );
-    assert_eq!(g.held(), 1);
+    assert_eq!(g.held(), 0);
     assert_eq!(g.stats().pass[Pass::Retransmission.index()], 1);
+    // The flow goes on where 2-3 ended, not from the copy: 4 and 5 merge,
+    // nothing waits.
+    let more = segments(&mut f, 2);
+    out.extend(feed(&mut g, more));
     out.extend(end_of_poll(&mut g));
-    assert_eq!(check(&f, &out), [2, 1, 2]);
+    assert_eq!(check(&f, &out), [2, 2, 1, 2]);
+    assert_eq!(g.stats().reorder_held, 0);
+}
+
+#[test]
+fn a_segment_overlapping_one_that_waits_gives_the_wait_up() {
+    let mut f = Flow::new(7, false);
+    let segs = segments(&mut f, 3);
+    let mut g = gro(window(16));
+    // 0 held, 2 waits for 1; then the bytes from inside 1 to inside 2 (a
+    // retransmission cut at other boundaries).
+    let mut out = feed(&mut g, arrange(&segs, &[0, 2]));
+    assert!(out.is_empty());
+    let mut cut = Flow::new(7, false);
+    cut.seq = seq_of(&segs[1]) + 400;
+    let cut = cut.next(MSS);
+    let input: Vec<(u32, u32)> = [&segs[0], &segs[2], &cut]
+        .iter()
+        .map(|b| seq_len(b))
+        .collect();
+    out.extend(feed(&mut g, vec![cut]));
+    // What waited leaves before it, in sequence order.
+    assert_eq!(check(&f, &out), [1, 1], "0, then 2");
+    assert_eq!(seq_of(&out[1]), seq_of(&segs[2]));
+    assert_eq!(flush_count(&g, Flush::ReorderFull), 1);
+    out.extend(end_of_poll(&mut g));
+    assert_eq!(out.len(), 3);
+    let seen: Vec<(u32, u32)> = out.iter().map(seq_len).collect();
+    assert_eq!(backsteps(&seen), backsteps(&input), "{seen:?}");
 }
 
 #[test]
