@@ -435,6 +435,13 @@ impl<B: GroBuf> Gro<B> {
                     Window::Full => {
                         // The held packet and what waited leave first, in
                         // sequence order; then this one is taken afresh.
+                        if self.from_window {
+                            // Let go before, as what is still to be taken
+                            // again (its flow's later segments): it goes
+                            // back ahead of them, behind what waited.
+                            self.take_again_first(pkt, now);
+                            return self.give_up(s, Flush::ReorderFull, out);
+                        }
                         self.give_up(s, Flush::ReorderFull, out);
                         return self.receive_slow(pkt, now, verify, hints, None, out);
                     }

@@ -224,10 +224,13 @@ impl<B: GroBuf> Gro<B> {
         self.ahead_flows -= 1;
         // Its next segment takes the full path, which takes these first.
         self.table.get_mut(s).tmpl.on = false;
+        // To the queue's front, in sequence order: what is queued already
+        // of this flow was let go before and taken again after these (it
+        // is later in sequence); other flows' order does not matter.
         let at = s as usize * r.per;
-        for i in 0..n {
+        for i in (0..n).rev() {
             let a = r.ahead[at + i].take().expect("counted places are filled");
-            r.pending.push_back(Again {
+            r.pending.push_front(Again {
                 pkt: a.pkt,
                 arrived: a.arrived,
                 may_wait,
@@ -245,6 +248,20 @@ impl<B: GroBuf> Gro<B> {
         self.flush_slot(s, why, out);
         self.giving_up = was;
         self.settle(out);
+    }
+
+    /// Puts `pkt` (taken from the queue of segments let go, arrived at
+    /// `arrived`) back at the queue's front, to be taken again first.
+    #[cold]
+    pub(super) fn take_again_first(&mut self, pkt: B, arrived: u64) {
+        let may_wait = !self.no_wait;
+        let r = self.reorder.as_deref_mut().expect("the window is on");
+        r.pending.push_front(Again {
+            pkt,
+            arrived,
+            may_wait,
+        });
+        self.pending = r.pending.len() as u32;
     }
 
     /// Finishes what the window started in this call: the flow a segment

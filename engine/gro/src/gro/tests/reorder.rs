@@ -19,6 +19,11 @@ fn segments(f: &mut Flow, n: usize) -> Vec<VecBuf> {
     (0..n).map(|_| f.next(MSS)).collect()
 }
 
+/// One flow's next `n` segments of `len` bytes.
+fn segments_of(f: &mut Flow, n: usize, len: usize) -> Vec<VecBuf> {
+    (0..n).map(|_| f.next(len)).collect()
+}
+
 /// `segs` in the order `order` gives (indices into it).
 fn arrange(segs: &[VecBuf], order: &[usize]) -> Vec<VecBuf> {
     order.iter().map(|&i| segs[i].clone()).collect()
@@ -188,6 +193,38 @@ fn a_segment_overlapping_one_that_waits_gives_the_wait_up() {
     assert_eq!(out.len(), 3);
     let seen: Vec<(u32, u32)> = out.iter().map(seq_len).collect();
     assert_eq!(backsteps(&seen), backsteps(&input), "{seen:?}");
+}
+
+#[test]
+fn segments_let_go_twice_are_taken_again_in_sequence_order() {
+    // 0 held; after a gap, a 9-byte segment, another gap of 9 bytes, then
+    // three of 253: all wait. A padded ACK of the flow lets them go: the
+    // 9-byte one starts a packet (its size bounds how far the window
+    // reaches), the next waits again for the 9 bytes, the one after is too
+    // far ahead and gives that wait up: it must not be taken after the
+    // last one, which was let go with it the first time.
+    let mut f = Flow::new(8, false);
+    let a = f.next(MSS);
+    f.next(MSS);
+    let b = f.next(9);
+    f.next(9);
+    let rest = segments_of(&mut f, 3, 253);
+    let mut ack = f.next_with(0, |_| {});
+    ack.segs[0].extend_from_slice(&[0; 6]);
+    let ack_id = ack.ids[0];
+    let mut input = vec![a, b];
+    input.extend(rest);
+    let seen_in: Vec<(u32, u32)> = input.iter().map(seq_len).collect();
+    let mut g = gro(window(16));
+    let mut out = feed(&mut g, input);
+    assert!(out.is_empty(), "the first held, the rest waiting");
+    out.extend(feed(&mut g, vec![ack]));
+    out.extend(end_of_poll(&mut g));
+    // The padded ACK (it leaves after the data before it) aside.
+    out.retain(|o| o.ids != [ack_id]);
+    let seen: Vec<(u32, u32)> = out.iter().map(seq_len).collect();
+    assert_eq!(backsteps(&seen), backsteps(&seen_in), "{seen:?}");
+    assert_eq!(check(&f, &out), [1, 1, 3], "0, the 9 bytes, the 253-byte ones");
 }
 
 #[test]
