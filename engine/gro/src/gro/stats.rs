@@ -134,8 +134,8 @@ pub enum Pass {
     /// hash's home (flows made to collide).
     ProbeLimit,
     /// With the reorder window on: a segment wholly before its flow's held
-    /// data (a retransmission of what was delivered), passed at once without
-    /// letting the held data out.
+    /// data (a retransmission of what was delivered), passed after the held
+    /// data, not held.
     Retransmission,
     /// UDP GRO: the UDP checksum is wrong.
     BadUdpChecksum,
