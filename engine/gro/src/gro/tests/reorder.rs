@@ -224,7 +224,11 @@ fn segments_let_go_twice_are_taken_again_in_sequence_order() {
     out.retain(|o| o.ids != [ack_id]);
     let seen: Vec<(u32, u32)> = out.iter().map(seq_len).collect();
     assert_eq!(backsteps(&seen), backsteps(&seen_in), "{seen:?}");
-    assert_eq!(check(&f, &out), [1, 1, 3], "0, the 9 bytes, the 253-byte ones");
+    assert_eq!(
+        check(&f, &out),
+        [1, 1, 3],
+        "0, the 9 bytes, the 253-byte ones"
+    );
 }
 
 #[test]
