@@ -46,6 +46,26 @@ pub fn config(b: [u8; 4], flows: u8) -> GroConfig {
     }
 }
 
+/// Ticks a segment may wait ahead of a gap at an end of poll.
+const POLL_WAIT: u64 = 16;
+
+/// How a flow's frames must leave.
+pub enum Order<'a, T> {
+    /// In arrival order.
+    Arrival,
+    /// (The reorder window.) Stepping back in sequence no more often than
+    /// they arrived; each frame's (seq, payload length) read by the function.
+    Sequence(&'a dyn Fn(&T) -> (u32, u32)),
+}
+
+/// How often a flow's data steps back in sequence (starts before the end of
+/// the data before it, mod 2^32), given as (seq, length) in the order seen.
+pub fn backsteps(segs: &[(u32, u32)]) -> usize {
+    segs.windows(2)
+        .filter(|w| w[1].0.wrapping_sub(w[0].0.wrapping_add(w[0].1)) >= 1 << 31)
+        .count()
+}
+
 /// Operations decoded from what is left of `u`, at most `max`.
 pub fn ops<T: for<'a> Arbitrary<'a>>(u: &mut Unstructured, max: usize) -> Vec<T> {
     let mut ops = Vec::new();
@@ -76,13 +96,20 @@ pub fn run(
         if g.held() > held {
             return Err(format!("{} held, at most {held}", g.held()));
         }
+        // With the reorder window on, a poll gives up the waits older
+        // than its deadline first, as the engine's does (a no-op without).
         match after {
             After::Nothing => {}
             After::EndOfPoll => {
                 g.tick(now);
+                g.expire_reorder(now.saturating_sub(POLL_WAIT), &mut |o| outs.push(o));
                 g.end_of_poll(&mut |o| outs.push(o));
             }
-            After::Older(a) => g.flush_older(now.saturating_sub(a as u64), &mut |o| outs.push(o)),
+            After::Older(a) => {
+                let deadline = now.saturating_sub(a as u64);
+                g.expire_reorder(deadline, &mut |o| outs.push(o));
+                g.flush_older(deadline, &mut |o| outs.push(o));
+            }
         }
     }
     g.flush_all(&mut |o| outs.push(o));
@@ -93,10 +120,12 @@ pub fn run(
 }
 
 /// The invariants of a run's outputs: each frame out exactly once, alone
-/// and untouched or in a packet of at most `max_frags` frames, in arrival
-/// order, each of which `parse` reads, and which `merged(frames read,
-/// bytes)` accepts; GRO's counters those of what came out; the
-/// frames `parse` reads leaving in arrival order, flow (`flow_of`) by flow.
+/// and untouched or in a packet of at most `max_frags` frames (in arrival
+/// order, unless `order` is by sequence), each of which `parse` reads, and
+/// which `merged(frames read, bytes)` accepts; GRO's counters those of what
+/// came out; the frames `parse` reads leaving as `order` says, flow
+/// (`flow_of`) by flow.
+#[allow(clippy::too_many_arguments)]
 pub fn check_outputs<T>(
     frames: &[Vec<u8>],
     g: &Gro<VecBuf>,
@@ -105,7 +134,9 @@ pub fn check_outputs<T>(
     parse: impl Fn(&[u8]) -> Option<T>,
     flow_of: impl Fn(&T) -> &[u8],
     mut merged: impl FnMut(&[T], &[u8]) -> Result<(), String>,
+    order: Order<'_, T>,
 ) -> Result<Summary, String> {
+    let by_seq = matches!(order, Order::Sequence(_));
     let n = frames.len();
     let mut pos = vec![usize::MAX; n];
     let mut n_merged = 0;
@@ -130,7 +161,7 @@ pub fn check_outputs<T>(
         if ids.len() > max_frags as usize {
             return err(format!("{} frames, max_frags {max_frags}", ids.len()));
         }
-        if ids.windows(2).any(|w| w[0] >= w[1]) {
+        if !by_seq && ids.windows(2).any(|w| w[0] >= w[1]) {
             return err("inputs not in arrival order".into());
         }
         let mut ins = Vec::with_capacity(ids.len());
@@ -154,6 +185,46 @@ pub fn check_outputs<T>(
             g.stats().packets_out,
             outs.len()
         ));
+    }
+    if let Order::Sequence(seq_len) = order {
+        type Seen = std::collections::HashMap<Vec<u8>, Vec<(u32, u32)>>;
+        let (mut seen_in, mut seen_out) = (Seen::default(), Seen::default());
+        for f in frames {
+            if let Some(x) = parse(f).filter(|x| seq_len(x).1 > 0) {
+                seen_in
+                    .entry(flow_of(&x).to_vec())
+                    .or_default()
+                    .push(seq_len(&x));
+            }
+        }
+        for o in outs {
+            let Some(x) = parse(&frames[o.ids[0] as usize]) else {
+                continue;
+            };
+            let len: u32 = (o.ids.iter())
+                .filter_map(|&id| parse(&frames[id as usize]))
+                .map(|y| seq_len(&y).1)
+                .sum();
+            if len > 0 {
+                let at = (seq_len(&x).0, len);
+                seen_out.entry(flow_of(&x).to_vec()).or_default().push(at);
+            }
+        }
+        for (flow, i) in &seen_in {
+            let o = seen_out.get(flow).map_or(&[][..], |v| &v[..]);
+            if backsteps(o) > backsteps(i) {
+                return Err(format!(
+                    "flow {flow:?}: {} steps back in sequence out, {} in: in {i:?}, out {o:?}",
+                    backsteps(o),
+                    backsteps(i)
+                ));
+            }
+        }
+        return Ok(Summary {
+            inputs: n,
+            outputs: outs.len(),
+            merged: n_merged,
+        });
     }
     let mut last: std::collections::HashMap<Vec<u8>, usize> = Default::default();
     for (i, f) in frames.iter().enumerate() {

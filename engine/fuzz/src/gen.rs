@@ -15,6 +15,9 @@ pub struct FlowState {
     ip_id: u16,
     tsval: u32,
     len: u16,
+    /// The last gap `Ahead` left: where it starts, its length, and the IP
+    /// ID kept for the segment that fills it.
+    gap: Option<(u32, u32, u16)>,
 }
 
 /// The flows of one execution, by (number, IPv6, tag count, tags).
@@ -66,12 +69,26 @@ pub fn tcp_frame(op: &TcpFrame, flows: &mut Flows) -> Vec<u8> {
             ip_id: 100,
             tsval: 1000,
             len: 1448,
+            gap: None,
         });
-    let seq = match op.seq {
-        SeqChoice::Next => st.seq,
-        SeqChoice::Back(d) => st.seq.wrapping_sub(d as u32),
-        SeqChoice::Ahead(d) => st.seq.wrapping_add(d as u32),
-        SeqChoice::Set(s) => s,
+    // A segment that came late: its seq, length and ID.
+    let mut late = None;
+    let seq = match (op.seq, st.gap) {
+        (SeqChoice::Late, Some((at, n, id))) => {
+            let len = (st.len as u32).min(n);
+            st.gap = (len < n).then(|| (at.wrapping_add(len), n - len, id.wrapping_add(1)));
+            late = Some((len as u16, id));
+            at
+        }
+        (SeqChoice::Next | SeqChoice::Late, _) => st.seq,
+        (SeqChoice::Back(d), _) => st.seq.wrapping_sub(d as u32),
+        (SeqChoice::Ahead(d), _) => {
+            // The sender gave the gap's segment the ID before this one's.
+            st.gap = Some((st.seq, d as u32, st.ip_id));
+            st.ip_id = st.ip_id.wrapping_add(1);
+            st.seq.wrapping_add(d as u32)
+        }
+        (SeqChoice::Set(s), _) => s,
     };
     if let Some(a) = op.ack {
         st.ack = a;
@@ -82,11 +99,13 @@ pub fn tcp_frame(op: &TcpFrame, flows: &mut Flows) -> Vec<u8> {
     if let Some(n) = op.len {
         st.len = n % (MAX_PAYLOAD + 1);
     }
-    let ip_id = match op.ip_id {
-        IdChoice::Next => st.ip_id,
-        IdChoice::Same => st.ip_id.wrapping_sub(1),
-        IdChoice::Set(i) => i,
+    let ip_id = match (op.ip_id, late) {
+        (IdChoice::Next, Some((_, id))) => id,
+        (IdChoice::Next, None) => st.ip_id,
+        (IdChoice::Same, _) => st.ip_id.wrapping_sub(1),
+        (IdChoice::Set(i), _) => i,
     };
+    let len = late.map_or(st.len, |(n, _)| n);
     let s = Segment {
         seq,
         ack: st.ack,
@@ -94,11 +113,14 @@ pub fn tcp_frame(op: &TcpFrame, flows: &mut Flows) -> Vec<u8> {
         ip_id,
         tsval: st.tsval,
         tsecr: 500,
-        payload_len: st.len,
+        payload_len: len,
     };
-    let mut f = spec.frame(&s, payload(idx, seq, st.len as usize));
-    st.seq = seq.wrapping_add(st.len as u32);
-    st.ip_id = ip_id.wrapping_add(1);
+    let mut f = spec.frame(&s, payload(idx, seq, len as usize));
+    // A late segment leaves the stream where it was.
+    if late.is_none() {
+        st.seq = seq.wrapping_add(st.len as u32);
+        st.ip_id = ip_id.wrapping_add(1);
+    }
     if let Some((at, x)) = op.corrupt {
         let n = f.len();
         f[at as usize % n] ^= x.max(1);

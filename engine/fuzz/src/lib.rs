@@ -159,6 +159,10 @@ pub enum SeqChoice {
     Back(u16),
     Ahead(u16),
     Set(u32),
+    /// Into the flow's last gap (left by `Ahead`), from its start, at most
+    /// its length, with the IP ID its sender gave it (`IdChoice::Next`): a
+    /// segment that came late. With no gap open, as `Next`.
+    Late,
 }
 
 #[derive(Arbitrary, Debug, Clone, Copy)]
@@ -810,7 +814,7 @@ pub fn check_outputs<B, O: Output>(fed: &Fed<B>, outs: &[O]) -> Result<Summary, 
         }
     }
     for (k, (i, o)) in seen_in.iter().zip(&seen_out).enumerate() {
-        let (back_in, back_out) = (backsteps(i), backsteps(o));
+        let (back_in, back_out) = (frames::backsteps(i), frames::backsteps(o));
         if window && back_out > back_in {
             return Err(format!(
                 "flow {:?}: {back_out} steps back in sequence out, {back_in} in: \
@@ -874,14 +878,6 @@ pub fn check_outputs<B, O: Output>(fed: &Fed<B>, outs: &[O]) -> Result<Summary, 
         merged,
         stats: fed.stats,
     })
-}
-
-/// How often a flow's data steps back in sequence (starts before the end of
-/// the data before it, mod 2^32), given as (seq, length) in the order seen.
-fn backsteps(segs: &[(u32, u32)]) -> usize {
-    segs.windows(2)
-        .filter(|w| w[1].0.wrapping_sub(w[0].0.wrapping_add(w[0].1)) >= 1 << 31)
-        .count()
 }
 
 /// The invariants of an output made of several inputs.

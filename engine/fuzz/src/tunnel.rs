@@ -9,7 +9,9 @@
 //! left alone is untouched; a merged packet is consecutive segments of one
 //! flow (the tunnel's identity and the inner one) that Linux's rules merge,
 //! inner and outer, its payload theirs and its lengths and checksums right
-//! at both levels; each flow's segments leave in arrival order.
+//! at both levels; each flow's segments leave in arrival order (with the
+//! reorder window, on for half the inputs: step back in sequence no more
+//! often than they came; a segment can come late, into its flow's gap).
 
 use crate::frames::{self, After, Summary};
 use arbitrary::{Arbitrary, Unstructured};
@@ -37,8 +39,13 @@ enum SeqStep {
     Next,
     /// Back by 1 + n (a retransmission).
     Back(u16),
-    /// Ahead by 1 + n (a gap).
+    /// Ahead by 1 + n % (4 MSS) (a gap: one the reorder window can bridge,
+    /// most of the time).
     Ahead(u16),
+    /// Into the flow's last gap (from its start, at most its length), with
+    /// the inner and outer IPv4 IDs the sender gave it: a segment that came
+    /// late. With no gap open, as `Next`.
+    Late,
 }
 
 #[derive(Arbitrary, Debug, Clone, Copy)]
@@ -112,6 +119,8 @@ pub fn decode(data: &[u8]) -> Input {
     let b: [u8; 4] = Arbitrary::arbitrary(&mut u).unwrap_or_default();
     let cfg = GroConfig {
         flow_cache: if b[2] & 4 == 4 { 0 } else { 1024 },
+        // Half the inputs with the reorder window.
+        reorder: [0, 0, 3, grorx_gro::MAX_REORDER][(b[2] >> 3 & 3) as usize],
         ..frames::config(b, FLOWS as u8)
     };
     let ops = frames::ops(&mut u, MAX_OPS);
@@ -163,23 +172,57 @@ fn frames(ops: &[Op]) -> Vec<Vec<u8>> {
     let mut seq = [0u32; FLOWS];
     let mut oid = [1u16; FLOWS];
     let mut iid = [100u16; FLOWS];
+    // Each flow's last gap: where it starts, its length, and the inner and
+    // outer IDs its sender gave it.
+    let mut gap: [Option<(u32, u32, u16, u16)>; FLOWS] = [None; FLOWS];
     let mut tuns: Vec<Option<TunnelSpec>> = (0..FLOWS).map(tunnel_spec).collect();
     let mut out = Vec::with_capacity(ops.len());
     for op in ops {
         let f = op.flow as usize % FLOWS;
-        let len = match op.size {
+        let mut len = match op.size {
             Size::Full => MSS,
             Size::Short(n) => 1 + n as usize % MSS,
             Size::Other(n) => 1 + n as usize % (MSS + 100),
             Size::NoPayload => 0,
         };
-        let s = match op.seq {
-            SeqStep::Next => seq[f],
-            SeqStep::Back(n) => seq[f].wrapping_sub(1 + n as u32),
-            SeqStep::Ahead(n) => seq[f].wrapping_add(1 + n as u32),
+        // The IDs of a segment that came late are the ones kept for it.
+        let mut late_ids = None;
+        let s = match (op.seq, gap[f]) {
+            (SeqStep::Late, Some((at, n, i, o))) => {
+                len = len.min(n as usize);
+                gap[f] = (len < n as usize).then(|| {
+                    let l = len as u32;
+                    (
+                        at.wrapping_add(l),
+                        n - l,
+                        i.wrapping_add(1),
+                        o.wrapping_add(1),
+                    )
+                });
+                late_ids = Some((i, o));
+                at
+            }
+            (SeqStep::Next | SeqStep::Late, _) => seq[f],
+            (SeqStep::Back(n), _) => seq[f].wrapping_sub(1 + n as u32),
+            (SeqStep::Ahead(n), _) => {
+                // The sender's IDs for the gap's segment come before this
+                // one's.
+                let n = n as u32 % (4 * MSS as u32);
+                gap[f] = Some((
+                    seq[f],
+                    1 + n,
+                    iid[f].wrapping_add(1),
+                    oid[f].wrapping_add(1),
+                ));
+                iid[f] = iid[f].wrapping_add(1);
+                oid[f] = oid[f].wrapping_add(1);
+                seq[f].wrapping_add(1 + n)
+            }
         };
-        seq[f] = s.wrapping_add(len as u32);
-        iid[f] = iid[f].wrapping_add(1);
+        if late_ids.is_none() {
+            seq[f] = s.wrapping_add(len as u32);
+            iid[f] = iid[f].wrapping_add(1);
+        }
         let flags = TCP_ACK
             | match op.flags {
                 Flags::Ack => 0,
@@ -198,7 +241,7 @@ fn frames(ops: &[Op]) -> Vec<Vec<u8>> {
             seq: s,
             ack: 9,
             flags,
-            ip_id: iid[f],
+            ip_id: late_ids.map_or(iid[f], |(i, _)| i),
             tsval: 5,
             tsecr: 6,
             payload_len: len as u16,
@@ -218,12 +261,18 @@ fn frames(ops: &[Op]) -> Vec<Vec<u8>> {
                     OuterEdit::Csum => t.udp_csum = !t.udp_csum,
                     OuterEdit::Df => t.outer.df = !t.outer.df,
                 }
-                oid[f] = match op.outer_id {
-                    OuterId::Next => oid[f].wrapping_add(1),
-                    OuterId::Same => oid[f],
-                    OuterId::Jump(j) => oid[f].wrapping_add(2 + j as u16),
+                let id = match late_ids {
+                    Some((_, o)) => o,
+                    None => {
+                        oid[f] = match op.outer_id {
+                            OuterId::Next => oid[f].wrapping_add(1),
+                            OuterId::Same => oid[f],
+                            OuterId::Jump(j) => oid[f].wrapping_add(2 + j as u16),
+                        };
+                        oid[f]
+                    }
                 };
-                let mut fr = t.encapsulate(&inner, oid[f]);
+                let mut fr = t.encapsulate(&inner, id);
                 let l4 = t.outer.udp_header_len() - 8;
                 match op.damage {
                     Damage::OuterCsum if t.udp_csum => fr[l4 + 7] ^= 1,
@@ -452,6 +501,11 @@ pub fn check(input: &Input) -> Result<Summary, String> {
         parse,
         |x| &x.flow,
         |ins, bytes| check_merged(&cfg, ins, bytes),
+        if cfg.reorder > 0 {
+            frames::Order::Sequence(&|x: &Seg| (x.seq, x.payload.len() as u32))
+        } else {
+            frames::Order::Arrival
+        },
     )
 }
 
@@ -569,6 +623,31 @@ mod tests {
         for flow in 0..FLOWS as u8 {
             let s = check(&input((0..5).map(|_| op(flow)).collect())).unwrap();
             assert_eq!((s.inputs, s.outputs, s.merged), (5, 1, 1), "flow {flow}");
+        }
+    }
+
+    /// A segment that came late fills its flow's gap: with the reorder
+    /// window the flow merges whole, in sequence order; without it, every
+    /// segment leaves alone, in arrival order.
+    #[test]
+    fn a_late_segment_fills_the_gap_with_the_window() {
+        for flow in 0..FLOWS as u8 {
+            let mut ops = vec![op(flow), op(flow)];
+            ops[1].seq = SeqStep::Ahead(MSS as u16 - 1);
+            ops.push(Op {
+                seq: SeqStep::Late,
+                ..op(flow)
+            });
+            ops.push(op(flow));
+            let mut i = input(ops.clone());
+            i.cfg.reorder = 4;
+            let (g, outs) =
+                frames::run(i.cfg, &frames(&ops), ops.iter().map(|o| (o.dt, o.after)), 8).unwrap();
+            check(&i).unwrap();
+            assert_eq!(g.stats().reorder_filled, 1, "flow {flow}");
+            assert_eq!(outs.len(), 1, "flow {flow}: one packet of four");
+            let s = check(&input(ops)).unwrap();
+            assert_eq!((s.outputs, s.merged), (4, 0), "flow {flow}: each alone");
         }
     }
 

@@ -267,6 +267,7 @@ pub fn check(input: &Input) -> Result<Summary, String> {
         parse,
         |x| &x.flow,
         |ins, bytes| check_merged(&cfg, ins, bytes),
+        frames::Order::Arrival,
     )
 }
 

@@ -401,6 +401,15 @@ impl<B: GroBuf> Gro<B> {
             let h = self.table.get(s);
             let refused = self.refusals(h, &seg, f.options(), f.ipv6_ext())
                 | h.outer_refusals(outer, f.header(), &t);
+            // A segment that continues the held data into bytes of one that
+            // waited (and arrived first), merged or starting the next packet,
+            // would overtake it: what waited leaves first, then this one.
+            if self.ahead_flows != 0
+                && seg.seq == h.next_seq
+                && self.overlaps_waiting(s, seg.seq, seg.payload)
+            {
+                return self.give_up_for(s, Flush::ReorderFull, pkt, now, verify, hints, out);
+            }
             if refused == 0 {
                 if !h.finished {
                     self.finish_head(s, verify);
@@ -412,8 +421,15 @@ impl<B: GroBuf> Gro<B> {
                 else {
                     if self.waiting_go_first(s, Flush::BadChecksum) {
                         // What waited arrived first: it leaves first.
-                        self.give_up(s, Flush::BadChecksum, out);
-                        return self.receive_slow(pkt, now, verify, hints, None, out);
+                        return self.give_up_for(
+                            s,
+                            Flush::BadChecksum,
+                            pkt,
+                            now,
+                            verify,
+                            hints,
+                            out,
+                        );
                     }
                     self.flush_slot(s, Flush::BadChecksum, out);
                     return self.pass(Pass::BadTcpChecksum, pkt, out);
@@ -435,15 +451,15 @@ impl<B: GroBuf> Gro<B> {
                     Window::Full => {
                         // The held packet and what waited leave first, in
                         // sequence order; then this one is taken afresh.
-                        if self.from_window {
-                            // Let go before, as what is still to be taken
-                            // again (its flow's later segments): it goes
-                            // back ahead of them, behind what waited.
-                            self.take_again_first(pkt, now);
-                            return self.give_up(s, Flush::ReorderFull, out);
-                        }
-                        self.give_up(s, Flush::ReorderFull, out);
-                        return self.receive_slow(pkt, now, verify, hints, None, out);
+                        return self.give_up_for(
+                            s,
+                            Flush::ReorderFull,
+                            pkt,
+                            now,
+                            verify,
+                            hints,
+                            out,
+                        );
                     }
                     Window::Continues => go_first = false,
                     Window::No => {}
@@ -453,8 +469,7 @@ impl<B: GroBuf> Gro<B> {
             // What waited arrived before this one: it leaves first, in
             // sequence order, then this one is taken afresh.
             if go_first && self.waiting_go_first(s, why) {
-                self.give_up(s, why, out);
-                return self.receive_slow(pkt, now, verify, hints, None, out);
+                return self.give_up_for(s, why, pkt, now, verify, hints, out);
             }
             self.flush_slot(s, why, out);
         }

@@ -250,10 +250,51 @@ impl<B: GroBuf> Gro<B> {
         self.settle(out);
     }
 
+    /// Gives up the wait of the flow in `s` for `pkt`, which arrived after
+    /// what waited and cannot join it (or would overtake it): what waited
+    /// leaves first, in sequence order, then `pkt` is taken afresh. One
+    /// taken from the queue of segments let go goes back to its front,
+    /// behind what waited and ahead of the rest (its flow's later
+    /// segments, let go with it).
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn give_up_for(
+        &mut self,
+        s: u16,
+        why: Flush,
+        pkt: B,
+        now: u64,
+        verify: bool,
+        hints: RxHints,
+        out: &mut impl FnMut(B),
+    ) {
+        if self.from_window {
+            self.take_again_first(pkt, now);
+            return self.give_up(s, why, out);
+        }
+        self.give_up(s, why, out);
+        self.receive_slow(pkt, now, verify, hints, None, out)
+    }
+
+    /// Whether a segment at `seq`, `len` bytes, that continues the held
+    /// packet of the flow in `s` reaches into a segment waiting there.
+    #[inline]
+    pub(super) fn overlaps_waiting(&self, s: u16, seq: u32, len: u32) -> bool {
+        let Some(r) = self.reorder.as_deref() else {
+            return false;
+        };
+        let at = s as usize * r.per;
+        match r.ahead[at..at + r.per].first() {
+            Some(Some(a)) => a.seq.wrapping_sub(seq) < len,
+            _ => false,
+        }
+    }
+
     /// Puts `pkt` (taken from the queue of segments let go, arrived at
     /// `arrived`) back at the queue's front, to be taken again first.
     #[cold]
-    pub(super) fn take_again_first(&mut self, pkt: B, arrived: u64) {
+    fn take_again_first(&mut self, pkt: B, arrived: u64) {
         let may_wait = !self.no_wait;
         let r = self.reorder.as_deref_mut().expect("the window is on");
         r.pending.push_front(Again {

@@ -196,6 +196,43 @@ fn a_segment_overlapping_one_that_waits_gives_the_wait_up() {
 }
 
 #[test]
+fn a_segment_continuing_the_held_data_into_one_that_waits_gives_the_wait_up() {
+    // 0 held; a segment 500 bytes past its end waits; then the bytes right
+    // after 0, running into the waiting one: merged (or, with a size limit
+    // that stops the merge, starting the next packet) they would leave
+    // before the segment that waited, which arrived first.
+    for max_size in [65535, 2000] {
+        let mut f = Flow::new(9, false);
+        let a = f.next(MSS);
+        let mut ahead = Flow::new(9, false);
+        ahead.seq = seq_of(&a) + MSS as u32 + 500;
+        ahead.ip_id = 102;
+        let w = ahead.next(MSS);
+        let c = f.next(MSS);
+        let input = vec![a, w, c];
+        let seen_in: Vec<(u32, u32)> = input.iter().map(seq_len).collect();
+        let mut g = gro(GroConfig {
+            max_size,
+            ..window(4)
+        });
+        let mut out = feed(&mut g, input);
+        out.extend(end_of_poll(&mut g));
+        let seen: Vec<(u32, u32)> = out.iter().map(seq_len).collect();
+        assert_eq!(
+            check(&f, &out),
+            [1, 1, 1],
+            "max_size {max_size}: each alone"
+        );
+        assert_eq!(
+            backsteps(&seen),
+            backsteps(&seen_in),
+            "max_size {max_size}: {seen:?}"
+        );
+        assert_eq!(flush_count(&g, Flush::ReorderFull), 1);
+    }
+}
+
+#[test]
 fn segments_let_go_twice_are_taken_again_in_sequence_order() {
     // 0 held; after a gap, a 9-byte segment, another gap of 9 bytes, then
     // three of 253: all wait. A padded ACK of the flow lets them go: the
