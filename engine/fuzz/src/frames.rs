@@ -46,8 +46,10 @@ pub fn config(b: [u8; 4], flows: u8) -> GroConfig {
     }
 }
 
-/// Ticks a segment may wait ahead of a gap at an end of poll.
-const POLL_WAIT: u64 = 16;
+/// Ticks a segment may wait ahead of a gap at an end of poll: about 16
+/// frames' worth (each comes 0-255 ticks after the one before), so a gap
+/// can fill polls later.
+const POLL_WAIT: u64 = 2048;
 
 /// How a flow's frames must leave.
 pub enum Order<'a, T> {
