@@ -23,8 +23,10 @@
 //! the previous one's header layout, unparsed. The table (`table`) is bounded
 //! and O(1); no allocation happens per packet.
 //!
-//! Here: `Gro`, `receive` and the full path (`receive_slow`, `merge`). The
-//! rest, by concern: `config` (settings), `held` (a flow's held packet),
+//! Here: `Gro`, `receive` and the full path (`receive_slow`), read top to
+//! bottom in one file. The rest, by concern: `config` (settings), `held` (a
+//! flow's held packet), `head` (its sums and template, made once a second
+//! segment comes, and merges),
 //! `reorder` (the window that lets segments ahead of a gap wait for it),
 //! `rules` (the full path's decision), `template` (the fast path's compare
 //! and its masks), `fast` (the fast path), `sums` (checksum state and the
@@ -41,6 +43,7 @@ pub mod table;
 mod config;
 mod fast;
 mod flush;
+mod head;
 mod held;
 mod reorder;
 mod rules;
@@ -567,134 +570,6 @@ impl<B: GroBuf> Gro<B> {
         // at once, so that its next segment takes the fast path.
         if found.is_some() {
             self.finish_head(slot, verify);
-        }
-    }
-
-    /// Makes what a merge into the head held in `s` needs, and what the
-    /// fast path compares with: trusting checksums, the head's checksum
-    /// sums (verifying, they were made as its checksum was checked); its
-    /// IPv4 header sum; its template. Out of line: once per held flow.
-    #[inline(never)]
-    fn finish_head(&mut self, s: u16, verify: bool) {
-        let (t, outer) = {
-            let h = self.table.get(s);
-            (h.t, h.outer)
-        };
-        let mask = self.mask_for(&t, outer);
-        let waiting = self.has_waiting(s);
-        let h = self.table.get_mut(s);
-        let pkt = h.pkt.take().expect("a live entry holds its packet");
-        let f = Fields::new(pkt.head(), t);
-        let mut seg = Seg::read(&f, h.frags);
-        seg.outer_id = h.o_last_id;
-        let tcp_len = t.l4_len() as u32 + t.payload_len;
-        if !verify {
-            let csum = CsumCheck {
-                verify,
-                hint: match outer {
-                    Some(_) => CsumHint::Unknown,
-                    None => pkt.rx_hints().l4,
-                },
-                tcp_len,
-                payload: t.payload as usize,
-                len: t.payload_len as usize,
-            };
-            h.pbase = f.pseudo_base();
-            h.hconst = header_const(&f, &seg);
-            let psum = csum
-                .payload_sum(&pkt, h.pbase, seg.var_sum(h.hconst), seg.csum)
-                .expect("trusted checksums are taken as right");
-            h.psum_pos = psum.pos;
-            h.psum_neg = psum.neg;
-        }
-        let b = f.header();
-        let ip_hdr = if t.ipv6 {
-            0
-        } else {
-            let l3 = t.l3 as usize;
-            let ip_hdr = csum::sum(&b[l3..t.l4 as usize]);
-            let total = field::read16(b, l3, ipv4::TOTAL_LEN);
-            let field = field::read16(b, l3, ipv4::CHECKSUM);
-            h.ip_base = csum::sub(csum::sub(ip_hdr, total), field);
-            ip_hdr
-        };
-        h.tmpl.build(
-            &f,
-            &seg,
-            TmplArgs {
-                ip_hdr,
-                pbase: h.pbase,
-                hconst: h.hconst,
-                tcp_len,
-                verify,
-                frame_len: pkt.len(),
-                outer,
-            },
-            mask,
-        );
-        // The fast path never touches a flow whose segments wait ahead
-        // of a gap (the reorder window's).
-        if waiting {
-            h.tmpl.on = false;
-        }
-        h.finished = true;
-        h.pkt = Some(pkt);
-    }
-
-    /// The mask for a new head of layout `t`; when it was taken from
-    /// another layout, every template of that one (held or remembered
-    /// flows) goes off first: it would compare under the wrong mask.
-    #[inline(always)]
-    fn mask_for(&mut self, t: &Tcp, outer: Option<crate::wire::Outer>) -> Option<u8> {
-        let (m, taken) = self.masks.of(t, outer)?;
-        if taken {
-            self.table.for_each_entry(|e| {
-                if e.tmpl.mask == m {
-                    e.tmpl.on = false;
-                }
-            });
-        }
-        Some(m)
-    }
-
-    /// Appends a checked segment to its held packet; flushes on PSH, FIN or
-    /// a short segment.
-    #[inline(always)]
-    fn merge(&mut self, s: u16, pkt: B, seg: &Seg, psum: Contrib, out: &mut impl FnMut(B)) {
-        self.last = Some(s);
-        let h = self.table.get_mut(s);
-        if let Some(held) = h.pkt.as_mut() {
-            held.append(pkt, h.t.payload as usize);
-        }
-        let c = psum.shifted(h.payload_len & 1 == 1);
-        h.psum_pos += c.pos;
-        h.psum_neg += c.neg;
-        h.payload_len += seg.payload;
-        h.ip_len += seg.payload;
-        h.next_seq = h.next_seq.wrapping_add(seg.payload);
-        h.segs += 1;
-        h.frags += seg.frags;
-        if !h.t.ipv6 {
-            h.id_mode = h.id_mode.after(h.last_id, seg.id);
-        }
-        h.last_id = seg.id;
-        h.flags_or |= seg.flags & (PSH | FIN);
-        if h.outer.is_some() {
-            h.o_id_mode = h.o_id_mode.after(h.o_last_id, seg.outer_id);
-            h.o_last_id = seg.outer_id;
-        }
-        h.next_id = match h.id_mode {
-            IdMode::Fixed => h.last_id,
-            _ => h.last_id.wrapping_add(1),
-        } as u32;
-        let short = seg.payload < h.mss;
-        self.stats.merged_segments += 1;
-        if seg.flags & PSH != 0 {
-            self.flush_slot(s, Flush::Psh, out);
-        } else if seg.flags & FIN != 0 {
-            self.flush_slot(s, Flush::Fin, out);
-        } else if short {
-            self.flush_slot(s, Flush::ShortSegment, out);
         }
     }
 }
