@@ -128,8 +128,21 @@ impl<B: GroBuf> Gro<B> {
         let behind = h.next_seq.wrapping_sub(h.high) >= 1 << 31;
         let gap = if behind { h.high } else { h.next_seq };
         let past = seg.seq.wrapping_sub(gap);
+        let n = r.waiting(s);
+        let places = &r.ahead[s as usize * r.per..][..n];
+        // Bytes of a waiting segment again (a copy, or a retransmission cut
+        // at other boundaries): put in sequence order, one of the two would
+        // step back over the other.
+        let off = |x: u32| x.wrapping_sub(gap);
+        let overlaps = |a: &Ahead<B>| off(seg.seq) < off(a.end) && off(a.seq) < off(end);
         if behind && past == 0 {
-            return Window::Continues;
+            // Running into what waits (which arrived first): the wait is
+            // given up, what waited leaves before this one.
+            return if places.iter().flatten().any(overlaps) {
+                Window::Full
+            } else {
+                Window::Continues
+            };
         }
         // Only segments of this flow wait (the same IPv6 extension headers:
         // those with others pass in order). One that will not merge with
@@ -139,15 +152,9 @@ impl<B: GroBuf> Gro<B> {
         if past == 0 || past >= 1 << 31 || seg.flags & (SYN | RST | URG) != 0 || !h.same_ext(ext) {
             return Window::No;
         }
-        let n = r.waiting(s);
-        let places = &r.ahead[s as usize * r.per..][..n];
         // Past what the window could bridge (`reorder` places, one of them
-        // at least the gap), a place short, or bytes of a waiting segment
-        // again (a copy, or a retransmission cut another way: put in
-        // sequence order, one of the two would step back): the wait is
-        // given up, what waited leaves before this one.
-        let off = |x: u32| x.wrapping_sub(gap);
-        let overlaps = |a: &Ahead<B>| off(seg.seq) < off(a.end) && off(a.seq) < off(end);
+        // at least the gap), a place short, or overlapping a waiting
+        // segment: the wait is given up, what waited leaves before this one.
         if past > r.per as u32 * h.mss || n == r.per || places.iter().flatten().any(overlaps) {
             return if n == 0 { Window::No } else { Window::Full };
         }
