@@ -139,6 +139,9 @@ impl<B: GroBuf> Gro<B> {
             self.let_go(s);
         }
         let h = self.table.remove(s);
+        if h.segs == 1 {
+            self.look.left_alone(&h.t);
+        }
         self.stats.max_segments = self.stats.max_segments.max(h.segs as u64);
         if let Some(g) = self.hist.as_deref_mut() {
             g.segs.record(h.segs as usize);

@@ -27,7 +27,9 @@
 //! bottom in one file. The rest, by concern: `config` (settings), `held` (a
 //! flow's held packet), `head` (its sums and template, made once a second
 //! segment comes, and merges),
-//! `reorder` (the window that lets segments ahead of a gap wait for it),
+//! `poll` (a poll's burst taken whole: a segment nothing later in it can
+//! join leaves at once), `reorder` (the window that lets segments ahead of
+//! a gap wait for it),
 //! `rules` (the full path's decision), `template` (the fast path's compare
 //! and its masks), `fast` (the fast path), `sums` (checksum state and the
 //! merged headers), `flush` (what leaves and when), `key` and `table` (flow
@@ -45,6 +47,7 @@ mod fast;
 mod flush;
 mod head;
 mod held;
+mod poll;
 mod reorder;
 mod rules;
 mod sums;
@@ -58,6 +61,7 @@ pub use stats::{Flush, GroReport, GroStats, Pass, ReorderReport};
 
 use fast::*;
 use held::*;
+use poll::Look;
 use reorder::*;
 use rules::*;
 use sums::*;
@@ -106,6 +110,9 @@ pub struct Gro<B> {
     giving_up: bool,
     /// The segment being taken comes from the reorder window, not the wire.
     from_window: bool,
+    /// What the rest of the poll's burst may hold (`receive_poll`); out
+    /// of line, so that its buckets do not push the fields above apart.
+    look: Box<Look>,
     /// Tests turn the fast path off to hold it to the full path's decisions.
     #[cfg(test)]
     full_path_only: bool,
@@ -169,6 +176,7 @@ impl<B: GroBuf> Gro<B> {
             no_wait: false,
             giving_up: false,
             from_window: false,
+            look: Box::default(),
             #[cfg(test)]
             full_path_only: false,
         }
@@ -225,7 +233,7 @@ impl<B: GroBuf> Gro<B> {
     /// Takes one received packet at time `now` (TSC); whatever leaves GRO
     /// because of it (a flushed packet, this one passing through) goes to `out`
     /// in order.
-    #[inline]
+    #[inline(always)]
     pub fn receive(&mut self, mut pkt: B, now: u64, out: &mut impl FnMut(B)) {
         self.stats.segments_in += 1;
         self.now = now;
@@ -352,13 +360,6 @@ impl<B: GroBuf> Gro<B> {
             Err(why) => return self.pass_in_order(Pass::Frame(why), pkt, out),
         };
         let f = Fields::new(pkt.head(), t);
-        // A lookup with the layout this parse found is this one's.
-        let lookup = lookup.filter(|l| l.outer == outer && l.layout.same_layout(&t));
-        let key = match (lookup, &outer) {
-            (Some(l), _) => l.key,
-            (None, Some(o)) => FlowKey::tunneled(&f, o, &self.hash_key),
-            (None, None) => FlowKey::new(&f),
-        };
         let mut seg = Seg::read(&f, pkt.segs_from(t.payload as usize));
         let tcp_len = t.l4_len() as u32 + t.payload_len;
         if let Some(o) = &outer {
@@ -367,6 +368,20 @@ impl<B: GroBuf> Gro<B> {
                 return self.pass_in_order(Pass::BadUdpChecksum, pkt, out);
             }
         }
+        // Nothing held, and no window: there is nothing to merge with, so a
+        // segment that would not be held needs no lookup.
+        if self.table.is_empty() && self.reorder.is_none() {
+            if let Some(why) = self.not_held(&seg, &t) {
+                return self.pass(why, pkt, out);
+            }
+        }
+        // A lookup with the layout this parse found is this one's.
+        let lookup = lookup.filter(|l| l.outer == outer && l.layout.same_layout(&t));
+        let key = match (lookup, &outer) {
+            (Some(l), _) => l.key,
+            (None, Some(o)) => FlowKey::tunneled(&f, o, &self.hash_key),
+            (None, None) => FlowKey::new(&f),
+        };
         let csum = CsumCheck {
             verify,
             // Which checksum a NIC's L4 flag is about, in a tunnel, depends
@@ -477,12 +492,9 @@ impl<B: GroBuf> Gro<B> {
             self.flush_slot(s, why, out);
         }
         // Not merged: hold it as the start of a new packet, unless it cannot
-        // start one (no payload, or flags that end it at once).
-        if seg.payload == 0 {
-            return self.pass(Pass::NoPayload, pkt, out);
-        }
-        if seg.flags & (URG | PSH | RST | SYN | FIN) != 0 {
-            return self.pass(Pass::Flags, pkt, out);
+        // start one or would only wait for nothing.
+        if let Some(why) = self.not_held(&seg, &t) {
+            return self.pass(why, pkt, out);
         }
         // Verifying, the checksum is checked now, from the sums a merge
         // needs; trusting, a flow new to the table makes them (and its
@@ -571,6 +583,28 @@ impl<B: GroBuf> Gro<B> {
         if found.is_some() {
             self.finish_head(slot, verify);
         }
+    }
+
+    /// Why a segment its flow's held packet (if any) did not take cannot
+    /// start a packet of its own: no payload, flags that end a packet at
+    /// once, or nothing later in its poll can join it (`receive_poll`;
+    /// holding it would only delay it). Untouched, its checksum is not
+    /// GRO's to judge.
+    #[inline(always)]
+    fn not_held(&mut self, seg: &Seg, t: &Tcp) -> Option<Pass> {
+        if seg.payload == 0 {
+            return Some(Pass::NoPayload);
+        }
+        if seg.flags & (URG | PSH | RST | SYN | FIN) != 0 {
+            return Some(Pass::Flags);
+        }
+        if self.look.alone(t) {
+            self.look.left_alone(t);
+            // No slot to look in first for the next segment.
+            self.last = None;
+            return Some(Pass::Alone);
+        }
+        None
     }
 }
 

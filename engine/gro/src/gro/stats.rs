@@ -144,11 +144,15 @@ pub enum Pass {
     UdpNoChecksum,
     /// UDP GRO: a datagram without payload.
     UdpNoPayload,
+    /// A segment that would start a packet, taken with its whole poll
+    /// (`Gro::receive_poll`), that no later packet of the poll could join:
+    /// sent at once rather than held to the poll's end.
+    Alone,
 }
 
 impl Pass {
     /// How many reasons there are (the length of `GroStats::pass`).
-    pub const N: usize = NotTcp::ALL.len() + 8;
+    pub const N: usize = NotTcp::ALL.len() + 9;
     /// The reason's index in `GroStats::pass`.
     pub fn index(self) -> usize {
         match self {
@@ -161,6 +165,7 @@ impl Pass {
             Pass::BadUdpChecksum => NotTcp::ALL.len() + 5,
             Pass::UdpNoChecksum => NotTcp::ALL.len() + 6,
             Pass::UdpNoPayload => NotTcp::ALL.len() + 7,
+            Pass::Alone => NotTcp::ALL.len() + 8,
         }
     }
     /// Every reason, in index order.
@@ -174,6 +179,7 @@ impl Pass {
             Pass::BadUdpChecksum,
             Pass::UdpNoChecksum,
             Pass::UdpNoPayload,
+            Pass::Alone,
         ])
     }
     /// The reason's name in the report's `passthrough`.
@@ -188,6 +194,7 @@ impl Pass {
             Pass::BadUdpChecksum => "bad_udp_checksum",
             Pass::UdpNoChecksum => "udp_no_checksum",
             Pass::UdpNoPayload => "udp_no_payload",
+            Pass::Alone => "tcp_alone_in_poll",
         }
     }
 }

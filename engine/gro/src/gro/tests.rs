@@ -1279,8 +1279,19 @@ mod props {
         (input, oracle)
     }
 
+    /// How `run` gives GRO its input.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Take {
+        /// Segment by segment (`receive`).
+        Segments,
+        /// The same, with the fast path off.
+        FullPathOnly,
+        /// Each burst whole (`receive_poll`).
+        Polls,
+    }
+
     /// Feeds `input` in the case's bursts, flushing after each.
-    fn run(c: &Case, input: Vec<VecBuf>, full_path_only: bool) -> (Gro<VecBuf>, Vec<VecBuf>) {
+    fn run(c: &Case, input: Vec<VecBuf>, take: Take) -> (Gro<VecBuf>, Vec<VecBuf>) {
         let cfg = GroConfig {
             max_frags: c.max_frags,
             flows: c.table,
@@ -1293,16 +1304,23 @@ mod props {
             ..Default::default()
         };
         let mut g = gro(cfg);
-        g.full_path_only = full_path_only;
+        g.full_path_only = take == Take::FullPathOnly;
         let mut out = Vec::new();
         let mut it = input.into_iter().peekable();
         let mut bi = 0;
+        let mut burst = Vec::new();
         while it.peek().is_some() {
             let n = c.bursts[bi % c.bursts.len()];
             bi += 1;
-            for p in it.by_ref().take(n) {
-                g.receive(p, bi as u64, &mut |b| out.push(b));
+            if take == Take::Polls {
+                burst.extend(it.by_ref().take(n));
+                g.receive_poll(&mut burst, bi as u64, &mut |b| out.push(b));
                 assert!(g.held() <= c.table, "more held than --gro-flows");
+            } else {
+                for p in it.by_ref().take(n) {
+                    g.receive(p, bi as u64, &mut |b| out.push(b));
+                    assert!(g.held() <= c.table, "more held than --gro-flows");
+                }
             }
             g.flush_all(&mut |b| out.push(b));
         }
@@ -1319,7 +1337,7 @@ mod props {
         fn streams_survive_gro(c in case()) {
             let (input, oracle) = inputs(&c);
             let n_in = input.len() as u64;
-            let (g, out) = run(&c, input, false);
+            let (g, out) = run(&c, input, Take::Segments);
             // Conservation: every input buffer exactly once.
             let mut ids: Vec<u64> = out.iter().flat_map(|o| o.ids.iter().copied()).collect();
             prop_assert_eq!(ids.len() as u64, n_in);
@@ -1356,8 +1374,8 @@ mod props {
         #[test]
         fn the_fast_path_changes_nothing(c in case()) {
             let (input, _) = inputs(&c);
-            let (fast, a) = run(&c, input.clone(), false);
-            let (full, b) = run(&c, input, true);
+            let (fast, a) = run(&c, input.clone(), Take::Segments);
+            let (full, b) = run(&c, input, Take::FullPathOnly);
             prop_assert_eq!(a.len(), b.len());
             for (x, y) in a.iter().zip(&b) {
                 prop_assert_eq!(&x.ids, &y.ids);
@@ -1365,6 +1383,37 @@ mod props {
                 prop_assert_eq!(x.gso, y.gso);
             }
             prop_assert_eq!(fast.stats(), full.stats());
+        }
+
+        /// Taking each poll whole changes no flow's packets: the same
+        /// packets per flow, byte for byte, in the same order, but that
+        /// those alone in their poll leave at once; each packet leaving
+        /// alone is one the segment-by-segment run flushed as one segment
+        /// (unless that run evicted flows from a full table: fewer flows
+        /// held, fewer evictions, other merges).
+        #[test]
+        fn taking_a_poll_whole_changes_no_flows_packets(c in case()) {
+            let (input, oracle) = inputs(&c);
+            let (one, a) = run(&c, input.clone(), Take::Segments);
+            let (whole, b) = run(&c, input, Take::Polls);
+            prop_assert_eq!(whole.stats().segments_in, one.stats().segments_in);
+            prop_assert_eq!(whole.stats().packets_out, b.len() as u64);
+            if one.stats().flush[Flush::TableFull as usize] != 0 {
+                return Ok(());
+            }
+            /// Each packet's inputs and bytes.
+            type Packets = Vec<(Vec<u64>, Vec<u8>)>;
+            let per_flow = |out: &[VecBuf]| {
+                let mut m: HashMap<u32, Packets> = HashMap::new();
+                for o in out {
+                    m.entry(oracle.flow_of[&o.ids[0]]).or_default().push((o.ids.clone(), o.bytes()));
+                }
+                m
+            };
+            prop_assert!(per_flow(&a) == per_flow(&b), "a flow's packets differ");
+            let alone = whole.stats().pass[Pass::Alone.index()];
+            prop_assert!(alone <= one.stats().flush[Flush::EndOfPoll as usize]);
+            prop_assert_eq!(a.len(), b.len());
         }
 
         /// Arbitrary bytes in arbitrary buffers never panic, and come back.
@@ -1592,6 +1641,7 @@ fn an_ipv6_packet_counts_its_header_against_the_size_limit() {
 }
 
 mod conformance;
+mod poll;
 mod reorder;
 mod tunnel;
 mod udp;

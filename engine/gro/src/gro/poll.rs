@@ -1,0 +1,167 @@
+//! A whole poll at once: with the burst in hand, GRO can tell that a
+//! segment has nothing to merge with. When everything held leaves at the
+//! poll's end (`end_of_poll`), a segment that starts a packet can only merge
+//! with segments after it in the same burst; if none of them can be of its
+//! flow, holding it would only delay it, so it leaves at once
+//! (`Pass::Alone`), without a table entry, a head or a flush. Traffic of
+//! short flows (RPCs, scans, many flows one segment each) pays no more than
+//! the lookup that says the flow is new.
+//!
+//! "Can be of its flow" is read cheaply: each packet's addresses and ports,
+//! at the offsets of a layout seen before, folded into one of 1024 buckets;
+//! a segment whose bucket no later packet shares is alone. A wrong answer
+//! errs one way only: packets of other flows sharing a bucket (or frames
+//! of other layouts read at the wrong offsets) make a segment look
+//! accompanied, and it is held as without the look-ahead; a segment of the
+//! same flow and layout always shares its bucket, so no merge is lost, and
+//! leaving earlier keeps every flow's order.
+//!
+//! The buckets are filled only when the previous poll had packets that
+//! left alone (held and flushed as one segment, or passed alone): bulk
+//! traffic, whose packets merge, never pays for them.
+
+use super::*;
+
+/// The most packets one look-ahead covers; a larger burst is taken without.
+pub const LOOK_MAX: usize = 256;
+
+/// Buckets: 2^10, so that a burst of 32 packets of as many flows seldom
+/// puts two in one.
+const BUCKET_BITS: u32 = 10;
+
+/// Where a flow's addresses and ports sit (the IP and TCP header offsets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct At {
+    l3: u16,
+    l4: u16,
+    ipv6: bool,
+}
+
+impl At {
+    fn of(t: &Tcp) -> At {
+        At {
+            l3: t.l3,
+            l4: t.l4,
+            ipv6: t.ipv6,
+        }
+    }
+
+    /// The bucket of a frame's addresses and ports read at these offsets
+    /// (bucket 0 for a frame too short to have them).
+    #[inline(always)]
+    fn bucket(self, b: &[u8]) -> u16 {
+        let word = |at: usize| {
+            b.get(at..at + 4)
+                .map_or(0, |w| u32::from_ne_bytes([w[0], w[1], w[2], w[3]]))
+        };
+        let (l3, l4) = (self.l3 as usize, self.l4 as usize);
+        // IPv4: source and destination; IPv6: the last word of each.
+        let (src, dst) = if self.ipv6 {
+            (l3 + 20, l3 + 36)
+        } else {
+            (l3 + 12, l3 + 16)
+        };
+        let x = word(src) ^ word(dst).rotate_left(16) ^ word(l4);
+        (x.wrapping_mul(0x9e37_79b9) >> (32 - BUCKET_BITS)) as u16
+    }
+}
+
+/// The look-ahead over one burst.
+pub(super) struct Look {
+    /// Buckets are filled for the burst being taken.
+    on: bool,
+    /// The layout buckets are read at; `next_at` the one the latest
+    /// packet that left alone had, for the next burst.
+    at: At,
+    next_at: At,
+    /// Packets that left alone since the last burst began.
+    alone: u32,
+    /// The bucket of the packet being taken.
+    cur: u16,
+    /// Each packet's bucket.
+    bucket: [u16; LOOK_MAX],
+    /// Packets of each bucket still to be taken after the current one.
+    left: [u16; 1 << BUCKET_BITS],
+}
+
+impl Default for Look {
+    fn default() -> Self {
+        Look {
+            on: false,
+            at: At::default(),
+            next_at: At::default(),
+            alone: 0,
+            cur: 0,
+            bucket: [0; LOOK_MAX],
+            left: [0; 1 << BUCKET_BITS],
+        }
+    }
+}
+
+impl Look {
+    /// A packet of layout `t` left alone (held and flushed as one segment,
+    /// or passed): the next burst is looked at with its layout.
+    #[inline(always)]
+    pub(super) fn left_alone(&mut self, t: &Tcp) {
+        self.alone += 1;
+        self.next_at = At::of(t);
+    }
+
+    /// Whether a segment of layout `t` that would start a packet has no
+    /// later packet of the burst in its bucket.
+    #[inline(always)]
+    pub(super) fn alone(&mut self, t: &Tcp) -> bool {
+        if !self.on {
+            return false;
+        }
+        let at = At::of(t);
+        if at != self.at {
+            // Held; its flush teaches the next burst its layout.
+            return false;
+        }
+        self.left[self.cur as usize] == 0
+    }
+}
+
+impl<B: GroBuf> Gro<B> {
+    /// Whether `receive_poll` would look ahead in the next poll (the last
+    /// one had packets that left alone; no reorder window). When it would
+    /// not, it takes each packet as `receive` does: a caller may then skip
+    /// gathering the burst and call `receive` on each packet as it comes.
+    #[inline(always)]
+    pub fn looks_ahead(&self) -> bool {
+        self.look.alone != 0 && self.reorder.is_none()
+    }
+
+    /// Takes one poll's packets, in arrival order, as `receive` takes each
+    /// (`burst` is left empty, its capacity kept). The caller must then let
+    /// everything held go (`end_of_poll` or `flush_all`) before the next
+    /// poll: a segment that starts a packet and that no later packet of
+    /// the burst can join then leaves at once (`Pass::Alone`). A caller
+    /// that holds packets across polls (`flush_older`) takes them one by
+    /// one with `receive`.
+    pub fn receive_poll(&mut self, burst: &mut Vec<B>, now: u64, out: &mut impl FnMut(B)) {
+        let on = self.looks_ahead() && burst.len() <= LOOK_MAX;
+        let look = &mut self.look;
+        look.on = on;
+        look.alone = 0;
+        look.at = look.next_at;
+        if look.on {
+            for (i, p) in burst.iter().enumerate() {
+                let b = look.at.bucket(p.head());
+                look.bucket[i] = b;
+                look.left[b as usize] += 1;
+            }
+        }
+        for (i, p) in burst.drain(..).enumerate() {
+            if self.look.on {
+                let b = self.look.bucket[i];
+                self.look.cur = b;
+                self.look.left[b as usize] -= 1;
+            }
+            self.receive(p, now, out);
+        }
+        // Every bucket is back to 0: nothing to clear.
+        self.look.on = false;
+    }
+}

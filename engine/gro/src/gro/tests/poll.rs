@@ -1,0 +1,120 @@
+//! Polls taken whole (`receive_poll`): a segment no later packet of its
+//! poll can join leaves at once; everything else is as segment by segment.
+
+use super::*;
+
+/// What leaves while the poll is taken.
+fn poll(g: &mut Gro<VecBuf>, pkts: Vec<VecBuf>) -> Vec<VecBuf> {
+    let mut burst = pkts;
+    let mut out = Vec::new();
+    g.receive_poll(&mut burst, 0, &mut |b| out.push(b));
+    assert!(burst.is_empty());
+    out
+}
+
+/// What leaves at the poll's end.
+fn end(g: &mut Gro<VecBuf>) -> Vec<VecBuf> {
+    let mut out = Vec::new();
+    g.end_of_poll(&mut |b| out.push(b));
+    out
+}
+
+fn alone(g: &Gro<VecBuf>) -> u64 {
+    g.stats().pass[Pass::Alone.index()]
+}
+
+#[test]
+fn a_segment_nothing_later_in_its_poll_can_join_leaves_at_once() {
+    for ipv6 in [false, true] {
+        let mut g = gro(GroConfig::default());
+        // A poll whose one packet leaves as one segment: the next polls
+        // look ahead.
+        let mut x = Flow::new(9, ipv6);
+        assert!(poll(&mut g, vec![x.next(MSS)]).is_empty(), "held");
+        assert_eq!(end(&mut g).len(), 1);
+        let (mut a, mut b) = (Flow::new(1, ipv6), Flow::new(2, ipv6));
+        let a0 = a.next(MSS);
+        let a0_bytes = a0.bytes();
+        let mut burst = vec![b.next(MSS), a0];
+        burst.extend((0..2).map(|_| b.next(MSS)));
+        let out = poll(&mut g, burst);
+        assert_eq!(out.len(), 1, "a's segment, at once");
+        assert_eq!(out[0].bytes(), a0_bytes, "unchanged");
+        assert_eq!(alone(&g), 1);
+        let held = end(&mut g);
+        assert_eq!(held.len(), 1);
+        assert_eq!(held[0].ids.len(), 3, "b's three segments merged");
+        verify(&held[0].bytes()).unwrap();
+        assert_eq!(g.stats().packets_out, 3);
+    }
+}
+
+#[test]
+fn after_a_poll_whose_packets_all_merged_new_flows_are_held_as_before() {
+    let mut g = gro(GroConfig::default());
+    let mut b = Flow::new(2, false);
+    assert!(poll(&mut g, (0..4).map(|_| b.next(MSS)).collect()).is_empty());
+    assert_eq!(end(&mut g).len(), 1);
+    let mut a = Flow::new(1, false);
+    assert!(
+        poll(&mut g, vec![a.next(MSS)]).is_empty(),
+        "held: no look-ahead"
+    );
+    assert_eq!(alone(&g), 0);
+    assert_eq!(end(&mut g).len(), 1);
+}
+
+#[test]
+fn a_segment_whose_flow_comes_again_in_the_poll_is_held_for_it() {
+    let mut g = gro(GroConfig::default());
+    let mut x = Flow::new(9, false);
+    poll(&mut g, vec![x.next(MSS)]);
+    end(&mut g);
+    // Many flows in between: the later segment of a's flow still shares
+    // its bucket.
+    let mut a = Flow::new(1, false);
+    let mut burst = vec![a.next(MSS)];
+    let mut others: Vec<Flow> = (100..130).map(|i| Flow::new(i, false)).collect();
+    burst.extend(others.iter_mut().map(|f| f.next(MSS)));
+    burst.push(a.next(MSS));
+    let out = poll(&mut g, burst);
+    assert!(out.iter().all(|o| o.ids.len() == 1));
+    assert!(
+        !out.iter().any(|o| seq_of(o) == 2000),
+        "a's first segment waited"
+    );
+    let held = end(&mut g);
+    let a_out: Vec<_> = held.iter().filter(|o| seq_of(o) == 2000).collect();
+    assert_eq!(a_out.len(), 1);
+    assert_eq!(a_out[0].ids.len(), 2, "a's two segments merged");
+}
+
+#[test]
+fn another_layout_is_looked_at_from_the_next_poll() {
+    let mut g = gro(GroConfig::default());
+    let mut x = Flow::new(9, false);
+    poll(&mut g, vec![x.next(MSS)]);
+    end(&mut g);
+    // IPv4 buckets; IPv6 flows' first head is held, and teaches the layout.
+    let mut v6: Vec<Flow> = (1..4).map(|i| Flow::new(i, true)).collect();
+    let first = poll(&mut g, v6.iter_mut().map(|f| f.next(MSS)).collect());
+    assert!(first.is_empty(), "held: buckets read at IPv4's offsets");
+    end(&mut g);
+    let out = poll(&mut g, v6.iter_mut().map(|f| f.next(MSS)).collect());
+    assert_eq!(out.len(), 3, "all alone, at once");
+    assert!(end(&mut g).is_empty());
+}
+
+#[test]
+fn the_reorder_window_takes_polls_segment_by_segment() {
+    let mut g = gro(GroConfig {
+        reorder: 4,
+        ..GroConfig::default()
+    });
+    let mut x = Flow::new(9, false);
+    poll(&mut g, vec![x.next(MSS)]);
+    end(&mut g);
+    let mut a = Flow::new(1, false);
+    assert!(poll(&mut g, vec![a.next(MSS)]).is_empty(), "held");
+    assert_eq!(alone(&g), 0);
+}
