@@ -193,6 +193,8 @@ pub fn run<S: Stage, const CYCLES: bool>(
     let mut next_hist = tsc() + hist_period;
     let mut hist_polls = 0u32;
     let mut b: Burst<MAX_BURST> = Burst::new();
+    // A poll's skbs, for GRO to take whole (allocated once, here).
+    let mut skbs: Vec<Skb> = Vec::with_capacity(MAX_BURST);
     let mut freer = BulkFree::new();
     let mut drained = 0u32;
     let (mut gate_seen, mut stopping) = (0u64, false);
@@ -254,6 +256,10 @@ pub fn run<S: Stage, const CYCLES: bool>(
                     gro.tick(now);
                     if n > 0 {
                         let mut bytes = 0u64;
+                        // Flushing at each poll's end, GRO takes the poll
+                        // whole when that can send a segment nothing later
+                        // joins at once (after polls with such segments).
+                        let whole = wc.gro_hold_tsc == 0 && gro.looks_ahead();
                         for &m in b.as_slice() {
                             // SAFETY: each received mbuf is handed to its skb
                             // once; a driver's chain links valid mbufs.
@@ -261,11 +267,19 @@ pub fn run<S: Stage, const CYCLES: bool>(
                                 bytes += mb::pkt_len(m) as u64;
                                 Skb::build_checked(m, &st.skb, &mut st.skb_stats)
                             };
-                            if let Some(skb) = skb {
-                                gro.receive(skb, now, &mut |s| deliver(local, stage, &mut ctx, s));
+                            match skb {
+                                Some(skb) if whole => skbs.push(skb),
+                                Some(skb) => gro
+                                    .receive(skb, now, &mut |s| deliver(local, stage, &mut ctx, s)),
+                                None => {}
                             }
                         }
                         b.clear_moved();
+                        if whole {
+                            gro.receive_poll(&mut skbs, now, &mut |s| {
+                                deliver(local, stage, &mut ctx, s)
+                            });
+                        }
                         local.rx_bytes += bytes;
                     }
                     if gro.held() > 0 {
