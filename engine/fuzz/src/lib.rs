@@ -88,6 +88,9 @@ pub struct Input {
     pub cfg: GroConfig,
     /// `Gro::enable_histograms(hz)` first.
     pub hist_hz: Option<u64>,
+    /// With the reorder window off: frames are taken a poll at a time
+    /// (`Gro::receive_poll`), each poll ending at a flush.
+    pub polls: bool,
     pub ops: Vec<Op>,
 }
 
@@ -280,7 +283,8 @@ pub fn decode(data: &[u8]) -> Input {
         max_size: 1500 + (rc.max_size as u32 % (65535 - 1500 + 1)),
         // The top two bits of max_frags: the reorder window, off for half
         // the inputs (then every flow is held to arrival order; with it,
-        // to leaving no more reordered than it came).
+        // to leaving no more reordered than it came). Off, half of those
+        // take each poll whole (`Harness::polls`).
         reorder: [0, 0, 3, grorx_gro::MAX_REORDER][(rc.max_frags >> 6) as usize],
         // Off: the oracle knows TCP's merges only.
         udp: false,
@@ -301,6 +305,7 @@ pub fn decode(data: &[u8]) -> Input {
     Input {
         cfg,
         hist_hz: rc.hist_hz.map(|h| h as u64),
+        polls: rc.max_frags >> 6 == 1,
         ops,
     }
 }
@@ -489,6 +494,11 @@ struct Harness<'r, R: Rx> {
     verify: bool,
     /// The reorder window is on.
     window: bool,
+    /// Frames wait for the poll's end to be taken whole (`receive_poll`),
+    /// which then flushes everything (`end_of_poll`), as the engine's
+    /// worker does without `--gro-flush-us`.
+    polls: bool,
+    burst: Vec<R::Buf>,
     gro: Gro<R::Buf>,
     fed: Fed<R::Buf>,
     flows: gen::Flows,
@@ -546,8 +556,24 @@ impl<R: Rx> Harness<'_, R> {
             hint,
         });
         self.now += layout.dt as u64;
+        if self.polls {
+            self.burst.push(buf);
+            return Ok(());
+        }
         let out = &mut self.fed.out;
         self.gro.receive(buf, self.now, &mut |b| out.push(b));
+        self.held_ok()
+    }
+
+    /// The frames of the poll, taken whole.
+    fn take_poll(&mut self) -> Result<(), String> {
+        let out = &mut self.fed.out;
+        self.gro
+            .receive_poll(&mut self.burst, self.now, &mut |b| out.push(b));
+        self.held_ok()
+    }
+
+    fn held_ok(&self) -> Result<(), String> {
         if self.gro.held() > self.fed.cfg.flows {
             return Err(format!(
                 "{} packets held, table of {}",
@@ -580,6 +606,7 @@ impl<R: Rx> Harness<'_, R> {
     }
 
     fn flush_all(&mut self) -> Result<(), String> {
+        self.take_poll()?;
         self.gro.tick(self.now);
         let out = &mut self.fed.out;
         self.gro.flush_all(&mut |b| out.push(b));
@@ -601,6 +628,19 @@ impl<R: Rx> Harness<'_, R> {
                 }
             }
             Op::FlushAll => self.flush_all()?,
+            Op::FlushOlder { .. } if self.polls => {
+                // The end of a poll taken whole.
+                self.take_poll()?;
+                self.gro.tick(self.now);
+                let out = &mut self.fed.out;
+                self.gro.end_of_poll(&mut |b| out.push(b));
+                if self.gro.held() != 0 {
+                    return Err(format!(
+                        "{} packets held after end_of_poll",
+                        self.gro.held()
+                    ));
+                }
+            }
             Op::FlushOlder { age } if self.window => {
                 // The engine's poll with the window on: waits older than the
                 // deadline given up, then the end-of-poll or age flush,
@@ -642,6 +682,8 @@ pub fn feed<R: Rx>(input: &Input, rx: &mut R) -> Result<Fed<R::Buf>, String> {
         rx,
         verify: cfg.csum == CsumMode::Verify,
         window: cfg.reorder > 0,
+        polls: cfg.reorder == 0 && input.polls,
+        burst: Vec::new(),
         gro: Gro::with_hash_key(cfg, HASH_KEY),
         fed: Fed {
             cfg,
