@@ -24,16 +24,7 @@ impl<B: GroBuf> Gro<B> {
         seg.outer_id = h.o_last_id;
         let tcp_len = t.l4_len() as u32 + t.payload_len;
         if !verify {
-            let csum = CsumCheck {
-                verify,
-                hint: match outer {
-                    Some(_) => CsumHint::Unknown,
-                    None => pkt.rx_hints().l4,
-                },
-                tcp_len,
-                payload: t.payload as usize,
-                len: t.payload_len as usize,
-            };
+            let csum = CsumCheck::of(&t, outer.is_some(), pkt.rx_hints().l4, verify);
             h.pbase = f.pseudo_base();
             h.hconst = header_const(&f, &seg);
             let psum = csum

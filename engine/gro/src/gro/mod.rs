@@ -382,19 +382,7 @@ impl<B: GroBuf> Gro<B> {
             (None, Some(o)) => FlowKey::tunneled(&f, o, &self.hash_key),
             (None, None) => FlowKey::new(&f),
         };
-        let csum = CsumCheck {
-            verify,
-            // Which checksum a NIC's L4 flag is about, in a tunnel, depends
-            // on the NIC: the inner one is checked in software.
-            hint: if outer.is_some() {
-                CsumHint::Unknown
-            } else {
-                hints.l4
-            },
-            tcp_len,
-            payload: t.payload as usize,
-            len: t.payload_len as usize,
-        };
+        let csum = CsumCheck::of(&t, outer.is_some(), hints.l4, verify);
 
         // The flow's slot, live or a ghost: keys are unique in the table,
         // so a new head of a flow it knows goes back to that slot.

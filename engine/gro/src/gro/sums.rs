@@ -38,6 +38,22 @@ pub(super) struct CsumCheck {
     pub(super) len: usize,
 }
 
+impl CsumCheck {
+    /// How the TCP checksum of segment `t` is judged: verifying or not, and
+    /// what the NIC said (`l4`). In a tunnel, what a NIC's L4 flag is about
+    /// depends on the NIC: the inner checksum is checked in software.
+    #[inline(always)]
+    pub(super) fn of(t: &Tcp, tunnelled: bool, l4: CsumHint, verify: bool) -> CsumCheck {
+        CsumCheck {
+            verify,
+            hint: if tunnelled { CsumHint::Unknown } else { l4 },
+            tcp_len: t.l4_len() as u32 + t.payload_len,
+            payload: t.payload as usize,
+            len: t.payload_len as usize,
+        }
+    }
+}
+
 /// A segment's payload sum, unfolded: either the bytes' sum (`pos`) or, when
 /// the checksum is trusted, the negated sum of what the checksum covers
 /// besides the payload (`neg`: a valid segment's pseudo-header, header,
