@@ -7,7 +7,9 @@
 //!
 //! Flushing every burst (the default), only the flows of one burst are ever
 //! held: the `*_flows` cases send runs of 8 segments per flow in bursts of 32.
-//! The `held/*` cases hold every flow across bursts (as `--gro-flush-us`
+//! `poll/100k_flows` takes each burst whole, as the engine's worker does
+//! (every segment a new flow: each leaves alone). The `held/*` cases hold
+//! every flow across bursts (as `--gro-flush-us`
 //! does) in a table as large as the flow count, flows round-robin (each
 //! segment finds its flow in a table of N held packets), small segments so
 //! the frames stay in cache: 1 vs 1024 flows.
@@ -15,7 +17,8 @@
 mod common;
 
 use common::{
-    flood, frames_in, one_segment, replay, traffic, traffic_mss, traffic_of, Arena, Frame, FLOODS,
+    flood, frames_in, one_segment, replay, replay_polls, traffic, traffic_mss, traffic_of, Arena,
+    Frame, FLOODS,
 };
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use grorx_gro::key::{FlowKey, HashKey};
@@ -24,7 +27,18 @@ use grorx_gro::wire::{Fields, Tcp};
 use grorx_gro::{CsumMode, Gro, GroConfig};
 
 fn bench_case(c: &mut Criterion, name: &str, frames: Vec<Vec<u8>>, cfg: GroConfig, burst: usize) {
-    run_case(c, name, frames, cfg, burst, true, None)
+    run_case(c, name, frames, cfg, burst, Flush::EachBurst, None)
+}
+
+/// When a case's GRO lets its packets go.
+#[derive(Clone, Copy)]
+enum Flush {
+    /// At the end of every burst (the default).
+    EachBurst,
+    /// The same, each burst taken whole (`receive_poll`, as the worker).
+    EachPoll,
+    /// Once, after the last burst: packets held across bursts.
+    AtTheEnd,
 }
 
 /// The hash key an attacker is assumed to know (the collide cases).
@@ -55,15 +69,13 @@ fn colliding_flows(n: usize, entries: usize) -> Vec<FlowSpec> {
     out
 }
 
-/// `flush_each_burst`: flush at the end of every burst (the default), else
-/// only once, after the last (packets held across bursts).
 fn run_case(
     c: &mut Criterion,
     name: &str,
     frames: Vec<Vec<u8>>,
     cfg: GroConfig,
     burst: usize,
-    flush_each_burst: bool,
+    flush: Flush,
     key: Option<HashKey>,
 ) {
     let n = frames.len();
@@ -83,7 +95,11 @@ fn run_case(
             |(mut gro, fr, arena)| {
                 // Outputs are returned, so freeing them is not timed.
                 let mut out = Vec::with_capacity(fr.len());
-                replay(&mut gro, fr, burst, flush_each_burst, &mut out);
+                match flush {
+                    Flush::EachBurst => replay(&mut gro, fr, burst, true, &mut out),
+                    Flush::EachPoll => replay_polls(&mut gro, fr, burst, &mut out),
+                    Flush::AtTheEnd => replay(&mut gro, fr, burst, false, &mut out),
+                }
                 (gro, out, arena)
             },
             // The setup writes the frames just before: they are in cache, as
@@ -115,13 +131,23 @@ fn benches(c: &mut Criterion) {
         flows: 16384,
         ..trust
     };
-    // 100k flows: every segment is a new flow for a 16k-entry table.
+    // 100k flows: every segment is a new flow for a 16k-entry table; the
+    // same taken a poll at a time, as the worker does (each leaves alone).
     bench_case(
         c,
         "trust/100k_flows",
         traffic(100_000, n, 1, 0, false),
         big,
         32,
+    );
+    run_case(
+        c,
+        "poll/100k_flows",
+        traffic(100_000, n, 1, 0, false),
+        big,
+        32,
+        Flush::EachPoll,
+        None,
     );
     bench_case(
         c,
@@ -149,7 +175,7 @@ fn benches(c: &mut Criterion) {
             traffic_mss(flows, 16 * flows.max(64) as usize, 1, 0, false, 64),
             cfg,
             32,
-            false,
+            Flush::AtTheEnd,
             None,
         );
     }
@@ -179,7 +205,7 @@ fn benches(c: &mut Criterion) {
             None,
         ),
     ] {
-        run_case(c, name, frames, cfg, 32, false, key);
+        run_case(c, name, frames, cfg, 32, Flush::AtTheEnd, key);
     }
     // Frames GRO turns away but that name a flow (padded pure ACKs, as
     // stacks without timestamps send): each must flush its flow's held
@@ -203,7 +229,7 @@ fn benches(c: &mut Criterion) {
             frames,
             cfg,
             32,
-            false,
+            Flush::AtTheEnd,
             None,
         );
     }
@@ -216,7 +242,15 @@ fn benches(c: &mut Criterion) {
     let held = GroConfig { flows: 64, ..trust };
     for (name, every, per) in FLOODS {
         let frames = flood(every, per);
-        run_case(c, &format!("flood/{name}"), frames, held, 32, false, None);
+        run_case(
+            c,
+            &format!("flood/{name}"),
+            frames,
+            held,
+            32,
+            Flush::AtTheEnd,
+            None,
+        );
     }
     bench_case(c, "verify/1_flow", traffic(1, n, 8, 0, false), verify, 32);
     bench_case(

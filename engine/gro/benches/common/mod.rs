@@ -196,6 +196,19 @@ pub fn replay(
     gro.flush_all(&mut |f| out.push(f));
 }
 
+/// As `replay` flushing after each burst, but each burst taken whole
+/// (`Gro::receive_poll`), as the engine's worker does.
+#[inline(never)]
+pub fn replay_polls(gro: &mut Gro<Frame>, frames: Vec<Frame>, burst: usize, out: &mut Vec<Frame>) {
+    let mut it = frames.into_iter().peekable();
+    let mut poll = Vec::with_capacity(burst);
+    while it.peek().is_some() {
+        poll.extend(it.by_ref().take(burst));
+        gro.receive_poll(&mut poll, 0, &mut |f| out.push(f));
+        gro.end_of_poll(&mut |f| out.push(f));
+    }
+}
+
 /// Bulk segments of the flood cases.
 pub const FLOOD_BULK: usize = 4096;
 /// Bulk flows of the flood cases.
