@@ -135,11 +135,13 @@ pub fn check_outputs<T>(
     max_frags: u16,
     parse: impl Fn(&[u8]) -> Option<T>,
     flow_of: impl Fn(&T) -> &[u8],
-    mut merged: impl FnMut(&[T], &[u8]) -> Result<(), String>,
+    mut merged: impl FnMut(&[&T], &[u8]) -> Result<(), String>,
     order: Order<'_, T>,
 ) -> Result<Summary, String> {
     let by_seq = matches!(order, Order::Sequence(_));
     let n = frames.len();
+    // Each input read once, for every check below.
+    let read: Vec<Option<T>> = frames.iter().map(|f| parse(f)).collect();
     let mut pos = vec![usize::MAX; n];
     let mut n_merged = 0;
     for (oi, o) in outs.iter().enumerate() {
@@ -168,7 +170,7 @@ pub fn check_outputs<T>(
         }
         let mut ins = Vec::with_capacity(ids.len());
         for &id in ids {
-            match parse(&frames[id as usize]) {
+            match &read[id as usize] {
                 Some(x) => ins.push(x),
                 None => return err(format!("input {id} merged but not one the oracle reads")),
             }
@@ -191,25 +193,23 @@ pub fn check_outputs<T>(
     if let Order::Sequence(seq_len) = order {
         type Seen = std::collections::HashMap<Vec<u8>, Vec<(u32, u32)>>;
         let (mut seen_in, mut seen_out) = (Seen::default(), Seen::default());
-        for f in frames {
-            if let Some(x) = parse(f).filter(|x| seq_len(x).1 > 0) {
-                seen_in
-                    .entry(flow_of(&x).to_vec())
-                    .or_default()
-                    .push(seq_len(&x));
-            }
+        for x in read.iter().flatten().filter(|x| seq_len(x).1 > 0) {
+            seen_in
+                .entry(flow_of(x).to_vec())
+                .or_default()
+                .push(seq_len(x));
         }
         for o in outs {
-            let Some(x) = parse(&frames[o.ids[0] as usize]) else {
+            let Some(x) = &read[o.ids[0] as usize] else {
                 continue;
             };
             let len: u32 = (o.ids.iter())
-                .filter_map(|&id| parse(&frames[id as usize]))
-                .map(|y| seq_len(&y).1)
+                .filter_map(|&id| read[id as usize].as_ref())
+                .map(|y| seq_len(y).1)
                 .sum();
             if len > 0 {
-                let at = (seq_len(&x).0, len);
-                seen_out.entry(flow_of(&x).to_vec()).or_default().push(at);
+                let at = (seq_len(x).0, len);
+                seen_out.entry(flow_of(x).to_vec()).or_default().push(at);
             }
         }
         for (flow, i) in &seen_in {
@@ -229,9 +229,9 @@ pub fn check_outputs<T>(
         });
     }
     let mut last: std::collections::HashMap<Vec<u8>, usize> = Default::default();
-    for (i, f) in frames.iter().enumerate() {
-        if let Some(x) = parse(f) {
-            let e = last.entry(flow_of(&x).to_vec()).or_insert(pos[i]);
+    for (i, x) in read.iter().enumerate() {
+        if let Some(x) = x {
+            let e = last.entry(flow_of(x).to_vec()).or_insert(pos[i]);
             if pos[i] < *e {
                 return Err(format!(
                     "input {i} out (output {}) before an earlier frame of its flow (output {})",

@@ -793,20 +793,20 @@ pub fn check_outputs<B, O: Output>(fed: &Fed<B>, outs: &[O]) -> Result<Summary, 
     // Each output; per flow, payload bytes in arrival order (with the
     // reorder window: data no more often behind what came before it, in
     // sequence, than it arrived).
+    // Per flow, its inputs with payload: their sequence ranges (window on)
+    // or the stream outputs are read off (off).
     let window = cfg.reorder > 0;
-    let mut seen_in: Vec<Vec<(u32, u32)>> = vec![Vec::new(); keys.len()];
+    let flows = keys.len();
+    let mut seen_in: Vec<Vec<(u32, u32)>> = vec![Vec::new(); if window { flows } else { 0 }];
     let mut seen_out = seen_in.clone();
-    for r in recs {
-        if let Some((_, k)) = r.tcp {
-            if !r.payload().is_empty() {
-                seen_in[k as usize].push((r.seq(), r.payload().len() as u32));
-            }
-        }
-    }
-    let mut streams: Vec<Stream> = (0..keys.len()).map(|_| Stream::default()).collect();
+    let mut streams: Vec<Stream> = (0..if window { 0 } else { flows })
+        .map(|_| Stream::default())
+        .collect();
     for (i, r) in recs.iter().enumerate() {
-        if let Some((_, k)) = r.tcp {
-            if !r.payload().is_empty() {
+        if let Some((_, k)) = r.tcp.filter(|_| !r.payload().is_empty()) {
+            if window {
+                seen_in[k as usize].push((r.seq(), r.payload().len() as u32));
+            } else {
                 streams[k as usize].recs.push(i as u32);
             }
         }
@@ -857,7 +857,7 @@ pub fn check_outputs<B, O: Output>(fed: &Fed<B>, outs: &[O]) -> Result<Summary, 
     }
     for (k, (i, o)) in seen_in.iter().zip(&seen_out).enumerate() {
         let (back_in, back_out) = (frames::backsteps(i), frames::backsteps(o));
-        if window && back_out > back_in {
+        if back_out > back_in {
             return Err(format!(
                 "flow {:?}: {back_out} steps back in sequence out, {back_in} in: \
                  in {i:?}, out {o:?}",
@@ -865,7 +865,7 @@ pub fn check_outputs<B, O: Output>(fed: &Fed<B>, outs: &[O]) -> Result<Summary, 
             ));
         }
     }
-    for (k, s) in streams.iter().enumerate().filter(|_| !window) {
+    for (k, s) in streams.iter().enumerate() {
         let left = s.left(recs);
         if left > 0 {
             return Err(format!(

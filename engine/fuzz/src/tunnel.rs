@@ -510,7 +510,7 @@ pub fn check(input: &Input) -> Result<Summary, String> {
 }
 
 /// The invariants of an output made of several segments.
-fn check_merged(cfg: &GroConfig, ins: &[Seg], bytes: &[u8]) -> Result<(), String> {
+fn check_merged(cfg: &GroConfig, ins: &[&Seg], bytes: &[u8]) -> Result<(), String> {
     let first = &ins[0];
     let verify = cfg.csum == CsumMode::Verify;
     let outer_of = |s: &Seg| s.tunnel.as_ref().map(|o| (o.fields, o.v6, o.csum_set));
@@ -549,7 +549,7 @@ fn check_merged(cfg: &GroConfig, ins: &[Seg], bytes: &[u8]) -> Result<(), String
         }
     }
     let ids_follow = |get: &dyn Fn(&Seg) -> u16, fixed_ok: bool| {
-        let fixed = fixed_ok && get(&ins[1]) == get(first);
+        let fixed = fixed_ok && get(ins[1]) == get(first);
         ins.iter().enumerate().all(|(k, s)| {
             get(s)
                 == if fixed {

@@ -272,7 +272,7 @@ pub fn check(input: &Input) -> Result<Summary, String> {
 }
 
 /// The invariants of an output made of several datagrams.
-fn check_merged(cfg: &GroConfig, ins: &[Dg], bytes: &[u8]) -> Result<(), String> {
+fn check_merged(cfg: &GroConfig, ins: &[&Dg], bytes: &[u8]) -> Result<(), String> {
     let first = &ins[0];
     let verify = cfg.csum == CsumMode::Verify;
     for (k, d) in ins.iter().enumerate() {
