@@ -66,6 +66,10 @@ fn main() {
         r.max_segments_per_packet, r.merged_segments
     );
     println!(
+        "reorder window: {} segments waited, {} merged once their gap filled",
+        stats.reorder_held, stats.reorder_filled
+    );
+    println!(
         "{} files, {} failed; {ins} frames in, {outs} out, {merged} merged outputs",
         paths.len(),
         failed

@@ -83,10 +83,15 @@ pub fn tcp_frame(op: &TcpFrame, flows: &mut Flows) -> Vec<u8> {
         (SeqChoice::Next | SeqChoice::Late, _) => st.seq,
         (SeqChoice::Back(d), _) => st.seq.wrapping_sub(d as u32),
         (SeqChoice::Ahead(d), _) => {
+            let d = if d & 0x8000 != 0 {
+                st.len as u32
+            } else {
+                d as u32
+            };
             // The sender gave the gap's segment the ID before this one's.
-            st.gap = Some((st.seq, d as u32, st.ip_id));
+            st.gap = Some((st.seq, d, st.ip_id));
             st.ip_id = st.ip_id.wrapping_add(1);
-            st.seq.wrapping_add(d as u32)
+            st.seq.wrapping_add(d)
         }
         (SeqChoice::Set(s), _) => s,
     };

@@ -160,6 +160,9 @@ pub enum SeqChoice {
     /// The next byte of the flow's stream.
     Next,
     Back(u16),
+    /// A gap before this segment: with the top bit set, one segment of the
+    /// flow's size (a gap one late segment fills whole), else this many
+    /// bytes.
     Ahead(u16),
     Set(u32),
     /// Into the flow's last gap (left by `Ahead`), from its start, at most
