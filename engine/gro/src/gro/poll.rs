@@ -139,7 +139,9 @@ impl<B: GroBuf> Gro<B> {
     /// poll: a segment that starts a packet and that no later packet of
     /// the burst can join then leaves at once (`Pass::Alone`). A caller
     /// that holds packets across polls (`flush_older`) takes them one by
-    /// one with `receive`.
+    /// one with `receive`: taken whole, such a segment would leave before
+    /// a later poll's segments could join it (each flow's order is kept
+    /// either way).
     pub fn receive_poll(&mut self, burst: &mut Vec<B>, now: u64, out: &mut impl FnMut(B)) {
         let on = self.looks_ahead() && burst.len() <= LOOK_MAX;
         let look = &mut self.look;
