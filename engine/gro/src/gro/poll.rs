@@ -50,18 +50,19 @@ impl At {
     /// (bucket 0 for a frame too short to have them).
     #[inline(always)]
     fn bucket(self, b: &[u8]) -> u16 {
-        let word = |at: usize| {
-            b.get(at..at + 4)
+        let word = |f: field::Field| {
+            b.get(f)
                 .map_or(0, |w| u32::from_ne_bytes([w[0], w[1], w[2], w[3]]))
         };
-        let (l3, l4) = (self.l3 as usize, self.l4 as usize);
-        // IPv4: source and destination; IPv6: the last word of each.
-        let (src, dst) = if self.ipv6 {
-            (l3 + 20, l3 + 36)
-        } else {
-            (l3 + 12, l3 + 16)
-        };
-        let x = word(src) ^ word(dst).rotate_left(16) ^ word(l4);
+        // The last word of each address (IPv4: the whole of each).
+        let addrs = field::at(
+            self.l3 as usize,
+            if self.ipv6 { ipv6::ADDRS } else { ipv4::ADDRS },
+        );
+        let (src, dst) = (addrs.start + addrs.len() / 2 - 4, addrs.end - 4);
+        let x = word(src..src + 4)
+            ^ word(dst..dst + 4).rotate_left(16)
+            ^ word(field::at(self.l4 as usize, tcp::PORTS));
         (x.wrapping_mul(0x9e37_79b9) >> (32 - BUCKET_BITS)) as u16
     }
 }
