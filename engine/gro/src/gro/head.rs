@@ -95,6 +95,7 @@ impl<B: GroBuf> Gro<B> {
         out: &mut impl FnMut(B),
     ) {
         self.last = Some(s);
+        self.first = Some(s);
         let h = self.table.get_mut(s);
         if let Some(held) = h.pkt.as_mut() {
             held.append(pkt, h.t.payload as usize);

@@ -20,7 +20,8 @@
 //! (`fast_merge`) or, after its flow's packet left, starts the next one in
 //! the slot it left, whose state the table keeps as a ghost until the slot
 //! is needed (`restart`); a segment of another flow is looked up first with
-//! the previous one's header layout, unparsed. The table (`table`) is bounded
+//! the previous one's header layout, unparsed (while flows take turns,
+//! segment by segment, that lookup comes first). The table (`table`) is bounded
 //! and O(1); no allocation happens per packet.
 //!
 //! Here: `Gro`, `receive` and the full path (`receive_slow`), read top to
@@ -88,6 +89,13 @@ pub struct Gro<B> {
     /// The slot the previous segment went to: bursts carry runs of one
     /// flow, so the next segment is checked there before hashing.
     last: Option<u16>,
+    /// The slot whose template the next segment is tried on first: `last`,
+    /// but None while flows take turns (a segment then goes to another
+    /// flow than the one before it, and trying that one first is waste).
+    first: Option<u16>,
+    /// `segments_in` when a segment last went to another flow than the
+    /// one before it.
+    missed_at: u64,
     /// The time (TSC) of the latest receive or tick, for hold times.
     now: u64,
     hist: Option<Box<GroHist>>,
@@ -160,6 +168,8 @@ impl<B: GroBuf> Gro<B> {
             masks: Masks::default(),
             stats: GroStats::default(),
             last: None,
+            first: None,
+            missed_at: 0,
             now: 0,
             hist: None,
             reorder: (cfg.reorder > 0).then(|| {
@@ -254,31 +264,44 @@ impl<B: GroBuf> Gro<B> {
                     None => return,
                 }
             }
+            // Without a template (a flow new to the table, one the reorder
+            // window works on) the flow's segments cannot take the fast
+            // path: straight to the lookup.
+            let tried = self.first.filter(|&s| self.table.entry(s).tmpl.on);
+            if let Some(s) = tried {
+                match self.fast_merge(s, pkt, verify, out) {
+                    Some(p) => pkt = p,
+                    None => return,
+                }
+            }
             if let Some(s) = self.last {
-                // Without a template (a flow new to the table, one the
-                // reorder window works on) the flow's segments cannot take
-                // the fast path: straight to the lookup.
-                let p = if self.table.entry(s).tmpl.on {
-                    match self.fast_merge(s, pkt, verify, out) {
-                        Some(p) => p,
-                        None => return,
-                    }
-                } else {
-                    pkt
-                };
                 // Not the previous segment's flow: another held one?
-                let Some(l) = self.lookup_by_layout(&p, s) else {
-                    return self.slow(p, now, verify, hints, None, out);
+                let Some(l) = self.lookup_by_layout(&pkt, s) else {
+                    return self.slow(pkt, now, verify, hints, None, out);
                 };
-                let p = match l.found.filter(|&s2| s2 != s) {
+                let p = match l
+                    .found
+                    .filter(|&s2| Some(s2) != tried && self.table.entry(s2).tmpl.on)
+                {
                     Some(s2) => {
-                        let Some(p) = self.fast_merge(s2, p, verify, out) else {
+                        // Two segments in a row, each of another flow than
+                        // the one before it: flows take turns, and the next
+                        // segment is looked up at once rather than tried
+                        // on this one's flow first.
+                        let n = self.stats.segments_in;
+                        let other = Some(s2) != self.last;
+                        let turns = other && n.wrapping_sub(self.missed_at) == 1;
+                        if other {
+                            self.missed_at = n;
+                        }
+                        let Some(p) = self.fast_merge(s2, pkt, verify, out) else {
                             self.last = Some(s2);
+                            self.first = (!turns).then_some(s2);
                             return;
                         };
                         p
                     }
-                    None => p,
+                    None => pkt,
                 };
                 return self.slow(p, now, verify, hints, Some(&l), out);
             }
@@ -566,6 +589,7 @@ impl<B: GroBuf> Gro<B> {
         h.finished = false;
         h.pkt = Some(pkt);
         self.last = Some(slot);
+        self.first = Some(slot);
         // A flow the table remembered will likely merge again: its template
         // at once, so that its next segment takes the fast path.
         if found.is_some() {
@@ -590,6 +614,7 @@ impl<B: GroBuf> Gro<B> {
             self.look.left_alone(t);
             // No slot to look in first for the next segment.
             self.last = None;
+            self.first = None;
             return Some(Pass::Alone);
         }
         None

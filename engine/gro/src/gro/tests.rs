@@ -1035,6 +1035,38 @@ fn with_nops(b: &mut VecBuf, k: usize) {
 }
 
 #[test]
+fn flows_taking_turns_are_looked_up_at_once_until_one_sends_a_run() {
+    let mut g = gro(GroConfig::default());
+    let mut flows: Vec<Flow> = (1..=3).map(|i| Flow::new(i, false)).collect();
+    // Two segments each first: their templates are made.
+    for f in flows.iter_mut() {
+        let run = vec![f.next(MSS), f.next(MSS)];
+        assert!(feed(&mut g, run).is_empty());
+    }
+    assert!(g.first.is_some(), "runs of one flow: tried first");
+    for _ in 0..3 {
+        for f in flows.iter_mut() {
+            assert!(feed(&mut g, vec![f.next(MSS)]).is_empty());
+        }
+    }
+    assert_eq!(g.first, None, "flows take turns: no flow tried first");
+    let run = vec![flows[0].next(MSS), flows[0].next(MSS)];
+    assert!(feed(&mut g, run).is_empty());
+    assert!(
+        g.first.is_some() && g.first == g.last,
+        "a run of one flow: its flow tried first again"
+    );
+    let out = flush(&mut g);
+    assert_eq!(out.len(), 3);
+    let mut segs: Vec<usize> = out.iter().map(|p| p.ids.len()).collect();
+    segs.sort();
+    assert_eq!(segs, [5, 5, 7], "every segment merged");
+    for p in &out {
+        verify(&p.bytes()).unwrap();
+    }
+}
+
+#[test]
 fn early_layouts_do_not_keep_the_fast_path_from_later_ones() {
     // 20 flows of 20 other header layouts (0-2 VLAN tags, 0-6 NOP words),
     // each held once, then a while later a bulk flow of a layout of its
