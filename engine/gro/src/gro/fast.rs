@@ -12,8 +12,23 @@ pub(super) struct Lookup {
     pub(super) outer: Option<crate::wire::Outer>,
     pub(super) key: FlowKey,
     pub(super) hash: u32,
-    /// The slot holding `key`, live or a ghost, if any.
+    /// The first slot, live or a ghost, indexed under `hash`: the flow's
+    /// own when a merge into it succeeds (its template covers every byte
+    /// of the key); else `Lookup::slot` checks its key.
     pub(super) found: Option<u16>,
+}
+
+impl Lookup {
+    /// The slot holding `key`, live or a ghost, if any (keys are unique in
+    /// the table): `found`, unless another key shares its hash.
+    #[inline(always)]
+    pub(super) fn slot<B>(&self, table: &Table<Held<B>>) -> Option<u16> {
+        match self.found {
+            Some(s) if table.entry(s).key == self.key => Some(s),
+            Some(_) => table.find(self.hash, |h| h.key == self.key),
+            None => None,
+        }
+    }
 }
 
 impl<B: GroBuf> Gro<B> {
@@ -47,7 +62,7 @@ impl<B: GroBuf> Gro<B> {
             outer,
             key,
             hash,
-            found: self.table.find(hash, |h| h.key == key),
+            found: self.table.find(hash, |_| true),
         })
     }
 

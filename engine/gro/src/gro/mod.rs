@@ -410,7 +410,7 @@ impl<B: GroBuf> Gro<B> {
         // The flow's slot, live or a ghost: keys are unique in the table,
         // so a new head of a flow it knows goes back to that slot.
         let (hash, found) = match lookup {
-            Some(l) => (l.hash, l.found),
+            Some(l) => (l.hash, l.slot(&self.table)),
             None => {
                 let hit = self
                     .last

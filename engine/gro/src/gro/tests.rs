@@ -1035,6 +1035,36 @@ fn with_nops(b: &mut VecBuf, k: usize) {
 }
 
 #[test]
+fn flows_whose_keys_share_a_hash_stay_apart() {
+    // Two flows found by search whose keys hash alike under a known key:
+    // the lookup by layout takes the first entry under the hash, and only a
+    // merge (whose template covers the key) or the key itself makes it the
+    // segment's flow.
+    let hk = HashKey::fixed([0x51, 0x52, 0x53, 0x54]);
+    let hash = |i: u32| {
+        let b = Flow::new(i, false).next(8).bytes();
+        let t = Tcp::parse(&b, b.len(), false).unwrap();
+        FlowKey::new(&Fields::new(&b, t)).hash(&hk)
+    };
+    let mut seen = std::collections::HashMap::new();
+    let (i, j) = (1..400_000u32)
+        .find_map(|j| seen.insert(hash(j), j).map(|i| (i, j)))
+        .expect("a pair of flows with one hash");
+    let mut g = Gro::with_hash_key(GroConfig::default(), hk);
+    let (mut a, mut b) = (Flow::new(i, false), Flow::new(j, false));
+    let mut segs = vec![a.next(MSS), a.next(MSS)];
+    segs.extend((0..3).map(|_| b.next(MSS)));
+    segs.push(a.next(MSS));
+    assert!(feed(&mut g, segs).is_empty(), "both held");
+    let out = flush(&mut g);
+    assert_eq!(out.len(), 2, "one packet a flow");
+    for p in &out {
+        assert_eq!(p.ids.len(), 3);
+        verify(&p.bytes()).unwrap();
+    }
+}
+
+#[test]
 fn flows_taking_turns_are_looked_up_at_once_until_one_sends_a_run() {
     let mut g = gro(GroConfig::default());
     let mut flows: Vec<Flow> = (1..=3).map(|i| Flow::new(i, false)).collect();
