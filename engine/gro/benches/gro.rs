@@ -12,7 +12,9 @@
 //! every flow across bursts (as `--gro-flush-us`
 //! does) in a table as large as the flow count, flows round-robin (each
 //! segment finds its flow in a table of N held packets), small segments so
-//! the frames stay in cache: 1 vs 1024 flows.
+//! the frames stay in cache: 1 vs 1024 flows; `held/*_known_flows`, the
+//! same by a GRO whose table already knows the flows (it took the traffic
+//! once before, untimed), so no flow starts afresh.
 
 mod common;
 
@@ -39,6 +41,10 @@ enum Flush {
     EachPoll,
     /// Once, after the last burst: packets held across bursts.
     AtTheEnd,
+    /// The same, by a GRO that took the same traffic once before, in
+    /// untimed setup: every flow is one its table remembers (a queue's
+    /// steady state, long-lived flows).
+    AtTheEndKnown,
 }
 
 /// The hash key an attacker is assumed to know (the collide cases).
@@ -88,7 +94,18 @@ fn run_case(
                     Some(k) => Gro::with_hash_key(cfg, k),
                     None => Gro::new(cfg),
                 };
+                let mut gro = gro;
                 let mut arena = Arena::new(&frames);
+                if let Flush::AtTheEndKnown = flush {
+                    let mut out = Vec::with_capacity(frames.len());
+                    replay(
+                        &mut gro,
+                        frames_in(&mut arena, &frames),
+                        burst,
+                        false,
+                        &mut out,
+                    );
+                }
                 let fr = frames_in(&mut arena, &frames);
                 (gro, fr, arena)
             },
@@ -98,7 +115,9 @@ fn run_case(
                 match flush {
                     Flush::EachBurst => replay(&mut gro, fr, burst, true, &mut out),
                     Flush::EachPoll => replay_polls(&mut gro, fr, burst, &mut out),
-                    Flush::AtTheEnd => replay(&mut gro, fr, burst, false, &mut out),
+                    Flush::AtTheEnd | Flush::AtTheEndKnown => {
+                        replay(&mut gro, fr, burst, false, &mut out)
+                    }
                 }
                 (gro, out, arena)
             },
@@ -176,6 +195,23 @@ fn benches(c: &mut Criterion) {
             cfg,
             32,
             Flush::AtTheEnd,
+            None,
+        );
+    }
+    // The same with flows the table knows: no flow's first segments take
+    // the full path.
+    for flows in [1u32, 1024] {
+        let cfg = GroConfig {
+            flows: flows as usize,
+            ..trust
+        };
+        run_case(
+            c,
+            &format!("held/{flows}_known_flows"),
+            traffic_mss(flows, 16 * flows.max(64) as usize, 1, 0, false, 64),
+            cfg,
+            32,
+            Flush::AtTheEndKnown,
             None,
         );
     }

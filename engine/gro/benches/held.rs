@@ -1,0 +1,130 @@
+//! The cost of holding many flows at once against one, measured paired.
+//!
+//! `gro.rs`'s `held/*` cases (flows round-robin, 64 B segments held across
+//! bursts of 32 in a table as large as the flow count, trusting checksums),
+//! each of 16384 segments (16 a flow for 1024 flows), run interleaved round after round
+//! in a rotated order, so that a change in the machine's speed falls on
+//! every case alike. Each case is run by a fresh GRO (every flow new to it)
+//! and by one that took the same traffic once before (every flow one its
+//! table remembers: a queue's steady state). Each timed pass follows an
+//! untimed one of the same case, which leaves its frames and table in
+//! cache (and, for the known flows, is the pass that made them known).
+//!
+//! Printed per case: the median time per segment, and the median over
+//! rounds of its time per segment over one flow's in the same round (the
+//! goal: 1024 flows at most 1.5x one). `GRORX_HELD_ROUNDS` sets the rounds
+//! (default 31).
+//!
+//!     cargo bench -p grorx-gro --features traffic --bench held
+
+mod common;
+
+use common::{frames_in, replay, traffic_mss, Arena, Frame};
+use grorx_gro::{CsumMode, Gro, GroConfig};
+use std::time::Instant;
+
+struct Case {
+    flows: u32,
+    known: bool,
+    frames: Vec<Vec<u8>>,
+    arena: Arena,
+    /// Nanoseconds per segment, one a round.
+    ns: Vec<f64>,
+}
+
+impl Case {
+    fn name(&self) -> String {
+        let what = if self.known { "known" } else { "new" };
+        format!("{} flows, {what}", self.flows)
+    }
+
+    fn cfg(&self) -> GroConfig {
+        GroConfig {
+            csum: CsumMode::Trust,
+            flows: self.flows as usize,
+            ..GroConfig::default()
+        }
+    }
+
+    /// One pass over the case by `gro`: its time per segment.
+    fn pass(&mut self, gro: &mut Gro<Frame>, out: &mut Vec<Frame>) -> f64 {
+        let fr = frames_in(&mut self.arena, &self.frames);
+        out.clear();
+        out.reserve(fr.len());
+        let t = Instant::now();
+        replay(gro, fr, 32, false, out);
+        t.elapsed().as_nanos() as f64 / self.frames.len() as f64
+    }
+}
+
+/// Segments a case: 16 a flow for 1024 flows, and as many for one flow,
+/// so that both stream the same frames (2 MiB, past L2 here) and differ
+/// only in how many flows GRO holds.
+const SEGMENTS: usize = 16 * 1024;
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn main() {
+    let rounds: usize = std::env::var("GRORX_HELD_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(31);
+    let mut cases: Vec<Case> = [(1, false), (1024, false), (1, true), (1024, true)]
+        .into_iter()
+        .map(|(flows, known)| {
+            let frames = traffic_mss(flows, SEGMENTS, 1, 0, false, 64);
+            Case {
+                flows,
+                known,
+                arena: Arena::new(&frames),
+                frames,
+                ns: Vec::new(),
+            }
+        })
+        .collect();
+    let mut out: Vec<Frame> = Vec::new();
+    // One unrecorded round first: page faults, caches, the CPU's clock.
+    for round in 0..=rounds {
+        for k in 0..cases.len() {
+            let n = cases.len();
+            let c = &mut cases[(k + round) % n];
+            let mut gro: Gro<Frame> = Gro::new(c.cfg());
+            c.pass(&mut gro, &mut out);
+            if !c.known {
+                gro = Gro::new(c.cfg());
+            }
+            let ns = c.pass(&mut gro, &mut out);
+            if round > 0 {
+                c.ns.push(ns);
+            }
+        }
+    }
+    println!(
+        "flows held at once: round-robin, {SEGMENTS} segments of 64 B, trust; \
+         {rounds} rounds, cases interleaved"
+    );
+    println!(
+        "{:<18} {:>10} {:>14} {:>12}",
+        "case", "segments", "ns/segment", "x one flow"
+    );
+    for i in 0..cases.len() {
+        // One flow's case of the same kind (new or known).
+        let one = cases[if cases[i].known { 2 } else { 0 }].ns.clone();
+        let c = &cases[i];
+        let mut ratio: Vec<f64> = c.ns.iter().zip(&one).map(|(a, b)| a / b).collect();
+        println!(
+            "{:<18} {:>10} {:>14.1} {:>12.2}",
+            c.name(),
+            c.frames.len(),
+            median(&mut c.ns.clone()),
+            median(&mut ratio)
+        );
+    }
+    println!(
+        "x one flow: median over rounds of (ns a segment / one flow's in the same round, \
+         new against new, known against known)"
+    );
+}
