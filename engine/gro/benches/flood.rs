@@ -20,7 +20,7 @@
 
 mod common;
 
-use common::{flood, frames_in, replay, Arena, Frame, FLOODS, FLOOD_BULK};
+use common::{flood, frames_in, median, replay, rotated, rounds, Arena, Frame, FLOODS, FLOOD_BULK};
 use grorx_gro::{CsumMode, Flush, Gro, GroConfig};
 use std::time::Instant;
 
@@ -34,16 +34,8 @@ struct Case {
     evicted: u64,
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
 fn main() {
-    let rounds: usize = std::env::var("GRORX_FLOOD_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(31);
+    let rounds = rounds("GRORX_FLOOD_ROUNDS");
     let cfg = GroConfig {
         csum: CsumMode::Trust,
         flows: 64,
@@ -65,33 +57,28 @@ fn main() {
         })
         .collect();
     let mut out: Vec<Frame> = Vec::new();
-    // One unrecorded round first: page faults, caches, the CPU's clock.
-    for round in 0..=rounds {
-        for k in 0..cases.len() {
-            let n = cases.len();
-            let c = &mut cases[(k + round) % n];
-            // Twice, the second timed: the first leaves the case's own
-            // frames and table in cache whatever case ran before (a bigger
-            // one evicts them), as a queue's steady state has them.
-            let pass = |c: &mut Case, out: &mut Vec<Frame>| {
-                let mut gro: Gro<Frame> = Gro::new(cfg);
-                let fr = frames_in(&mut c.arena, &c.frames);
-                out.clear();
-                out.reserve(fr.len());
-                let t = Instant::now();
-                replay(&mut gro, fr, 32, false, out);
-                (t.elapsed().as_nanos() as f64, gro)
-            };
-            pass(c, &mut out);
-            let (ns, gro) = pass(c, &mut out);
-            if round > 0 {
-                c.ns.push(ns);
-            }
-            // Every flood flow leaves alone: the rest are the bulk's.
-            c.bulk_packets = out.len() as u64 - c.flood as u64;
-            c.evicted = gro.stats().flush[Flush::TableFull as usize];
+    rotated(rounds, &mut cases, |c, counts| {
+        // Twice, the second timed: the first leaves the case's own frames
+        // and table in cache whatever case ran before (a bigger one evicts
+        // them), as a queue's steady state has them.
+        let pass = |c: &mut Case, out: &mut Vec<Frame>| {
+            let mut gro: Gro<Frame> = Gro::new(cfg);
+            let fr = frames_in(&mut c.arena, &c.frames);
+            out.clear();
+            out.reserve(fr.len());
+            let t = Instant::now();
+            replay(&mut gro, fr, 32, false, out);
+            (t.elapsed().as_nanos() as f64, gro)
+        };
+        pass(c, &mut out);
+        let (ns, gro) = pass(c, &mut out);
+        if counts {
+            c.ns.push(ns);
         }
-    }
+        // Every flood flow leaves alone: the rest are the bulk's.
+        c.bulk_packets = out.len() as u64 - c.flood as u64;
+        c.evicted = gro.stats().flush[Flush::TableFull as usize];
+    });
     let alone = cases[0].ns.clone();
     let bulk_quality = FLOOD_BULK as f64 / cases[0].bulk_packets as f64;
     println!(

@@ -182,38 +182,28 @@ fn benches(c: &mut Criterion) {
         trust,
         32,
     );
-    // Held across bursts: 16 segments of 64 B per flow, round-robin.
-    for flows in [1u32, 1024] {
-        let cfg = GroConfig {
-            flows: flows as usize,
-            ..trust
-        };
-        run_case(
-            c,
-            &format!("held/{flows}_flows"),
-            traffic_mss(flows, 16 * flows.max(64) as usize, 1, 0, false, 64),
-            cfg,
-            32,
-            Flush::AtTheEnd,
-            None,
-        );
-    }
-    // The same with flows the table knows: no flow's first segments take
-    // the full path.
-    for flows in [1u32, 1024] {
-        let cfg = GroConfig {
-            flows: flows as usize,
-            ..trust
-        };
-        run_case(
-            c,
-            &format!("held/{flows}_known_flows"),
-            traffic_mss(flows, 16 * flows.max(64) as usize, 1, 0, false, 64),
-            cfg,
-            32,
-            Flush::AtTheEndKnown,
-            None,
-        );
+    // Held across bursts: 16 segments of 64 B per flow, round-robin; then
+    // the same with flows the table knows (no flow's first segments take
+    // the full path).
+    for (kind, flush) in [
+        ("flows", Flush::AtTheEnd),
+        ("known_flows", Flush::AtTheEndKnown),
+    ] {
+        for flows in [1u32, 1024] {
+            let cfg = GroConfig {
+                flows: flows as usize,
+                ..trust
+            };
+            run_case(
+                c,
+                &format!("held/{flows}_{kind}"),
+                traffic_mss(flows, 16 * flows.max(64) as usize, 1, 0, false, 64),
+                cfg,
+                32,
+                flush,
+                None,
+            );
+        }
     }
     // 1024 flows held at once (16 segments of 64 B each, round-robin), all
     // in one position of the table's index under the key an attacker knew:

@@ -19,7 +19,7 @@
 
 mod common;
 
-use common::{frames_in, replay, traffic_mss, Arena, Frame};
+use common::{frames_in, median, replay, rotated, rounds, traffic_mss, Arena, Frame};
 use grorx_gro::{CsumMode, Gro, GroConfig};
 use std::time::Instant;
 
@@ -62,16 +62,8 @@ impl Case {
 /// only in how many flows GRO holds.
 const SEGMENTS: usize = 16 * 1024;
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
 fn main() {
-    let rounds: usize = std::env::var("GRORX_HELD_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(31);
+    let rounds = rounds("GRORX_HELD_ROUNDS");
     let mut cases: Vec<Case> = [(1, false), (1024, false), (1, true), (1024, true)]
         .into_iter()
         .map(|(flows, known)| {
@@ -86,22 +78,17 @@ fn main() {
         })
         .collect();
     let mut out: Vec<Frame> = Vec::new();
-    // One unrecorded round first: page faults, caches, the CPU's clock.
-    for round in 0..=rounds {
-        for k in 0..cases.len() {
-            let n = cases.len();
-            let c = &mut cases[(k + round) % n];
-            let mut gro: Gro<Frame> = Gro::new(c.cfg());
-            c.pass(&mut gro, &mut out);
-            if !c.known {
-                gro = Gro::new(c.cfg());
-            }
-            let ns = c.pass(&mut gro, &mut out);
-            if round > 0 {
-                c.ns.push(ns);
-            }
+    rotated(rounds, &mut cases, |c, counts| {
+        let mut gro: Gro<Frame> = Gro::new(c.cfg());
+        c.pass(&mut gro, &mut out);
+        if !c.known {
+            gro = Gro::new(c.cfg());
         }
-    }
+        let ns = c.pass(&mut gro, &mut out);
+        if counts {
+            c.ns.push(ns);
+        }
+    });
     println!(
         "flows held at once: round-robin, {SEGMENTS} segments of 64 B, trust; \
          {rounds} rounds, cases interleaved"

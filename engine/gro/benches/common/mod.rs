@@ -242,3 +242,30 @@ pub fn flood(every: usize, per: usize) -> Vec<Vec<u8>> {
     }
     frames
 }
+
+/// The median of `v` (sorted in place).
+pub fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// Rounds a paired benchmark runs: the environment variable `var`, else 31.
+pub fn rounds(var: &str) -> usize {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(31)
+}
+
+/// Runs `f` on every case, round after round, each round starting one case
+/// later, so that a change in the machine's speed falls on every case
+/// alike; `f` is told whether the round counts (the first, for page faults,
+/// caches and the CPU's clock, does not).
+pub fn rotated<C>(rounds: usize, cases: &mut [C], mut f: impl FnMut(&mut C, bool)) {
+    let n = cases.len();
+    for round in 0..=rounds {
+        for k in 0..n {
+            f(&mut cases[(k + round) % n], round > 0);
+        }
+    }
+}
