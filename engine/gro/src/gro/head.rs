@@ -94,8 +94,7 @@ impl<B: GroBuf> Gro<B> {
         psum: Contrib,
         out: &mut impl FnMut(B),
     ) {
-        self.last = Some(s);
-        self.first = Some(s);
+        self.went_to(s);
         let h = self.table.get_mut(s);
         if let Some(held) = h.pkt.as_mut() {
             held.append(pkt, h.t.payload as usize);

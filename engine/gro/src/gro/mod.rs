@@ -588,13 +588,20 @@ impl<B: GroBuf> Gro<B> {
         h.tmpl.on = false;
         h.finished = false;
         h.pkt = Some(pkt);
-        self.last = Some(slot);
-        self.first = Some(slot);
+        self.went_to(slot);
         // A flow the table remembered will likely merge again: its template
         // at once, so that its next segment takes the fast path.
         if found.is_some() {
             self.finish_head(slot, verify);
         }
+    }
+
+    /// A segment went to slot `s` on the full path: the next is tried
+    /// there first.
+    #[inline(always)]
+    fn went_to(&mut self, s: u16) {
+        self.last = Some(s);
+        self.first = Some(s);
     }
 
     /// Why a segment its flow's held packet (if any) did not take cannot
