@@ -27,7 +27,7 @@ if ! command -v cargo >/dev/null; then
     if [ -x "$HOME/.cargo/bin/cargo" ]; then
         echo "setup: cargo is in ~/.cargo/bin: add it to PATH (source ~/.cargo/env)" >&2
     else
-        echo "setup: Rust is missing: install it with rustup (https://rustup.rs), 1.87 or newer" >&2
+        echo "setup: Rust is missing: install it with rustup (https://rustup.rs), 1.89 or newer" >&2
     fi
     exit 1
 fi

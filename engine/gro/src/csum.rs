@@ -35,13 +35,108 @@ fn sum_native(data: &[u8]) -> u64 {
     if data.len() < 64 {
         return sum_small(data);
     }
-    #[cfg(target_arch = "x86_64")]
-    {
-        if avx2() {
-            // SAFETY: the CPU has AVX2 (checked once, cached) and
-            // data.len() >= 64 (checked above).
-            return unsafe { sum_wide_avx2(data) };
+    sum_wide_by(Kernel::best(), data)
+}
+
+/// The vector kernel a sum of 64 bytes or more runs on. Every kernel gives
+/// the same sum; `Kernel::best` picks the fastest the CPU has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    /// SSE2 on x86-64 (which every x86-64 CPU has), plain word adds elsewhere.
+    Portable,
+    /// 32-byte vectors, multiply-added into 32-bit lanes (AVX2).
+    Avx2,
+    /// The same vectors, multiply-added and accumulated by one instruction
+    /// (AVX-512 VNNI on 256-bit registers: no 512-bit frequency penalty).
+    Avx512Vnni,
+}
+
+impl Kernel {
+    /// Every kernel, slowest first.
+    pub const ALL: [Kernel; 3] = [Kernel::Portable, Kernel::Avx2, Kernel::Avx512Vnni];
+
+    /// Does this CPU run this kernel?
+    pub fn available(self) -> bool {
+        match self {
+            Kernel::Portable => true,
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512Vnni => {
+                std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("avx512vnni")
+                    && std::arch::is_x86_feature_detected!("avx512vl")
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
         }
+    }
+
+    /// The fastest kernel this CPU runs (detected once, then cached).
+    #[inline(always)]
+    pub fn best() -> Kernel {
+        use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
+        // 0: not yet detected; else 1 + the kernel's index in ALL.
+        static BEST: AtomicU8 = AtomicU8::new(0);
+        match BEST.load(Relaxed) {
+            0 => {
+                let k = *Kernel::ALL
+                    .iter()
+                    .rfind(|k| k.available())
+                    .expect("the portable kernel runs everywhere");
+                BEST.store(1 + k as u8, Relaxed);
+                k
+            }
+            2 => Kernel::Avx2,
+            3 => Kernel::Avx512Vnni,
+            _ => Kernel::Portable,
+        }
+    }
+
+    /// What reports call it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::Portable => "portable",
+            Kernel::Avx2 => "avx2",
+            Kernel::Avx512Vnni => "avx512-vnni",
+        }
+    }
+}
+
+/// `sum(data)` computed by kernel `k`, or None when this CPU lacks it: for
+/// benchmarks and tests that hold the kernels to each other.
+pub fn sum_by(k: Kernel, data: &[u8]) -> Option<u16> {
+    if !k.available() {
+        return None;
+    }
+    let s = if data.len() < 64 {
+        sum_small(data)
+    } else {
+        sum_wide_by(k, data)
+    };
+    let s = fold(s);
+    Some(if cfg!(target_endian = "little") {
+        s.swap_bytes()
+    } else {
+        s
+    })
+}
+
+/// The wide sum by kernel `k`, which the CPU must have (`Kernel::available`;
+/// `best` and `sum_by` make sure), of 64 bytes or more.
+#[inline(always)]
+fn sum_wide_by(k: Kernel, data: &[u8]) -> u64 {
+    debug_assert!(data.len() >= 64 && k.available());
+    #[cfg(target_arch = "x86_64")]
+    match k {
+        // SAFETY: the CPU has AVX2 (the kernel is available: see above), and
+        // data holds at least 64 bytes, more than sum_avx2 needs at any
+        // alignment.
+        Kernel::Avx2 => return unsafe { simd::sum_avx2(data) },
+        // SAFETY: the CPU has AVX2, AVX-512 VNNI and VL (the kernel is
+        // available), and data holds at least 64 bytes, as for sum_avx2.
+        Kernel::Avx512Vnni => return unsafe { simd::sum_vnni(data) },
+        Kernel::Portable => {}
     }
     sum_wide(data)
 }
@@ -84,18 +179,6 @@ fn sum_wide(data: &[u8]) -> u64 {
     }
 }
 
-/// Payloads, AVX2.
-///
-/// # Safety
-///
-/// The CPU supports AVX2, and `data.len() >= 64`.
-#[cfg(target_arch = "x86_64")]
-unsafe fn sum_wide_avx2(data: &[u8]) -> u64 {
-    // SAFETY: the caller guarantees AVX2 and at least 64 bytes, more than
-    // sum_avx2 needs at any alignment.
-    unsafe { simd::sum_avx2(data) }
-}
-
 /// u32 words zero-extended into u64 lanes (unpack with zero, add): two
 /// accumulators per step so adds overlap. Lanes cannot overflow: a packet is
 /// far below 2^32 words.
@@ -135,11 +218,14 @@ mod simd {
         lanes[0] + lanes[1] + super::sum_small(&data[n * 32..])
     }
 
-    /// AVX2: each 16-bit word biased by 0x8000 (so it reads as a signed
-    /// value), adjacent pairs multiply-added into 32-bit lanes (vpmaddwd:
-    /// one instruction does the widening and half the adds), the bias taken
-    /// back out at the end (a word masked to zero then adds nothing). Lanes
-    /// stay far from overflow: a 64 KiB packet adds at most 2048 values of
+    /// The vector sum, written once for the kernels that differ only in
+    /// `$step`: how a vector of biased words is added into an accumulator.
+    ///
+    /// Each 16-bit word is biased by 0x8000 (so it reads as a signed value)
+    /// and adjacent pairs are multiply-added by one into 32-bit lanes: one
+    /// instruction does the widening and half the adds. The bias comes back
+    /// out at the end (a word masked to zero then adds nothing). Lanes stay
+    /// far from overflow: a 64 KiB packet adds at most 2048 values of
     /// magnitude <= 65536 per lane.
     ///
     /// Whole vectors only, no scalar loops: the bytes before the first
@@ -149,98 +235,123 @@ mod simd {
     /// into the xor (for this target the compiler splits an unaligned
     /// 32-byte load into two halves and an insert); four accumulators keep
     /// four adds in flight. A TCP payload starts 66 bytes into a frame, 2
-    /// past a cache line: this sums a 1448-byte one in ~10% less time than
-    /// unaligned loads with a scalar tail, and a 100-byte one in ~20% less.
-    ///
-    /// # Safety
-    ///
-    /// The CPU supports AVX2, and `data.len() >= 32`, or `>= 33` if `data`
-    /// starts at an odd address (callers pass 64 or more; 63 after an odd
-    /// start): every load reads 32 bytes inside `data`.
-    #[target_feature(enable = "avx2")]
-    pub unsafe fn sum_avx2(data: &[u8]) -> u64 {
-        let p = data.as_ptr();
-        let len = data.len();
-        debug_assert!(len >= 32);
-        if p as usize & 1 == 1 {
-            // Words start on odd addresses: sum from one byte later and
-            // swap (the same sum one position over is a byte rotation).
-            // SAFETY: AVX2 per our contract; data[1..] starts at an even
-            // address and, by our contract, holds at least 32 bytes.
-            let rest = super::fold(unsafe { sum_avx2(&data[1..]) });
-            return u16::from_ne_bytes([data[0], 0]) as u64 + rest.swap_bytes() as u64;
-        }
-        // Every load below starts an even number of bytes past p, so words
-        // pair up as in the data; an odd length's last byte is a word alone.
-        let even = len & !1;
-        let bias = _mm256_set1_epi16(0x8000u16 as i16);
-        let ones = _mm256_set1_epi16(1);
-        let add = |acc: __m256i, v: __m256i| {
-            _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_xor_si256(v, bias), ones))
-        };
-        let z = _mm256_setzero_si256();
-        let mut acc = [z; 4];
-        let mut vectors = 0;
-        let head = (p as usize).wrapping_neg() & 31;
-        if head != 0 {
-            // Bytes [0, head) only.
-            // SAFETY: head < 32, as mask requires; the 32 bytes at p lie inside
-            // data (len >= 32) and AVX2 is present, both by our contract.
-            let v =
-                unsafe { _mm256_andnot_si256(mask(head), _mm256_lddqu_si256(p as *const __m256i)) };
-            acc[0] = add(acc[0], v);
-            vectors += 1;
-        }
-        let mut i = head;
-        while i + 128 <= even {
-            for (k, a) in acc.iter_mut().enumerate() {
-                // SAFETY: i + 32 * k + 32 <= i + 128 <= even <= len, and p + i is
-                // 32-byte aligned (i is head plus a multiple of 32).
-                *a = add(*a, unsafe {
-                    _mm256_load_si256(p.add(i + 32 * k) as *const __m256i)
-                });
+    /// past a cache line, so the head and tail are nearly always partial.
+    macro_rules! vector_sum {
+        ($(#[$doc:meta])* $name:ident, $features:literal, $step:expr) => {
+        $(#[$doc])*
+        #[target_feature(enable = $features)]
+        pub unsafe fn $name(data: &[u8]) -> u64 {
+            let p = data.as_ptr();
+            let len = data.len();
+            debug_assert!(len >= 32);
+            if p as usize & 1 == 1 {
+                // Words start on odd addresses: sum from one byte later and
+                // swap (the same sum one position over is a byte rotation).
+                // SAFETY: the features per our contract; data[1..] starts at
+                // an even address and, by our contract, holds at least 32 bytes.
+                let rest = super::fold(unsafe { $name(&data[1..]) });
+                return u16::from_ne_bytes([data[0], 0]) as u64 + rest.swap_bytes() as u64;
             }
-            i += 128;
-            vectors += 4;
+            // Every load below starts an even number of bytes past p, so words
+            // pair up as in the data; an odd length's last byte is a word alone.
+            let even = len & !1;
+            let bias = _mm256_set1_epi16(0x8000u16 as i16);
+            let step = $step;
+            let add = |acc: __m256i, v: __m256i| step(acc, _mm256_xor_si256(v, bias));
+            let z = _mm256_setzero_si256();
+            let mut acc = [z; 4];
+            let mut vectors = 0;
+            let head = (p as usize).wrapping_neg() & 31;
+            if head != 0 {
+                // Bytes [0, head) only.
+                // SAFETY: head < 32, as mask requires; the 32 bytes at p lie inside
+                // data (len >= 32) and the CPU has AVX2, both by our contract.
+                let v = unsafe {
+                    _mm256_andnot_si256(mask(head), _mm256_lddqu_si256(p as *const __m256i))
+                };
+                acc[0] = add(acc[0], v);
+                vectors += 1;
+            }
+            let mut i = head;
+            while i + 128 <= even {
+                for (k, a) in acc.iter_mut().enumerate() {
+                    // SAFETY: i + 32 * k + 32 <= i + 128 <= even <= len, and p + i is
+                    // 32-byte aligned (i is head plus a multiple of 32).
+                    *a = add(*a, unsafe {
+                        _mm256_load_si256(p.add(i + 32 * k) as *const __m256i)
+                    });
+                }
+                i += 128;
+                vectors += 4;
+            }
+            while i + 32 <= even {
+                // SAFETY: i + 32 <= even <= len, and p + i is 32-byte aligned (i is
+                // head plus a multiple of 32).
+                acc[1] = add(acc[1], unsafe {
+                    _mm256_load_si256(p.add(i) as *const __m256i)
+                });
+                i += 32;
+                vectors += 1;
+            }
+            if i < even {
+                // The 32 bytes that end at `even`, of which [i, even) are new.
+                // SAFETY: 0 < even - i < 32, so the skip is below 32 as mask
+                // requires; even >= 32 (len >= 32 by our contract), so the 32
+                // bytes ending at even lie inside data; AVX2 by our contract.
+                let v = unsafe {
+                    _mm256_and_si256(
+                        mask(32 - (even - i)),
+                        _mm256_lddqu_si256(p.add(even - 32) as *const __m256i),
+                    )
+                };
+                acc[2] = add(acc[2], v);
+                vectors += 1;
+            }
+            let t = _mm256_add_epi32(
+                _mm256_add_epi32(acc[0], acc[1]),
+                _mm256_add_epi32(acc[2], acc[3]),
+            );
+            let mut lanes = [0i32; 8];
+            // SAFETY: lanes is 32 writable bytes, one unaligned __m256i.
+            unsafe { _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, t) };
+            let signed: i64 = lanes.iter().map(|&x| x as i64).sum();
+            // Each of the 16 words of every vector was lowered by 0x8000.
+            let mut s = (signed + vectors as i64 * 16 * 0x8000) as u64;
+            if len & 1 == 1 {
+                s += u16::from_ne_bytes([data[len - 1], 0]) as u64;
+            }
+            s
         }
-        while i + 32 <= even {
-            // SAFETY: i + 32 <= even <= len, and p + i is 32-byte aligned (i is
-            // head plus a multiple of 32).
-            acc[1] = add(acc[1], unsafe {
-                _mm256_load_si256(p.add(i) as *const __m256i)
-            });
-            i += 32;
-            vectors += 1;
-        }
-        if i < even {
-            // The 32 bytes that end at `even`, of which [i, even) are new.
-            // SAFETY: 0 < even - i < 32, so the skip is below 32 as mask
-            // requires; even >= 32 (len >= 32 by our contract), so the 32
-            // bytes ending at even lie inside data; AVX2 by our contract.
-            let v = unsafe {
-                _mm256_and_si256(
-                    mask(32 - (even - i)),
-                    _mm256_lddqu_si256(p.add(even - 32) as *const __m256i),
-                )
-            };
-            acc[2] = add(acc[2], v);
-            vectors += 1;
-        }
-        let t = _mm256_add_epi32(
-            _mm256_add_epi32(acc[0], acc[1]),
-            _mm256_add_epi32(acc[2], acc[3]),
-        );
-        let mut lanes = [0i32; 8];
-        // SAFETY: lanes is 32 writable bytes, one unaligned __m256i.
-        unsafe { _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, t) };
-        let signed: i64 = lanes.iter().map(|&x| x as i64).sum();
-        // Each of the 16 words of every vector was lowered by 0x8000.
-        let mut s = (signed + vectors as i64 * 16 * 0x8000) as u64;
-        if len & 1 == 1 {
-            s += u16::from_ne_bytes([data[len - 1], 0]) as u64;
-        }
-        s
+        };
     }
+
+    vector_sum!(
+        /// AVX2: `vpmaddwd` multiply-adds by one, `vpaddd` accumulates.
+        ///
+        /// # Safety
+        ///
+        /// The CPU supports AVX2, and `data.len() >= 32`, or `>= 33` if
+        /// `data` starts at an odd address (callers pass 64 or more; 63
+        /// after an odd start): every load reads 32 bytes inside `data`.
+        sum_avx2,
+        "avx2",
+        |acc: __m256i, w: __m256i| _mm256_add_epi32(acc, _mm256_madd_epi16(w, _mm256_set1_epi16(1)))
+    );
+
+    vector_sum!(
+        /// AVX-512 VNNI on 256-bit registers: `vpdpwssd` multiply-adds by
+        /// one into the accumulator, one instruction for two.
+        ///
+        /// # Safety
+        ///
+        /// The CPU supports AVX2, AVX-512 VNNI and AVX-512 VL, and
+        /// `data.len() >= 32`, or `>= 33` if `data` starts at an odd address
+        /// (callers pass 64 or more; 63 after an odd start): every load
+        /// reads 32 bytes inside `data`.
+        sum_vnni,
+        "avx2,avx512vnni,avx512vl",
+        |acc: __m256i, w: __m256i| _mm256_dpwssd_epi32(acc, w, _mm256_set1_epi16(1))
+    );
 
     /// Bytes [0, skip) 0x00, the rest 0xff (`skip <= 32`): a window into a
     /// constant.
@@ -262,22 +373,6 @@ mod simd {
         // SAFETY: the caller guarantees skip <= 32, so the 32 bytes from
         // 32 - skip end within W's 64; and AVX2.
         unsafe { _mm256_loadu_si256(W.as_ptr().add(32 - skip) as *const __m256i) }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn avx2() -> bool {
-    use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
-    static HAS: AtomicU8 = AtomicU8::new(0); // 0 unknown, 1 no, 2 yes
-    match HAS.load(Relaxed) {
-        2 => true,
-        1 => false,
-        _ => {
-            let yes = std::arch::is_x86_feature_detected!("avx2");
-            HAS.store(if yes { 2 } else { 1 }, Relaxed);
-            yes
-        }
     }
 }
 
@@ -453,23 +548,38 @@ mod tests {
         }
     }
 
+    /// The kernels this CPU runs (the portable one everywhere).
+    fn kernels() -> Vec<Kernel> {
+        Kernel::ALL.into_iter().filter(|k| k.available()).collect()
+    }
+
     #[test]
-    fn wide_and_avx2_paths_agree() {
+    fn every_kernel_gives_the_reference_sum() {
         let data: Vec<u8> = (0..4000u32)
             .map(|i| (i.wrapping_mul(40503) >> 7) as u8)
             .collect();
-        for len in [64, 65, 100, 1448, 1449, 3999] {
-            let d = &data[..len];
-            assert_eq!(fold(sum_wide(d)), fold(sum_small(d)), "len {len}");
-            assert_eq!(sum(d), reference(d));
+        for k in kernels() {
+            for len in [0, 1, 63, 64, 65, 100, 1448, 1449, 3999] {
+                let d = &data[..len];
+                assert_eq!(sum_by(k, d), Some(reference(d)), "{} len {len}", k.name());
+            }
         }
+        assert_eq!(fold(sum_wide(&data)), fold(sum_small(&data)));
+    }
+
+    #[test]
+    fn the_best_kernel_is_the_last_this_cpu_runs() {
+        let best = Kernel::best();
+        assert!(best.available());
+        assert_eq!(Some(&best), kernels().last());
+        assert_eq!(Kernel::best(), best, "cached, the same");
     }
 
     #[test]
     fn every_alignment_and_length_near_vector_edges() {
-        // The vector path masks a head up to the first 32-byte boundary and
-        // a tail after the last: every start address modulo 64, odd and
-        // even, against lengths around multiples of 32.
+        // The vector kernels mask a head up to the first 32-byte boundary
+        // and a tail after the last: every start address modulo 64, odd
+        // and even, against lengths around multiples of 32.
         let data: Vec<u8> = (0..4096u32)
             .map(|i| (i.wrapping_mul(2246822519) >> 11) as u8)
             .collect();
@@ -478,17 +588,26 @@ mod tests {
         for len in lens {
             for a in 0..64 {
                 let d = &data[base + a..base + a + len];
-                assert_eq!(sum(d), reference(d), "address mod 64 {a}, len {len}");
+                let want = reference(d);
+                assert_eq!(sum(d), want, "address mod 64 {a}, len {len}");
+                for k in kernels() {
+                    assert_eq!(sum_by(k, d), Some(want), "{} at {a}, len {len}", k.name());
+                }
             }
         }
     }
 
     #[test]
     fn all_ones_and_large() {
-        let d = vec![0xffu8; 65536];
-        assert_eq!(sum(&d), reference(&d));
+        // The lanes' headroom: a 64 KiB packet of all ones on every kernel.
+        let ones = vec![0xffu8; 65536];
         let d: Vec<u8> = (0..65535u32).map(|i| (i * 7) as u8).collect();
-        assert_eq!(sum(&d), reference(&d));
+        for d in [&ones, &d] {
+            assert_eq!(sum(d), reference(d));
+            for k in kernels() {
+                assert_eq!(sum_by(k, d), Some(reference(d)), "{}", k.name());
+            }
+        }
     }
 
     #[test]

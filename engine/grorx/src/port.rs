@@ -340,7 +340,10 @@ impl Port {
                 | sys::RTE_ETH_RX_OFFLOAD_UDP_CKSUM;
             rx_off |= want & info.rx_offload_capa;
             if want & info.rx_offload_capa == 0 {
-                notes.push("no RX checksum offload: GRO validates checksums in software".into());
+                notes.push(format!(
+                    "no RX checksum offload: GRO validates checksums in software ({} kernel)",
+                    crate::csum::Kernel::best().name()
+                ));
             }
         }
         if conf.scatter {
