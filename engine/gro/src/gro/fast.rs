@@ -10,7 +10,11 @@ pub(super) struct Lookup {
     pub(super) layout: Tcp,
     /// The tunnel of the guessed layout.
     pub(super) outer: Option<crate::wire::Outer>,
-    pub(super) key: FlowKey,
+    /// A tunnelled segment's key (its digest is dear to make twice); a
+    /// plain one's is made again by the full path, from its parse of the
+    /// same layout (`FlowKey::new`), only when the fast path turns the
+    /// segment away: building it here would be work a merge throws away.
+    pub(super) tunnel_key: Option<FlowKey>,
     pub(super) hash: u32,
     /// The first slot, live or a ghost, indexed under `hash`: the flow's
     /// own when a merge into it succeeds (its template covers every byte
@@ -19,13 +23,14 @@ pub(super) struct Lookup {
 }
 
 impl Lookup {
-    /// The slot holding `key`, live or a ghost, if any (keys are unique in
-    /// the table): `found`, unless another key shares its hash.
+    /// The slot holding `key` (the segment's, under this lookup's layout),
+    /// live or a ghost, if any (keys are unique in the table): `found`,
+    /// unless another key shares its hash.
     #[inline(always)]
-    pub(super) fn slot<B>(&self, table: &Table<Held<B>>) -> Option<u16> {
+    pub(super) fn slot<B>(&self, table: &Table<Held<B>>, key: &FlowKey) -> Option<u16> {
         match self.found {
-            Some(s) if table.entry(s).key == self.key => Some(s),
-            Some(_) => table.find(self.hash, |h| h.key == self.key),
+            Some(s) if table.entry(s).key == *key => Some(s),
+            Some(_) => table.find(self.hash, |h| h.key == *key),
             None => None,
         }
     }
@@ -49,18 +54,19 @@ impl<B: GroBuf> Gro<B> {
             return None;
         }
         let f = Fields::new(b, t);
-        let (key, outer) = if t.in_tunnel() {
+        let (hash, tunnel_key, outer) = if t.in_tunnel() {
             // Out of the entry's last line, for tunnelled flows alone.
             let o = self.table.entry(s).outer?;
-            (FlowKey::tunneled(&f, &o, &self.hash_key), Some(o))
+            let key = FlowKey::tunneled(&f, &o, &self.hash_key);
+            (key.hash(&self.hash_key), Some(key), Some(o))
         } else {
-            (FlowKey::new(&f), None)
+            // Only the hash: what it leaves out (the MACs) is not read.
+            (FlowKey::new(&f).hash(&self.hash_key), None, None)
         };
-        let hash = key.hash(&self.hash_key);
         Some(Lookup {
             layout: t,
             outer,
-            key,
+            tunnel_key,
             hash,
             found: self.table.find(hash, |_| true),
         })

@@ -401,7 +401,7 @@ impl<B: GroBuf> Gro<B> {
         // A lookup with the layout this parse found is this one's.
         let lookup = lookup.filter(|l| l.outer == outer && l.layout.same_layout(&t));
         let key = match (lookup, &outer) {
-            (Some(l), _) => l.key,
+            (Some(l), _) => l.tunnel_key.unwrap_or_else(|| FlowKey::new(&f)),
             (None, Some(o)) => FlowKey::tunneled(&f, o, &self.hash_key),
             (None, None) => FlowKey::new(&f),
         };
@@ -410,7 +410,7 @@ impl<B: GroBuf> Gro<B> {
         // The flow's slot, live or a ghost: keys are unique in the table,
         // so a new head of a flow it knows goes back to that slot.
         let (hash, found) = match lookup {
-            Some(l) => (l.hash, l.slot(&self.table)),
+            Some(l) => (l.hash, l.slot(&self.table, &key)),
             None => {
                 let hit = self
                     .last
