@@ -10,7 +10,9 @@
 //!
 //! Printed per case: the median time per payload, and the median over
 //! rounds of its time over the portable kernel's on the same frames in the
-//! same round. `GRORX_CSUM_ROUNDS` sets the rounds (default 31).
+//! same round. `GRORX_CSUM_ROUNDS` sets the rounds (default 31). Each sum
+//! is `csum::sum_by`, which asks whether the CPU runs its kernel on every
+//! call (a few cached loads) where `csum::sum` reads its choice once.
 //!
 //!     cargo bench -p grorx-gro --features traffic --bench csum
 

@@ -3,9 +3,9 @@
 //!
 //! Sums are kept as `u32` one's-complement partial sums of big-endian 16-bit
 //! words ("network order"), folded to 16 bits only where the checksum is
-//! written. Bytes are summed as little-endian u32 words in wide accumulators
-//! (which the compiler vectorises) and byte-swapped once at the end: the
-//! one's-complement sum is byte-order independent (RFC 1071, section 2(B)).
+//! written. Bytes are summed in native order, in wide accumulators (by vector
+//! kernels, `Kernel`, from 64 bytes on), and byte-swapped once at the end:
+//! the one's-complement sum is byte-order independent (RFC 1071, 2(B)).
 
 /// Folds a wide sum to 16 bits (one's complement).
 #[inline(always)]
@@ -35,21 +35,41 @@ fn sum_native(data: &[u8]) -> u64 {
     if data.len() < 64 {
         return sum_small(data);
     }
-    sum_wide_by(Kernel::best(), data)
+    // SAFETY: best() is available, and data holds 64 bytes or more.
+    unsafe { sum_wide_by(Kernel::best(), data) }
 }
 
 /// The vector kernel a sum of 64 bytes or more runs on. Every kernel gives
-/// the same sum; `Kernel::best` picks the fastest the CPU has.
+/// the same sum; `Kernel::best` picks the fastest the CPU has. (Above
+/// `VECTOR_MAX` bytes, far above any packet, the 32-bit lanes of the AVX
+/// kernels could overflow: the portable one sums such data.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 pub enum Kernel {
     /// SSE2 on x86-64 (which every x86-64 CPU has), plain word adds elsewhere.
-    Portable,
+    Portable = 0,
     /// 32-byte vectors, multiply-added into 32-bit lanes (AVX2).
-    Avx2,
+    Avx2 = 1,
     /// The same vectors, multiply-added and accumulated by one instruction
     /// (AVX-512 VNNI on 256-bit registers: no 512-bit frequency penalty).
-    Avx512Vnni,
+    Avx512Vnni = 2,
 }
+
+/// Bytes the AVX kernels sum at most (their lanes stay below 2^31).
+const VECTOR_MAX: usize = 1 << 19;
+
+// A kernel's discriminant is its place in `Kernel::ALL` (`best` keeps it).
+const _: () = {
+    let mut i = 0;
+    while i < Kernel::ALL.len() {
+        assert!(Kernel::ALL[i] as usize == i);
+        i += 1;
+    }
+};
+
+/// `Kernel::best`'s choice: 0 before it is made, else 1 + the kernel's
+/// place in `Kernel::ALL`.
+static BEST: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
 
 impl Kernel {
     /// Every kernel, slowest first.
@@ -75,22 +95,25 @@ impl Kernel {
     /// The fastest kernel this CPU runs (detected once, then cached).
     #[inline(always)]
     pub fn best() -> Kernel {
-        use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
-        // 0: not yet detected; else 1 + the kernel's index in ALL.
-        static BEST: AtomicU8 = AtomicU8::new(0);
-        match BEST.load(Relaxed) {
-            0 => {
-                let k = *Kernel::ALL
-                    .iter()
-                    .rfind(|k| k.available())
-                    .expect("the portable kernel runs everywhere");
-                BEST.store(1 + k as u8, Relaxed);
-                k
-            }
+        match BEST.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => Kernel::detect(),
             2 => Kernel::Avx2,
             3 => Kernel::Avx512Vnni,
             _ => Kernel::Portable,
         }
+    }
+
+    /// The first call of `best`: out of line, so its feature tests are not
+    /// copied into every sum.
+    #[cold]
+    #[inline(never)]
+    fn detect() -> Kernel {
+        let k = *Kernel::ALL
+            .iter()
+            .rfind(|k| k.available())
+            .expect("the portable kernel runs everywhere");
+        BEST.store(1 + k as u8, std::sync::atomic::Ordering::Relaxed);
+        k
     }
 
     /// What reports call it.
@@ -112,7 +135,9 @@ pub fn sum_by(k: Kernel, data: &[u8]) -> Option<u16> {
     let s = if data.len() < 64 {
         sum_small(data)
     } else {
-        sum_wide_by(k, data)
+        // SAFETY: k is available (checked above), and data holds 64 bytes
+        // or more.
+        unsafe { sum_wide_by(k, data) }
     };
     let s = fold(s);
     Some(if cfg!(target_endian = "little") {
@@ -122,21 +147,27 @@ pub fn sum_by(k: Kernel, data: &[u8]) -> Option<u16> {
     })
 }
 
-/// The wide sum by kernel `k`, which the CPU must have (`Kernel::available`;
-/// `best` and `sum_by` make sure), of 64 bytes or more.
+/// The wide sum by kernel `k`.
+///
+/// # Safety
+///
+/// The CPU runs `k` (`Kernel::available`), and `data` holds 64 bytes or more.
 #[inline(always)]
-fn sum_wide_by(k: Kernel, data: &[u8]) -> u64 {
+unsafe fn sum_wide_by(k: Kernel, data: &[u8]) -> u64 {
     debug_assert!(data.len() >= 64 && k.available());
     #[cfg(target_arch = "x86_64")]
-    match k {
-        // SAFETY: the CPU has AVX2 (the kernel is available: see above), and
-        // data holds at least 64 bytes, more than sum_avx2 needs at any
-        // alignment.
-        Kernel::Avx2 => return unsafe { simd::sum_avx2(data) },
-        // SAFETY: the CPU has AVX2, AVX-512 VNNI and VL (the kernel is
-        // available), and data holds at least 64 bytes, as for sum_avx2.
-        Kernel::Avx512Vnni => return unsafe { simd::sum_vnni(data) },
-        Kernel::Portable => {}
+    if data.len() <= VECTOR_MAX {
+        match k {
+            // SAFETY: the CPU has AVX2 (the kernel is available, by our
+            // contract), and data holds at least 64 bytes, more than
+            // sum_avx2 needs at any alignment.
+            Kernel::Avx2 => return unsafe { simd::sum_avx2(data) },
+            // SAFETY: the CPU has AVX2, AVX-512 VNNI and VL (the kernel is
+            // available, by our contract), and data holds at least 64
+            // bytes, as for sum_avx2.
+            Kernel::Avx512Vnni => return unsafe { simd::sum_vnni(data) },
+            Kernel::Portable => {}
+        }
     }
     sum_wide(data)
 }
@@ -179,14 +210,15 @@ fn sum_wide(data: &[u8]) -> u64 {
     }
 }
 
-/// u32 words zero-extended into u64 lanes (unpack with zero, add): two
-/// accumulators per step so adds overlap. Lanes cannot overflow: a packet is
-/// far below 2^32 words.
+/// The x86-64 kernels: SSE2 (u64 lanes: no length overflows them) and the
+/// AVX kernels (32-bit lanes: `VECTOR_MAX` bytes at most).
 #[cfg(target_arch = "x86_64")]
 mod simd {
     use core::arch::x86_64::*;
 
-    /// SSE2: 32 bytes a step, the tail summed as words.
+    /// SSE2: u32 words zero-extended into u64 lanes (unpack with zero, add),
+    /// 32 bytes a step in four accumulators so adds overlap, the tail summed
+    /// as words.
     ///
     /// # Safety
     ///
@@ -224,9 +256,10 @@ mod simd {
     /// Each 16-bit word is biased by 0x8000 (so it reads as a signed value)
     /// and adjacent pairs are multiply-added by one into 32-bit lanes: one
     /// instruction does the widening and half the adds. The bias comes back
-    /// out at the end (a word masked to zero then adds nothing). Lanes stay
-    /// far from overflow: a 64 KiB packet adds at most 2048 values of
-    /// magnitude <= 65536 per lane.
+    /// out at the end (a word masked to zero then adds nothing). A vector
+    /// adds at most 65536 in magnitude to a lane, and the accumulators are
+    /// added in 32 bits at the end: `VECTOR_MAX` bytes (2^14 vectors and a
+    /// partial one at each end) keep every lane far below 2^31.
     ///
     /// Whole vectors only, no scalar loops: the bytes before the first
     /// 32-byte boundary are one load with the rest masked off, the bytes
@@ -599,10 +632,14 @@ mod tests {
 
     #[test]
     fn all_ones_and_large() {
-        // The lanes' headroom: a 64 KiB packet of all ones on every kernel.
+        // The lanes' headroom: a 64 KiB packet of all ones or all zeros (the
+        // most a word adds, and the least), and data past VECTOR_MAX, on
+        // every kernel.
         let ones = vec![0xffu8; 65536];
+        let zeros = vec![0u8; 65536];
         let d: Vec<u8> = (0..65535u32).map(|i| (i * 7) as u8).collect();
-        for d in [&ones, &d] {
+        let past = vec![0xffu8; 4 * VECTOR_MAX + 3];
+        for d in [&ones, &zeros, &d, &past] {
             assert_eq!(sum(d), reference(d));
             for k in kernels() {
                 assert_eq!(sum_by(k, d), Some(reference(d)), "{}", k.name());

@@ -8,13 +8,12 @@ use super::*;
 #[derive(Clone, Copy)]
 pub(super) struct Lookup {
     pub(super) layout: Tcp,
-    /// The tunnel of the guessed layout.
-    pub(super) outer: Option<crate::wire::Outer>,
-    /// A tunnelled segment's key (its digest is dear to make twice); a
-    /// plain one's is made again by the full path, from its parse of the
-    /// same layout (`FlowKey::new`), only when the fast path turns the
-    /// segment away: building it here would be work a merge throws away.
-    pub(super) tunnel_key: Option<FlowKey>,
+    /// The tunnel of the guessed layout and the segment's key in it (its
+    /// digest is dear to make twice). A plain segment's key is made again
+    /// by the full path, from its parse of the same layout (`FlowKey::new`),
+    /// only when the fast path turns the segment away: building it here
+    /// would be work a merge throws away.
+    pub(super) tunnel: Option<(crate::wire::Outer, FlowKey)>,
     pub(super) hash: u32,
     /// The first slot, live or a ghost, indexed under `hash`: the flow's
     /// own when a merge into it succeeds (its template covers every byte
@@ -54,19 +53,18 @@ impl<B: GroBuf> Gro<B> {
             return None;
         }
         let f = Fields::new(b, t);
-        let (hash, tunnel_key, outer) = if t.in_tunnel() {
+        let (hash, tunnel) = if t.in_tunnel() {
             // Out of the entry's last line, for tunnelled flows alone.
             let o = self.table.entry(s).outer?;
             let key = FlowKey::tunneled(&f, &o, &self.hash_key);
-            (key.hash(&self.hash_key), Some(key), Some(o))
+            (key.hash(&self.hash_key), Some((o, key)))
         } else {
             // Only the hash: what it leaves out (the MACs) is not read.
-            (FlowKey::new(&f).hash(&self.hash_key), None, None)
+            (FlowKey::new(&f).hash(&self.hash_key), None)
         };
         Some(Lookup {
             layout: t,
-            outer,
-            tunnel_key,
+            tunnel,
             hash,
             found: self.table.find(hash, |_| true),
         })

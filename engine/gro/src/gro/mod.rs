@@ -399,9 +399,10 @@ impl<B: GroBuf> Gro<B> {
             }
         }
         // A lookup with the layout this parse found is this one's.
-        let lookup = lookup.filter(|l| l.outer == outer && l.layout.same_layout(&t));
+        let lookup =
+            lookup.filter(|l| l.tunnel.map(|(o, _)| o) == outer && l.layout.same_layout(&t));
         let key = match (lookup, &outer) {
-            (Some(l), _) => l.tunnel_key.unwrap_or_else(|| FlowKey::new(&f)),
+            (Some(l), _) => l.tunnel.map_or_else(|| FlowKey::new(&f), |(_, k)| k),
             (None, Some(o)) => FlowKey::tunneled(&f, o, &self.hash_key),
             (None, None) => FlowKey::new(&f),
         };
