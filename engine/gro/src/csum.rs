@@ -21,7 +21,13 @@ pub fn fold(mut s: u64) -> u16 {
 /// with zero), folded to 16 bits.
 #[inline]
 pub fn sum(data: &[u8]) -> u16 {
-    let s = fold(sum_native(data));
+    network(sum_native(data))
+}
+
+/// A native-order wide sum folded to 16 bits, in network order.
+#[inline(always)]
+fn network(s: u64) -> u16 {
+    let s = fold(s);
     if cfg!(target_endian = "little") {
         s.swap_bytes()
     } else {
@@ -132,19 +138,13 @@ pub fn sum_by(k: Kernel, data: &[u8]) -> Option<u16> {
     if !k.available() {
         return None;
     }
-    let s = if data.len() < 64 {
+    Some(network(if data.len() < 64 {
         sum_small(data)
     } else {
         // SAFETY: k is available (checked above), and data holds 64 bytes
         // or more.
         unsafe { sum_wide_by(k, data) }
-    };
-    let s = fold(s);
-    Some(if cfg!(target_endian = "little") {
-        s.swap_bytes()
-    } else {
-        s
-    })
+    }))
 }
 
 /// The wide sum by kernel `k`.

@@ -401,8 +401,9 @@ impl<B: GroBuf> Gro<B> {
         // A lookup with the layout this parse found is this one's.
         let lookup =
             lookup.filter(|l| l.tunnel.map(|(o, _)| o) == outer && l.layout.same_layout(&t));
-        let key = match (lookup, &outer) {
-            (Some(l), _) => l.tunnel.map_or_else(|| FlowKey::new(&f), |(_, k)| k),
+        // A plain lookup's key is made here (it carries only a tunnel's).
+        let key = match (lookup.and_then(|l| l.tunnel), &outer) {
+            (Some((_, k)), _) => k,
             (None, Some(o)) => FlowKey::tunneled(&f, o, &self.hash_key),
             (None, None) => FlowKey::new(&f),
         };
