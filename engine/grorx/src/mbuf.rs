@@ -257,8 +257,11 @@ impl<const N: usize> Burst<N> {
         sent
     }
 
-    /// Enqueues into a ring; what did not fit stays in the burst (moved to
-    /// the front). Returns how many were enqueued.
+    /// Enqueues the whole burst into a ring, or nothing while the ring has
+    /// no room for all of it (the burst then stays as it is). Whole bursts
+    /// keep what a poll on the other side takes as the burst was made: a
+    /// ring that took part of one would split it, and the runs of a flow in
+    /// it, between two polls. Returns how many were enqueued.
     ///
     /// # Safety
     /// `ring` is a valid ring that carries mbufs.
@@ -267,16 +270,16 @@ impl<const N: usize> Burst<N> {
         if self.len == 0 {
             return 0;
         }
-        // SAFETY: the ring takes ownership of the first `n` mbufs.
+        // SAFETY: the ring takes ownership of all the mbufs, or of none.
         let n = unsafe {
-            sys::rte_ring_enqueue_burst(
+            sys::rte_ring_enqueue_bulk(
                 ring,
                 self.pkts.as_ptr() as *const *mut std::ffi::c_void,
                 self.len as u32,
                 std::ptr::null_mut(),
             )
         } as usize;
-        self.pkts.copy_within(n..self.len, 0);
+        debug_assert!(n == 0 || n == self.len);
         self.len -= n;
         n
     }
