@@ -126,6 +126,7 @@ fn main() {
         "rte_ipv4_.*",
         "rte_ipv6_.*",
         "rte_raw_cksum",
+        "rte_vect_get_max_simd_bitwidth",
         "grorx_.*",
     ] {
         b = b.allowlist_function(f);

@@ -21,4 +21,5 @@
 #include <rte_gro.h>
 #include <rte_telemetry.h>
 #include <rte_thread.h>
+#include <rte_vect.h>
 #include "helpers.h"

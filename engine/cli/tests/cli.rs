@@ -94,6 +94,33 @@ fn user_eal_arguments_win() {
 }
 
 #[test]
+fn dpdks_cap_on_vector_width_reaches_the_checksum_kernels() {
+    let run = |extra: &[&str]| {
+        let mut args = vec!["sink", "--port", "net_null0", "--duration", "0.2", "--"];
+        args.extend(["-l", "0,1", "--no-huge", "-m", "512"]);
+        args.extend(extra);
+        let o = grorx(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let e = stderr(&o);
+        e.lines()
+            .find(|l| l.contains("validates checksums in software"))
+            .unwrap_or_else(|| panic!("no checksum note: {e}"))
+            .to_string()
+    };
+    assert!(
+        run(&["--force-max-simd-bitwidth=128"]).contains("(portable kernel)"),
+        "128-bit cap"
+    );
+    // Without the cap (DPDK's default is 256 bits on x86), an AVX2 kernel
+    // where the CPU has AVX2.
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        let note = run(&[]);
+        assert!(!note.contains("(portable kernel)"), "{note}");
+    }
+}
+
+#[test]
 fn cores_and_queues_spread_over_workers() {
     let o = grorx(&[
         "sink",

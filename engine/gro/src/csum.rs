@@ -114,10 +114,26 @@ impl Kernel {
     #[cold]
     #[inline(never)]
     fn detect() -> Kernel {
+        Kernel::limit(u16::MAX)
+    }
+
+    /// The width of its vectors, in bits.
+    pub fn bits(self) -> u16 {
+        match self {
+            Kernel::Portable => 128,
+            Kernel::Avx2 | Kernel::Avx512Vnni => 256,
+        }
+    }
+
+    /// From now on `best` (and so `sum`) is the fastest kernel this CPU
+    /// runs whose vectors are at most `max_bits` wide (the portable one if
+    /// none is): how DPDK's `--force-max-simd-bitwidth` reaches checksums.
+    /// For the whole process, as DPDK's setting is; returns the choice.
+    pub fn limit(max_bits: u16) -> Kernel {
         let k = *Kernel::ALL
             .iter()
-            .rfind(|k| k.available())
-            .expect("the portable kernel runs everywhere");
+            .rfind(|k| k.available() && k.bits() <= max_bits)
+            .unwrap_or(&Kernel::Portable);
         BEST.store(1 + k as u8, std::sync::atomic::Ordering::Relaxed);
         k
     }
@@ -551,6 +567,20 @@ mod tests {
             pseudo_v4([10, 0, 0, 1], [10, 0, 0, 2], 6, 1500),
             sum(&bytes)
         );
+    }
+
+    #[test]
+    fn a_width_limit_picks_the_fastest_kernel_within_it() {
+        // Process-wide, as DPDK's setting: every kernel gives the same sums,
+        // so tests running beside this one see no difference.
+        let widest = *Kernel::ALL.iter().rfind(|k| k.available()).unwrap();
+        assert_eq!(Kernel::limit(128), Kernel::Portable);
+        assert_eq!(Kernel::best(), Kernel::Portable);
+        assert_eq!(Kernel::limit(64), Kernel::Portable, "nothing narrower");
+        assert_eq!(Kernel::limit(u16::MAX), widest);
+        assert_eq!(Kernel::best(), widest);
+        assert!(Kernel::limit(256).bits() <= 256);
+        Kernel::limit(u16::MAX);
     }
 
     /// The textbook definition: big-endian words, carry folded per step.

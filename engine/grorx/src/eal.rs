@@ -15,6 +15,7 @@ pub struct Eal {
     args: Vec<String>,
     tsc_hz: u64,
     main_lcore: u32,
+    max_simd_bits: u16,
 }
 
 static EAL: OnceLock<Result<Eal, String>> = OnceLock::new();
@@ -80,11 +81,21 @@ impl Eal {
             ));
         }
         // SAFETY: EAL is up.
-        let (tsc_hz, main_lcore) = unsafe { (sys::rte_get_tsc_hz(), sys::rte_get_main_lcore()) };
+        let (tsc_hz, main_lcore, max_simd_bits) = unsafe {
+            (
+                sys::rte_get_tsc_hz(),
+                sys::rte_get_main_lcore(),
+                sys::rte_vect_get_max_simd_bitwidth(),
+            )
+        };
+        // DPDK's cap on vector width (`--force-max-simd-bitwidth`) holds for
+        // the whole process: the checksum kernels keep to it too.
+        crate::csum::Kernel::limit(max_simd_bits);
         Ok(Eal {
             args: argv.to_vec(),
             tsc_hz,
             main_lcore,
+            max_simd_bits,
         })
     }
 
@@ -98,6 +109,13 @@ impl Eal {
 
     pub fn main_lcore(&self) -> u32 {
         self.main_lcore
+    }
+
+    /// The widest vectors DPDK lets vector code use here, in bits (256 on
+    /// x86 unless `--force-max-simd-bitwidth` says otherwise); GRO and the
+    /// checksum kernels keep to it.
+    pub fn max_simd_bits(&self) -> u16 {
+        self.max_simd_bits
     }
 
     /// Worker lcores (every enabled lcore but the main one), in id order.
