@@ -256,10 +256,6 @@ pub fn run<S: Stage, const CYCLES: bool>(
                     gro.tick(now);
                     if n > 0 {
                         let mut bytes = 0u64;
-                        // Flushing at each poll's end, GRO takes the poll
-                        // whole when that can send a segment nothing later
-                        // joins at once (after polls with such segments).
-                        let whole = wc.gro_hold_tsc == 0 && gro.looks_ahead();
                         for &m in b.as_slice() {
                             // SAFETY: each received mbuf is handed to its skb
                             // once; a driver's chain links valid mbufs.
@@ -267,18 +263,17 @@ pub fn run<S: Stage, const CYCLES: bool>(
                                 bytes += mb::pkt_len(m) as u64;
                                 Skb::build_checked(m, &st.skb, &mut st.skb_stats)
                             };
-                            match skb {
-                                Some(skb) if whole => skbs.push(skb),
-                                Some(skb) => gro
-                                    .receive(skb, now, &mut |s| deliver(local, stage, &mut ctx, s)),
-                                None => {}
-                            }
+                            skbs.extend(skb);
                         }
                         b.clear_moved();
-                        if whole {
-                            gro.receive_poll(&mut skbs, now, &mut |s| {
-                                deliver(local, stage, &mut ctx, s)
-                            });
+                        // The burst in one call. Flushing at each poll's end,
+                        // GRO takes the poll whole: a segment nothing later
+                        // in it joins leaves at once.
+                        let out = &mut |s| deliver(local, stage, &mut ctx, s);
+                        if wc.gro_hold_tsc == 0 {
+                            gro.receive_poll(&mut skbs, now, out);
+                        } else {
+                            gro.receive_burst(&mut skbs, now, out);
                         }
                         local.rx_bytes += bytes;
                     }

@@ -173,9 +173,10 @@ pub fn frames_in(arena: &mut Arena, frames: &[Vec<u8>]) -> Vec<Frame> {
         .collect()
 }
 
-/// Gives `frames` to `gro` in bursts of `burst`, flushing after each burst
-/// (`flush_each_burst`, the default) or only after the last (packets held
-/// across bursts); what leaves goes to `out`.
+/// Gives `frames` to `gro` in bursts of `burst` (`Gro::receive_burst`, as
+/// the worker gives a poll when it holds packets across polls), flushing
+/// after each burst (`flush_each_burst`) or only after the last (packets
+/// held across bursts); what leaves goes to `out`.
 #[inline(never)]
 pub fn replay(
     gro: &mut Gro<Frame>,
@@ -185,10 +186,10 @@ pub fn replay(
     out: &mut Vec<Frame>,
 ) {
     let mut it = frames.into_iter().peekable();
+    let mut poll = Vec::with_capacity(burst);
     while it.peek().is_some() {
-        for p in it.by_ref().take(burst) {
-            gro.receive(p, 0, &mut |f| out.push(f));
-        }
+        poll.extend(it.by_ref().take(burst));
+        gro.receive_burst(&mut poll, 0, &mut |f| out.push(f));
         if flush_each_burst {
             gro.flush_all(&mut |f| out.push(f));
         }

@@ -127,8 +127,7 @@ impl Look {
 impl<B: GroBuf> Gro<B> {
     /// Whether `receive_poll` would look ahead in the next poll (the last
     /// one had packets that left alone; no reorder window). When it would
-    /// not, it takes each packet as `receive` does: a caller may then skip
-    /// gathering the burst and call `receive` on each packet as it comes.
+    /// not, it takes each packet as `receive` does.
     #[inline(always)]
     pub fn looks_ahead(&self) -> bool {
         self.look.alone != 0 && self.reorder.is_none()
@@ -139,32 +138,50 @@ impl<B: GroBuf> Gro<B> {
     /// everything held go (`end_of_poll` or `flush_all`) before the next
     /// poll: a segment that starts a packet and that no later packet of
     /// the burst can join then leaves at once (`Pass::Alone`). A caller
-    /// that holds packets across polls (`flush_older`) takes them one by
-    /// one with `receive`: taken whole, such a segment would leave before
-    /// a later poll's segments could join it (each flow's order is kept
+    /// that holds packets across polls (`flush_older`) takes them with
+    /// `receive_burst`: taken whole, such a segment would leave before a
+    /// later poll's segments could join it (each flow's order is kept
     /// either way).
     pub fn receive_poll(&mut self, burst: &mut Vec<B>, now: u64, out: &mut impl FnMut(B)) {
-        let on = self.looks_ahead() && burst.len() <= LOOK_MAX;
-        let look = &mut self.look;
-        look.on = on;
-        look.alone = 0;
-        look.at = look.next_at;
-        if look.on {
+        self.take(burst, now, true, out)
+    }
+
+    /// Takes one poll's packets, in arrival order, each as `receive` takes
+    /// it (`burst` is left empty, its capacity kept): for a caller that
+    /// holds packets across polls.
+    pub fn receive_burst(&mut self, burst: &mut Vec<B>, now: u64, out: &mut impl FnMut(B)) {
+        self.take(burst, now, false, out)
+    }
+
+    /// A burst whole (`receive_poll`) or packet by packet (`receive_burst`).
+    #[inline(always)]
+    fn take(&mut self, burst: &mut Vec<B>, now: u64, whole: bool, out: &mut impl FnMut(B)) {
+        let on = whole && self.looks_ahead() && burst.len() <= LOOK_MAX;
+        if whole {
+            let look = &mut self.look;
+            look.on = on;
+            look.alone = 0;
+            look.at = look.next_at;
+        }
+        if on {
+            let look = &mut self.look;
             for (i, p) in burst.iter().enumerate() {
                 let b = look.at.bucket(p.head());
                 look.bucket[i] = b;
                 look.left[b as usize] += 1;
             }
-        }
-        for (i, p) in burst.drain(..).enumerate() {
-            if self.look.on {
+            for (i, p) in burst.drain(..).enumerate() {
                 let b = self.look.bucket[i];
                 self.look.cur = b;
                 self.look.left[b as usize] -= 1;
+                self.receive(p, now, out);
             }
-            self.receive(p, now, out);
+            // Every bucket is back to 0: nothing to clear.
+            self.look.on = false;
+        } else {
+            for p in burst.drain(..) {
+                self.receive(p, now, out);
+            }
         }
-        // Every bucket is back to 0: nothing to clear.
-        self.look.on = false;
     }
 }

@@ -1350,6 +1350,8 @@ mod props {
         FullPathOnly,
         /// Each burst whole (`receive_poll`).
         Polls,
+        /// Each burst packet by packet (`receive_burst`).
+        Bursts,
     }
 
     /// Feeds `input` in the case's bursts, flushing after each.
@@ -1367,6 +1369,7 @@ mod props {
         };
         let mut g = gro(cfg);
         g.full_path_only = take == Take::FullPathOnly;
+
         let mut out = Vec::new();
         let mut it = input.into_iter().peekable();
         let mut bi = 0;
@@ -1374,9 +1377,14 @@ mod props {
         while it.peek().is_some() {
             let n = c.bursts[bi % c.bursts.len()];
             bi += 1;
-            if take == Take::Polls {
+            if matches!(take, Take::Polls | Take::Bursts) {
                 burst.extend(it.by_ref().take(n));
-                g.receive_poll(&mut burst, bi as u64, &mut |b| out.push(b));
+                if take == Take::Bursts {
+                    g.receive_burst(&mut burst, bi as u64, &mut |b| out.push(b));
+                } else {
+                    g.receive_poll(&mut burst, bi as u64, &mut |b| out.push(b));
+                }
+                assert!(burst.is_empty());
                 assert!(g.held() <= c.table, "more held than --gro-flows");
             } else {
                 for p in it.by_ref().take(n) {
@@ -1476,6 +1484,19 @@ mod props {
             let alone = whole.stats().pass[Pass::Alone.index()];
             prop_assert!(alone <= one.stats().flush[Flush::EndOfPoll as usize]);
             prop_assert_eq!(a.len(), b.len());
+        }
+
+        /// A burst taken packet by packet (`receive_burst`) gives the same
+        /// packets in the same order as `receive` on each.
+        #[test]
+        fn a_burst_gives_the_packets_its_segments_give(c in case()) {
+            let (input, _) = inputs(&c);
+            let packets = |out: Vec<VecBuf>| -> Vec<(Vec<u64>, Vec<u8>)> {
+                out.into_iter().map(|o| (o.ids.clone(), o.bytes())).collect()
+            };
+            let (_, one) = run(&c, input.clone(), Take::Segments);
+            let (_, bursts) = run(&c, input, Take::Bursts);
+            prop_assert!(packets(one) == packets(bursts), "receive_burst differs from receive");
         }
 
         /// Arbitrary bytes in arbitrary buffers never panic, and come back.
