@@ -1487,16 +1487,18 @@ mod props {
         }
 
         /// A burst taken packet by packet (`receive_burst`) gives the same
-        /// packets in the same order as `receive` on each.
+        /// packets in the same order, and the same counters, as `receive`
+        /// on each.
         #[test]
         fn a_burst_gives_the_packets_its_segments_give(c in case()) {
             let (input, _) = inputs(&c);
             let packets = |out: Vec<VecBuf>| -> Vec<(Vec<u64>, Vec<u8>)> {
                 out.into_iter().map(|o| (o.ids.clone(), o.bytes())).collect()
             };
-            let (_, one) = run(&c, input.clone(), Take::Segments);
-            let (_, bursts) = run(&c, input, Take::Bursts);
+            let (g1, one) = run(&c, input.clone(), Take::Segments);
+            let (gb, bursts) = run(&c, input, Take::Bursts);
             prop_assert!(packets(one) == packets(bursts), "receive_burst differs from receive");
+            prop_assert_eq!(g1.stats(), gb.stats(), "and its counters");
         }
 
         /// Arbitrary bytes in arbitrary buffers never panic, and come back.
