@@ -4,6 +4,7 @@
 use anyhow::{Context, Result};
 use std::io::Read;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -11,6 +12,8 @@ pub struct Running {
     child: Child,
     out: Option<JoinHandle<String>>,
     err: Option<JoinHandle<String>>,
+    /// Standard output as it comes (`stdout_so_far`).
+    out_so_far: Arc<Mutex<Vec<u8>>>,
 }
 
 /// What a finished process left.
@@ -22,11 +25,25 @@ pub struct Finished {
     pub timed_out: bool,
 }
 
-fn drain<R: Read + Send + 'static>(r: Option<R>) -> Option<JoinHandle<String>> {
+/// Reads `r` to its end on a thread of its own, keeping what came so far
+/// in `so_far`.
+fn drain<R: Read + Send + 'static>(
+    r: Option<R>,
+    so_far: Arc<Mutex<Vec<u8>>>,
+) -> Option<JoinHandle<String>> {
     r.map(|mut r| {
         std::thread::spawn(move || {
-            let mut b = Vec::new();
-            let _ = r.read_to_end(&mut b);
+            let mut chunk = [0u8; 4096];
+            loop {
+                match r.read(&mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => so_far
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .extend_from_slice(&chunk[..n]),
+                }
+            }
+            let b = so_far.lock().unwrap_or_else(|p| p.into_inner());
             String::from_utf8_lossy(&b).into_owned()
         })
     })
@@ -39,9 +56,15 @@ pub fn spawn(argv: &[String]) -> Result<Running> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = c.spawn().with_context(|| format!("starting {}", argv[0]))?;
-    let out = drain(child.stdout.take());
-    let err = drain(child.stderr.take());
-    Ok(Running { child, out, err })
+    let out_so_far = Arc::new(Mutex::new(Vec::new()));
+    let out = drain(child.stdout.take(), out_so_far.clone());
+    let err = drain(child.stderr.take(), Arc::new(Mutex::new(Vec::new())));
+    Ok(Running {
+        child,
+        out,
+        err,
+        out_so_far,
+    })
 }
 
 impl Running {
@@ -54,6 +77,12 @@ impl Running {
         unsafe {
             libc::kill(self.child.id() as libc::pid_t, sig);
         }
+    }
+
+    /// What it wrote to standard output so far.
+    pub fn stdout_so_far(&self) -> String {
+        let b = self.out_so_far.lock().unwrap_or_else(|p| p.into_inner());
+        String::from_utf8_lossy(&b).into_owned()
     }
 
     /// Still running?
@@ -69,8 +98,22 @@ impl Running {
 
     /// `wait_until`, calling `tick` every 20 ms meanwhile.
     pub fn wait_until_with(
+        self,
+        deadline: Instant,
+        grace: Duration,
+        tick: impl FnMut(),
+    ) -> Finished {
+        self.wait_until_done(deadline, deadline, |_| true, grace, tick)
+    }
+
+    /// As `wait_until_with`, but at `deadline` it is stopped only once
+    /// `done` says so of its output so far, or at `latest` at the latest:
+    /// for a process whose measured time starts when its output says so.
+    pub fn wait_until_done(
         mut self,
         deadline: Instant,
+        latest: Instant,
+        done: impl Fn(&str) -> bool,
         grace: Duration,
         mut tick: impl FnMut(),
     ) -> Finished {
@@ -82,7 +125,8 @@ impl Running {
                 Ok(None) => {}
                 Err(_) => break None,
             }
-            if Instant::now() >= deadline {
+            let now = Instant::now();
+            if now >= latest || (now >= deadline && done(&self.stdout_so_far())) {
                 timed_out = true;
                 break self.stop(grace);
             }
@@ -145,4 +189,44 @@ pub fn on_path(prog: &str) -> bool {
     std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).any(|d| d.join(prog).is_file()))
         .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str) -> Running {
+        spawn(&["sh".into(), "-c".into(), script.into()]).expect("sh runs")
+    }
+
+    #[test]
+    fn a_process_runs_past_its_deadline_until_its_output_says_it_is_done() {
+        let t = Instant::now();
+        let f = sh("sleep 0.4; echo ready; exec sleep 30").wait_until_done(
+            t + Duration::from_millis(50),
+            t + Duration::from_secs(20),
+            |out| out.contains("ready"),
+            Duration::from_secs(2),
+            || {},
+        );
+        assert!(f.timed_out);
+        assert!(f.stdout.contains("ready"), "{}", f.stdout);
+        assert!(t.elapsed() < Duration::from_secs(10), "stopped once done");
+    }
+
+    #[test]
+    fn a_process_that_never_says_it_is_done_stops_at_the_latest() {
+        let t = Instant::now();
+        let f = sh("echo started; exec sleep 30").wait_until_done(
+            t + Duration::from_millis(50),
+            t + Duration::from_millis(600),
+            |out| out.contains("ready"),
+            Duration::from_secs(2),
+            || {},
+        );
+        assert!(f.timed_out);
+        assert!(f.stdout.contains("started"));
+        let took = t.elapsed();
+        assert!(took >= Duration::from_millis(600) && took < Duration::from_secs(10));
+    }
 }

@@ -298,6 +298,15 @@ pub fn run_one(plan: &Plan, cell: &Cell, run_id: usize) -> RunRecord {
             start + Duration::from_secs_f64(total + 1.5),
         ),
     };
+    // A testpmd that started late (a loaded machine) is stopped only once it
+    // printed a second's rates for every second measured, within a minute.
+    let (latest, samples) = match cell.command {
+        Command::TestpmdRxonly => (
+            deadline + Duration::from_secs(60),
+            testpmd::samples_needed(plan.warmup, plan.duration),
+        ),
+        Command::Sink | Command::Forward => (deadline, 0),
+    };
     // When the peer dies, if it does: testpmd 22.11's memif server can
     // crash (SIGSEGV) as the client disconnects at the end of a run, which
     // costs the run nothing; dying while the sink measures does.
@@ -305,13 +314,19 @@ pub fn run_one(plan: &Plan, cell: &Cell, run_id: usize) -> RunRecord {
     let mut peer_died_at: Option<f64> = None;
     let mut peer = peer;
     let finished = match process::spawn(&argv) {
-        Ok(p) => p.wait_until_with(deadline, Duration::from_secs(10), || {
-            if let Some(pp) = peer.as_mut() {
-                if peer_died_at.is_none() && !pp.alive() {
-                    peer_died_at = Some(sink_start.elapsed().as_secs_f64());
+        Ok(p) => p.wait_until_done(
+            deadline,
+            latest,
+            |out| testpmd::samples(out) >= samples,
+            Duration::from_secs(10),
+            || {
+                if let Some(pp) = peer.as_mut() {
+                    if peer_died_at.is_none() && !pp.alive() {
+                        peer_died_at = Some(sink_start.elapsed().as_secs_f64());
+                    }
                 }
-            }
-        }),
+            },
+        ),
         Err(e) => {
             if let Some(p) = peer {
                 p.interrupt(Duration::from_secs(5));

@@ -131,6 +131,17 @@ fn numbers_after(text: &str, key: &str) -> Vec<f64> {
         .collect()
 }
 
+/// Per-second rate lines in testpmd's output so far.
+pub fn samples(stdout: &str) -> usize {
+    stdout.matches("Rx-pps:").count()
+}
+
+/// The rate lines `report` needs for a run of `duration` seconds after
+/// `warmup`: those it drops, then one a measured second.
+pub fn samples_needed(warmup: f64, duration: f64) -> usize {
+    (warmup.ceil() as usize).max(1) + (duration.ceil() as usize).max(1)
+}
+
 /// A report from testpmd's output: `rx_pps` and `rx_gbps` are the means of
 /// its per-second rates after `warmup` seconds (the first second, partial,
 /// is always dropped when later ones exist).
@@ -165,6 +176,16 @@ pub fn report(stdout: &str, warmup: f64) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_needs_the_dropped_seconds_and_one_line_a_measured_second() {
+        assert_eq!(samples_needed(0.0, 1.0), 2);
+        assert_eq!(samples_needed(1.0, 4.0), 5);
+        assert_eq!(samples_needed(1.5, 0.5), 3);
+        let out = "  Rx-pps:  10  Rx-bps: 1\n\u{1b}[2J  Rx-pps:  12  Rx-bps: 1\n";
+        assert_eq!(samples(out), 2);
+        assert_eq!(samples(""), 0);
+    }
 
     #[test]
     fn parses_periodic_stats() {
