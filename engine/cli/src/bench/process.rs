@@ -195,38 +195,37 @@ pub fn on_path(prog: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn sh(script: &str) -> Running {
-        spawn(&["sh".into(), "-c".into(), script.into()]).expect("sh runs")
+    /// Runs `script` with a deadline 50 ms on, done once it printed
+    /// "ready", stopped at `latest` at the latest: what it left, and when.
+    fn waited(script: &str, latest: Duration) -> (Finished, Duration) {
+        let t = Instant::now();
+        let p = spawn(&["sh".into(), "-c".into(), script.into()]).expect("sh runs");
+        let f = p.wait_until_done(
+            t + Duration::from_millis(50),
+            t + latest,
+            |out| out.contains("ready"),
+            Duration::from_secs(2),
+            || {},
+        );
+        (f, t.elapsed())
     }
 
     #[test]
     fn a_process_runs_past_its_deadline_until_its_output_says_it_is_done() {
-        let t = Instant::now();
-        let f = sh("sleep 0.4; echo ready; exec sleep 30").wait_until_done(
-            t + Duration::from_millis(50),
-            t + Duration::from_secs(20),
-            |out| out.contains("ready"),
-            Duration::from_secs(2),
-            || {},
+        let (f, took) = waited(
+            "sleep 0.4; echo ready; exec sleep 30",
+            Duration::from_secs(20),
         );
         assert!(f.timed_out);
         assert!(f.stdout.contains("ready"), "{}", f.stdout);
-        assert!(t.elapsed() < Duration::from_secs(10), "stopped once done");
+        assert!(took < Duration::from_secs(10), "stopped once done");
     }
 
     #[test]
     fn a_process_that_never_says_it_is_done_stops_at_the_latest() {
-        let t = Instant::now();
-        let f = sh("echo started; exec sleep 30").wait_until_done(
-            t + Duration::from_millis(50),
-            t + Duration::from_millis(600),
-            |out| out.contains("ready"),
-            Duration::from_secs(2),
-            || {},
-        );
+        let (f, took) = waited("echo started; exec sleep 30", Duration::from_millis(600));
         assert!(f.timed_out);
         assert!(f.stdout.contains("started"));
-        let took = t.elapsed();
         assert!(took >= Duration::from_millis(600) && took < Duration::from_secs(10));
     }
 }
