@@ -112,8 +112,8 @@ impl Eal {
     }
 
     /// The widest vectors DPDK lets vector code use here, in bits (256 on
-    /// x86 unless `--force-max-simd-bitwidth` says otherwise); GRO and the
-    /// checksum kernels keep to it.
+    /// x86 unless `--force-max-simd-bitwidth` says otherwise); the checksum
+    /// kernels keep to it.
     pub fn max_simd_bits(&self) -> u16 {
         self.max_simd_bits
     }
