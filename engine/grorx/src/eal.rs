@@ -15,7 +15,6 @@ pub struct Eal {
     args: Vec<String>,
     tsc_hz: u64,
     main_lcore: u32,
-    max_simd_bits: u16,
 }
 
 static EAL: OnceLock<Result<Eal, String>> = OnceLock::new();
@@ -95,7 +94,6 @@ impl Eal {
             args: argv.to_vec(),
             tsc_hz,
             main_lcore,
-            max_simd_bits,
         })
     }
 
@@ -109,13 +107,6 @@ impl Eal {
 
     pub fn main_lcore(&self) -> u32 {
         self.main_lcore
-    }
-
-    /// The widest vectors DPDK lets vector code use here, in bits (256 on
-    /// x86 unless `--force-max-simd-bitwidth` says otherwise); the checksum
-    /// kernels keep to it.
-    pub fn max_simd_bits(&self) -> u16 {
-        self.max_simd_bits
     }
 
     /// Worker lcores (every enabled lcore but the main one), in id order.

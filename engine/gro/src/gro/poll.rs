@@ -170,18 +170,16 @@ impl<B: GroBuf> Gro<B> {
                 look.bucket[i] = b;
                 look.left[b as usize] += 1;
             }
-            for (i, p) in burst.drain(..).enumerate() {
+        }
+        for (i, p) in burst.drain(..).enumerate() {
+            if on {
                 let b = self.look.bucket[i];
                 self.look.cur = b;
                 self.look.left[b as usize] -= 1;
-                self.receive(p, now, out);
             }
-            // Every bucket is back to 0: nothing to clear.
-            self.look.on = false;
-        } else {
-            for p in burst.drain(..) {
-                self.receive(p, now, out);
-            }
+            self.receive(p, now, out);
         }
+        // Every bucket is back to 0: nothing to clear.
+        self.look.on = false;
     }
 }

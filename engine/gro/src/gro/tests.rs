@@ -1369,7 +1369,6 @@ mod props {
         };
         let mut g = gro(cfg);
         g.full_path_only = take == Take::FullPathOnly;
-
         let mut out = Vec::new();
         let mut it = input.into_iter().peekable();
         let mut bi = 0;
