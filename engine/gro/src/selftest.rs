@@ -14,6 +14,8 @@ use crate::traffic::{
     pattern_byte, FlowSpec, Segment, ETH_P_IPV6, TCP_ACK, TCP_FIN, TCP_PSH, TCP_RST, TCP_SYN,
     TCP_URG,
 };
+use crate::wire::field::{self, eth, ipv4, ipv6, ipv6_ext, tcp};
+use crate::wire::IPPROTO_TCP;
 
 /// One case of the selftest.
 #[derive(Debug, Clone)]
@@ -45,7 +47,7 @@ impl Case {
             }
             let len = payload_len(f).ok_or("a packet of the flow that is not TCP")?;
             let (l4, _) = tcp_span(f).unwrap();
-            fin_seen = f[l4 + 13] & TCP_FIN != 0;
+            fin_seen = f[l4 + tcp::FLAGS] & TCP_FIN != 0;
             sizes.push(len);
         }
         match sizes.pop() {
@@ -93,7 +95,7 @@ pub fn check_frame(f: &[u8]) -> Result<(), String> {
             f.len()
         ));
     }
-    if f[12..14] != ETH_P_IPV6.to_be_bytes() && csum::sum(&f[14..l4]) != 0xffff {
+    if !is_ipv6(f) && csum::sum(&f[L3..l4]) != 0xffff {
         return Err("bad IPv4 header checksum".into());
     }
     if csum::add(pseudo(f, l4), csum::sum(&f[l4..])) != 0xffff {
@@ -102,48 +104,50 @@ pub fn check_frame(f: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
+/// Where the IP header of the selftest's frames starts: they are untagged.
+const L3: usize = eth::HEADER_LEN;
+
+/// Whether the frame carries IPv6 (else IPv4).
+fn is_ipv6(f: &[u8]) -> bool {
+    f.get(eth::ETHERTYPE) == Some(&ETH_P_IPV6.to_be_bytes()[..])
+}
+
 /// Where TCP starts in an untagged frame and where the IP packet ends.
 fn tcp_span(f: &[u8]) -> Option<(usize, usize)> {
     let be16 = |o: usize| Some(u16::from_be_bytes([*f.get(o)?, *f.get(o + 1)?]) as usize);
-    if be16(12)? == ETH_P_IPV6 as usize {
-        let (mut next, mut l4) = (*f.get(20)?, 54);
-        while next != 6 {
+    if is_ipv6(f) {
+        let ext = L3 + ipv6::HEADER_LEN;
+        let (mut next, mut l4) = (*f.get(L3 + ipv6::NEXT_HEADER)?, ext);
+        while next != IPPROTO_TCP {
             let len = match next {
                 44 => 8,
-                0 | 43 | 60 => (*f.get(l4 + 1)? as usize + 1) * 8,
+                0 | 43 | 60 => (*f.get(l4 + ipv6_ext::LEN)? as usize + 1) * 8,
                 _ => return None,
             };
-            next = *f.get(l4)?;
+            next = *f.get(l4 + ipv6_ext::NEXT_HEADER)?;
             l4 += len;
         }
-        Some((l4, 54 + be16(18)?))
+        Some((l4, ext + be16(L3 + ipv6::PAYLOAD_LEN.start)?))
     } else {
-        if *f.get(23)? != 6 {
+        if *f.get(L3 + ipv4::PROTOCOL)? != IPPROTO_TCP {
             return None;
         }
-        Some((14 + (f[14] & 0x0f) as usize * 4, 14 + be16(16)?))
+        let ihl = (f[L3 + ipv4::VER_IHL] & 0x0f) as usize * 4;
+        Some((L3 + ihl, L3 + be16(L3 + ipv4::TOTAL_LEN.start)?))
     }
 }
 
 /// The TCP pseudo-header sum of a frame whose TCP header is at `l4`.
 fn pseudo(f: &[u8], l4: usize) -> u16 {
-    if f[12..14] == ETH_P_IPV6.to_be_bytes() {
-        let src: [u8; 16] = f[22..38].try_into().unwrap();
-        let dst: [u8; 16] = f[38..54].try_into().unwrap();
-        csum::pseudo_v6(&src, &dst, 6, (f.len() - l4) as u32)
-    } else {
-        let src: [u8; 4] = f[26..30].try_into().unwrap();
-        let dst: [u8; 4] = f[30..34].try_into().unwrap();
-        csum::pseudo_v4(src, dst, 6, (f.len() - l4) as u16)
-    }
+    csum::pseudo(addrs(f), IPPROTO_TCP, (f.len() - l4) as u32)
 }
 
 /// The frame's IP source and destination addresses.
 fn addrs(f: &[u8]) -> &[u8] {
-    let r = if f.get(12..14) == Some(&ETH_P_IPV6.to_be_bytes()) {
-        22..54
+    let r = if is_ipv6(f) {
+        field::at(L3, ipv6::ADDRS)
     } else {
-        26..34
+        field::at(L3, ipv4::ADDRS)
     };
     f.get(r).unwrap_or(&[])
 }
@@ -198,42 +202,44 @@ impl Flow {
 /// Sets the IP lengths and both checksums from the frame's bytes, after a
 /// case changed its headers.
 fn fix_sums(f: &mut [u8]) {
-    if f[12..14] == ETH_P_IPV6.to_be_bytes() {
-        let plen = (f.len() - 54) as u16;
-        f[18..20].copy_from_slice(&plen.to_be_bytes());
+    let ipv6 = is_ipv6(f);
+    if ipv6 {
+        let plen = (f.len() - L3 - ipv6::HEADER_LEN) as u16;
+        field::write16(f, L3, ipv6::PAYLOAD_LEN, plen);
     } else {
-        let tot = (f.len() - 14) as u16;
-        f[16..18].copy_from_slice(&tot.to_be_bytes());
+        field::write16(f, L3, ipv4::TOTAL_LEN, (f.len() - L3) as u16);
     }
     let (l4, _) = tcp_span(f).expect("a TCP frame");
-    if f[12..14] != ETH_P_IPV6.to_be_bytes() {
-        f[24..26].copy_from_slice(&[0, 0]);
-        let c = csum::ipv4_header(&f[14..l4]);
-        f[24..26].copy_from_slice(&c.to_be_bytes());
+    if !ipv6 {
+        field::write16(f, L3, ipv4::CHECKSUM, 0);
+        let c = csum::ipv4_header(&f[L3..l4]);
+        field::write16(f, L3, ipv4::CHECKSUM, c);
     }
-    f[l4 + 16..l4 + 18].copy_from_slice(&[0, 0]);
+    field::write16(f, l4, tcp::CHECKSUM, 0);
     let c = csum::finish(csum::add(pseudo(f, l4), csum::sum(&f[l4..])));
-    f[l4 + 16..l4 + 18].copy_from_slice(&c.to_be_bytes());
+    field::write16(f, l4, tcp::CHECKSUM, c);
 }
 
 /// Replaces the TCP options with `opts` (a multiple of 4 bytes).
 fn set_tcp_options(f: &mut Vec<u8>, opts: &[u8]) {
     let (l4, _) = tcp_span(f).expect("a TCP frame");
-    let doff = (f[l4 + 12] >> 4) as usize * 4;
-    f.splice(l4 + 20..l4 + doff, opts.iter().copied());
-    f[l4 + 12] = (((20 + opts.len()) / 4) as u8) << 4;
+    let doff = (f[l4 + tcp::DATA_OFF] >> 4) as usize * 4;
+    f.splice(l4 + tcp::MIN_LEN..l4 + doff, opts.iter().copied());
+    f[l4 + tcp::DATA_OFF] = (((tcp::MIN_LEN + opts.len()) / 4) as u8) << 4;
     fix_sums(f);
 }
 
 /// Inserts bytes after the fixed IP header: IPv4 options, or an IPv6
 /// extension header (`next` its type) whose own next header is TCP.
 fn insert_after_ip(f: &mut Vec<u8>, bytes: &[u8], next: u8) {
-    if f[12..14] == ETH_P_IPV6.to_be_bytes() {
-        f.splice(54..54, bytes.iter().copied());
-        f[20] = next;
+    if is_ipv6(f) {
+        let at = L3 + ipv6::HEADER_LEN;
+        f.splice(at..at, bytes.iter().copied());
+        f[L3 + ipv6::NEXT_HEADER] = next;
     } else {
-        f.splice(34..34, bytes.iter().copied());
-        f[14] = 0x40 | (5 + bytes.len() / 4) as u8;
+        let at = L3 + ipv4::MIN_LEN;
+        f.splice(at..at, bytes.iter().copied());
+        f[L3 + ipv4::VER_IHL] = 0x40 | ((ipv4::MIN_LEN + bytes.len()) / 4) as u8;
     }
     fix_sums(f);
 }
@@ -302,7 +308,8 @@ fn family(ipv6: bool) -> Vec<(&'static str, Vec<usize>, Make)> {
             let a = f.next(P);
             let mut b = f.next(P);
             let (l4, _) = tcp_span(&b).unwrap();
-            b[l4 + 17] = b[l4 + 17].wrapping_sub(1);
+            let c = field::read16(&b, l4, tcp::CHECKSUM);
+            field::write16(&mut b, l4, tcp::CHECKSUM, c.wrapping_sub(1));
             vec![a, b]
         }),
     ));
@@ -356,7 +363,14 @@ fn family(ipv6: bool) -> Vec<(&'static str, Vec<usize>, Make)> {
         Box::new(move |f| {
             let a = f.next(P);
             let mut b = f.next(P);
-            b[15] ^= if ipv6 { 0x20 } else { 0x02 };
+            // IPv6's traffic class spans its first two bytes (ECN in 0x30
+            // of the second); IPv4's TOS byte has ECN in 0x03.
+            let (at, ecn) = if ipv6 {
+                (ipv6::VER_TC_FLOW.start + 1, 0x20)
+            } else {
+                (ipv4::TOS, 0x02)
+            };
+            b[L3 + at] ^= ecn;
             fix_sums(&mut b);
             vec![a, b]
         }),
@@ -368,9 +382,10 @@ fn family(ipv6: bool) -> Vec<(&'static str, Vec<usize>, Make)> {
             let a = f.next(P);
             let mut b = f.next(P);
             if ipv6 {
-                b[14] |= 0x0f;
+                // The traffic class's DSCP bits, in the first byte.
+                b[L3 + ipv6::VER_TC_FLOW.start] |= 0x0f;
             } else {
-                b[15] = 1;
+                b[L3 + ipv4::TOS] = 1;
             }
             fix_sums(&mut b);
             vec![a, b]
@@ -383,7 +398,7 @@ fn family(ipv6: bool) -> Vec<(&'static str, Vec<usize>, Make)> {
             Box::new(|f| {
                 let a = f.next(P);
                 let mut b = f.next(P);
-                b[22] = 7;
+                b[L3 + ipv4::TTL] = 7;
                 fix_sums(&mut b);
                 vec![a, b]
             }),
@@ -404,7 +419,8 @@ fn family(ipv6: bool) -> Vec<(&'static str, Vec<usize>, Make)> {
             Box::new(|f| {
                 let a = f.next(P);
                 let mut b = f.next(P);
-                b[20] = 0x60; // DF and MF: the first fragment of several
+                // DF and MF: the first fragment of several.
+                b[L3 + ipv4::FLAGS_FRAG.start] = 0x60;
                 fix_sums(&mut b);
                 vec![a, b]
             }),

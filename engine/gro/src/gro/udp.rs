@@ -163,7 +163,7 @@ impl Dgram {
     fn read(b: &[u8], t: &Tcp, frags: u16) -> Dgram {
         let (l3, l4) = (t.l3 as usize, t.l4 as usize);
         let (ip_word, id) = if t.ipv6 {
-            let tc = ((b[l3] as u32 & 0x0f) << 4) | (b[l3 + 1] as u32 >> 4);
+            let tc = (field::read32(b, l3, ipv6::VER_TC_FLOW) >> 20) & 0xff;
             ((tc << 8) | b[l3 + ipv6::HOP_LIMIT] as u32, 0)
         } else {
             (
