@@ -725,18 +725,20 @@ impl Skb {
     /// None (and nothing changed) if the frame has none. A merged packet's
     /// layout follows, so the forwarder or the port segments it right.
     pub fn pop_vlan(&mut self) -> Option<u16> {
+        use crate::wire::field::{self, eth};
         let d = self.data_mut();
-        if d.len() < 18 {
+        if d.len() < eth::HEADER_LEN + eth::TAG_LEN {
             return None;
         }
-        let tpid = u16::from_be_bytes([d[12], d[13]]);
+        // The tag's type is where the ethertype would be.
+        let tpid = field::read16(d, 0, eth::ETHERTYPE);
         if tpid != crate::wire::ETH_P_8021Q && tpid != crate::wire::ETH_P_8021AD {
             return None;
         }
-        let tci = u16::from_be_bytes([d[14], d[15]]);
-        // The MAC addresses move 4 bytes on, over the tag.
-        d.copy_within(0..12, 4);
-        self.pull(4);
+        let tci = field::read16(d, eth::ETHERTYPE.start, eth::TAG_TCI);
+        // The MAC addresses move on, over the tag.
+        d.copy_within(eth::MACS, eth::TAG_LEN);
+        self.pull(eth::TAG_LEN as u16);
         let m = self.as_ptr();
         let meta = self.meta_mut();
         if meta.outer_l3_len > 0 {

@@ -10,6 +10,9 @@
 //!
 //! Empty buffers after a frame's payload stay linked when GRO merges it, so
 //! they count toward `max_frags` (`GroBuf::segs_from`).
+//!
+//! Last, `Skb::pop_vlan` on a built QinQ frame: tag by tag, to the untagged
+//! frame.
 
 mod common;
 
@@ -210,5 +213,26 @@ fn empty_buffers_count_toward_max_frags() {
     assert_eq!(payload, 6 * 1448);
     assert!(out.len() < frames.len(), "merged");
     drop(out);
+    assert_eq!(p.in_use(), 0);
+}
+
+#[test]
+fn pop_vlan_takes_off_the_outer_tag_and_gives_its_tci() {
+    let _e = common::eal();
+    let p = pool();
+    let sc = conf(&p, None);
+    let mut st = SkbStats::default();
+    let mut spec = FlowSpec::numbered(1, false);
+    let plain = segment_stream(&spec, 1, 7, 1448, 1448).remove(0);
+    spec.vlans = vec![100, 200];
+    let qinq = segment_stream(&spec, 1, 7, 1448, 1448).remove(0);
+    let mut s = build(&p, &sc, &mut st, &qinq, 4096, |_| {}).expect("a valid frame");
+    assert_eq!(s.pop_vlan(), Some(100), "the outer tag first");
+    assert_eq!(s.len(), qinq.len() - 4);
+    assert_eq!(s.pop_vlan(), Some(200));
+    assert_eq!(s.data(), &plain[..], "the untagged frame, MACs kept");
+    assert_eq!(s.pop_vlan(), None, "no tag left: nothing changes");
+    assert_eq!(s.data(), &plain[..]);
+    drop(s);
     assert_eq!(p.in_use(), 0);
 }

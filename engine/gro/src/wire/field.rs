@@ -141,6 +141,10 @@ pub mod udp {
     use super::Field;
     /// Source then destination port.
     pub const PORTS: Field = 0..4;
+    /// Source port.
+    pub const SRC_PORT: Field = 0..2;
+    /// Destination port.
+    pub const DST_PORT: Field = 2..4;
     /// Length: header and payload.
     pub const LEN: Field = 4..6;
     /// Checksum (0: none, IPv4 only).

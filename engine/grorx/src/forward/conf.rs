@@ -12,6 +12,25 @@ pub const TX_OFFLOAD_VXLAN_TNL_TSO: u64 = 1 << 9;
 
 /// Bytes of a `struct virtio_net_hdr_mrg_rxbuf`.
 pub const VIRTIO_NET_HDR_LEN: u16 = 12;
+
+/// The fields of a `virtio_net_hdr_mrg_rxbuf` (virtio 1.x: little-endian).
+pub mod virtio_net {
+    use crate::wire::field::Field;
+    /// `VIRTIO_NET_HDR_F_*`.
+    pub const FLAGS: usize = 0;
+    /// `VIRTIO_NET_HDR_GSO_*`.
+    pub const GSO_TYPE: usize = 1;
+    /// Bytes of headers in front of the payload.
+    pub const HDR_LEN: Field = 2..4;
+    /// Payload bytes of each segment.
+    pub const GSO_SIZE: Field = 4..6;
+    /// Where the checksum's sum starts (the L4 header).
+    pub const CSUM_START: Field = 6..8;
+    /// Where, from `CSUM_START`, the checksum is written.
+    pub const CSUM_OFFSET: Field = 8..10;
+    /// Buffers the packet spans (mergeable RX buffers).
+    pub const NUM_BUFFERS: Field = 10..12;
+}
 /// virtio_net_hdr `flags`: the TCP checksum is partial (`csum_start`, `csum_offset`).
 pub const VIRTIO_NET_HDR_F_NEEDS_CSUM: u8 = 1;
 /// virtio_net_hdr `gso_type`: one packet, nothing to segment.

@@ -31,13 +31,16 @@ impl Forwarder {
             gso_type |= VIRTIO_NET_HDR_GSO_ECN;
         }
         let v = &mut h[..VIRTIO_NET_HDR_LEN as usize];
-        v[0] = VIRTIO_NET_HDR_F_NEEDS_CSUM;
-        v[1] = gso_type;
-        v[2..4].copy_from_slice(&inner_hdr.to_le_bytes());
-        v[4..6].copy_from_slice(&(lay.mss as u16).to_le_bytes());
-        v[6..8].copy_from_slice(&((lay.l2 + lay.l3) as u16).to_le_bytes());
-        v[8..10].copy_from_slice(&16u16.to_le_bytes());
-        v[10..12].copy_from_slice(&0u16.to_le_bytes());
+        let le16 = |v: &mut [u8], f: field::Field, x: usize| {
+            v[f].copy_from_slice(&(x as u16).to_le_bytes());
+        };
+        v[virtio_net::FLAGS] = VIRTIO_NET_HDR_F_NEEDS_CSUM;
+        v[virtio_net::GSO_TYPE] = gso_type;
+        le16(v, virtio_net::HDR_LEN, inner_hdr as usize);
+        le16(v, virtio_net::GSO_SIZE, lay.mss);
+        le16(v, virtio_net::CSUM_START, lay.l2 + lay.l3);
+        le16(v, virtio_net::CSUM_OFFSET, tcp::CHECKSUM.start);
+        le16(v, virtio_net::NUM_BUFFERS, 0);
         let p = pseudo(h, lay, tcp_len);
         field::write16(h, tcp, tcp::CHECKSUM, p);
         // SAFETY: the caller hands us `m`, a valid chain we now own and may

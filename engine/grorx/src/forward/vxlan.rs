@@ -2,26 +2,35 @@
 //! port from the inner flow's hash.
 
 use super::*;
-use crate::wire::field::{self, eth, ipv4, ipv6, tcp};
+use crate::wire::field::{self, eth, ipv4, ipv6, tcp, udp, vxlan};
+use crate::wire::{ETH_P_8021AD, ETH_P_8021Q, ETH_P_IPV4, ETH_P_IPV6, IPPROTO_TCP, IPPROTO_UDP};
+
+/// Where the outer headers start: Ethernet, IPv4 without options, UDP,
+/// VXLAN.
+const O_L3: usize = eth::HEADER_LEN;
+const O_L4: usize = O_L3 + ipv4::MIN_LEN;
+const O_VXLAN: usize = O_L4 + udp::HEADER_LEN;
+const ENCAP: usize = VXLAN_ENCAP_LEN as usize;
+const _: () = assert!(O_VXLAN + vxlan::HEADER_LEN == ENCAP);
 
 /// The outer headers with every constant field filled.
-pub(super) fn outer_template(v: &VxlanConf) -> [u8; VXLAN_ENCAP_LEN as usize] {
-    let mut o = [0u8; VXLAN_ENCAP_LEN as usize];
-    o[0..6].copy_from_slice(&v.dst_mac);
-    o[6..12].copy_from_slice(&v.src_mac);
-    o[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-    let ip = &mut o[14..34];
-    ip[0] = 0x45;
-    ip[8] = v.ttl;
-    ip[9] = 17;
-    ip[12..16].copy_from_slice(&v.src_ip);
-    ip[16..20].copy_from_slice(&v.dst_ip);
-    let udp = &mut o[34..42];
-    udp[0..2].copy_from_slice(&v.src_port.to_be_bytes());
-    udp[2..4].copy_from_slice(&v.dst_port.to_be_bytes());
-    let vx = &mut o[42..50];
-    vx[0] = 0x08; // I flag: the VNI is valid
-    vx[4..7].copy_from_slice(&v.vni.to_be_bytes()[1..4]);
+pub(super) fn outer_template(v: &VxlanConf) -> [u8; ENCAP] {
+    let mut o = [0u8; ENCAP];
+    let (dst_mac, src_mac) = o[eth::MACS].split_at_mut(6);
+    dst_mac.copy_from_slice(&v.dst_mac);
+    src_mac.copy_from_slice(&v.src_mac);
+    field::write16(&mut o, 0, eth::ETHERTYPE, ETH_P_IPV4);
+    o[O_L3 + ipv4::VER_IHL] = 0x45;
+    o[O_L3 + ipv4::TTL] = v.ttl;
+    o[O_L3 + ipv4::PROTOCOL] = IPPROTO_UDP;
+    let (src_ip, dst_ip) = o[field::at(O_L3, ipv4::ADDRS)].split_at_mut(4);
+    src_ip.copy_from_slice(&v.src_ip);
+    dst_ip.copy_from_slice(&v.dst_ip);
+    field::write16(&mut o, O_L4, udp::SRC_PORT, v.src_port);
+    field::write16(&mut o, O_L4, udp::DST_PORT, v.dst_port);
+    o[O_VXLAN + vxlan::FLAGS] = vxlan::FLAG_VNI;
+    // The VNI is the field's first 24 bits; the last byte is reserved.
+    field::write32(&mut o, O_VXLAN, vxlan::VNI, v.vni << 8);
     o
 }
 
@@ -31,26 +40,26 @@ pub(super) fn outer_template(v: &VxlanConf) -> [u8; VXLAN_ENCAP_LEN as usize] {
 #[inline]
 pub(super) fn write_outer(
     dst: &mut [u8],
-    tmpl: &[u8; 50],
+    tmpl: &[u8; ENCAP],
     total: usize,
     id: u16,
     sport: u16,
     ip_csum: bool,
 ) {
-    let dst = &mut dst[..50];
+    let dst = &mut dst[..ENCAP];
     dst.copy_from_slice(tmpl);
-    let ip_len = (total - 14).min(0xffff) as u16;
-    let udp_len = (total - 34).min(0xffff) as u16;
-    dst[16..18].copy_from_slice(&ip_len.to_be_bytes());
-    dst[18..20].copy_from_slice(&id.to_be_bytes());
+    let ip_len = (total - O_L3).min(0xffff) as u16;
+    let udp_len = (total - O_L4).min(0xffff) as u16;
+    field::write16(dst, O_L3, ipv4::TOTAL_LEN, ip_len);
+    field::write16(dst, O_L3, ipv4::ID, id);
     if ip_csum {
-        let c = csum::ipv4_header(&dst[14..34]);
-        dst[24..26].copy_from_slice(&c.to_be_bytes());
+        let c = csum::ipv4_header(&dst[O_L3..O_L4]);
+        field::write16(dst, O_L3, ipv4::CHECKSUM, c);
     }
     if sport != 0 {
-        dst[34..36].copy_from_slice(&sport.to_be_bytes());
+        field::write16(dst, O_L4, udp::SRC_PORT, sport);
     }
-    dst[38..40].copy_from_slice(&udp_len.to_be_bytes());
+    field::write16(dst, O_L4, udp::LEN, udp_len);
 }
 
 /// `outer_l3_len` and `outer_l2_len` in the tx_offload word (bits 40 and 49).
@@ -94,7 +103,8 @@ pub(super) fn flow_hash(head: &[u8], meta: &SkbMeta) -> u32 {
         // Not parsed by GRO: find L3 past the VLAN tags.
         l3 = eth::ETHERTYPE.start;
         while let Some(t) = head.get(field::at(l3, 0..2)) {
-            if t == [0x81, 0x00] || t == [0x88, 0xa8] {
+            let tpid = u16::from_be_bytes([t[0], t[1]]);
+            if tpid == ETH_P_8021Q || tpid == ETH_P_8021AD {
                 l3 += eth::TAG_LEN;
             } else {
                 break;
@@ -103,10 +113,10 @@ pub(super) fn flow_hash(head: &[u8], meta: &SkbMeta) -> u32 {
         l3 += eth::ETHERTYPE.len();
     }
     let et = head
-        .get(l3 - 2..l3)
+        .get(l3 - eth::ETHERTYPE.len()..l3)
         .map(|t| u16::from_be_bytes([t[0], t[1]]));
     let (addrs, proto, l4) = match et {
-        Some(0x0800) if head.len() >= l3 + ipv4::MIN_LEN => {
+        Some(ETH_P_IPV4) if head.len() >= l3 + ipv4::MIN_LEN => {
             let ip = &head[l3..l3 + ipv4::MIN_LEN];
             let frag = field::read16(ip, 0, ipv4::FLAGS_FRAG) & 0x3fff;
             let l4 = if frag == 0 {
@@ -116,15 +126,15 @@ pub(super) fn flow_hash(head: &[u8], meta: &SkbMeta) -> u32 {
             };
             (&ip[ipv4::ADDRS], ip[ipv4::PROTOCOL], l4)
         }
-        Some(0x86dd) if head.len() >= l3 + ipv6::HEADER_LEN => (
+        Some(ETH_P_IPV6) if head.len() >= l3 + ipv6::HEADER_LEN => (
             &head[field::at(l3, ipv6::ADDRS)],
             head[l3 + ipv6::NEXT_HEADER],
             l3 + ipv6::HEADER_LEN,
         ),
-        _ => return fnv(h, head.get(..12).unwrap_or(head)),
+        _ => return fnv(h, head.get(eth::MACS).unwrap_or(head)),
     };
     h = fnv(h, addrs);
-    if l4 != 0 && (proto == 6 || proto == 17) {
+    if l4 != 0 && (proto == IPPROTO_TCP || proto == IPPROTO_UDP) {
         if let Some(p) = head.get(field::at(l4, tcp::PORTS)) {
             h = fnv(h, p);
         }
