@@ -108,37 +108,19 @@ macro_rules! vector_sum {
         }
         // What is left, under 256 bytes, in steps of 128, 64 and 32 bytes,
         // each into accumulators of its own (fixed ones, so that they stay
-        // in registers).
-        if i + 128 <= even {
-            for (k, a) in acc[..4].iter_mut().enumerate() {
-                // SAFETY: i + 32 * k + 32 <= i + 128 <= even <= len, and p + i
-                // is 32-byte aligned (i is head plus a multiple of 32).
-                *a = add(*a, unsafe {
-                    _mm256_load_si256(p.add(i + 32 * k) as *const __m256i)
-                });
+        // in registers once the steps are unrolled).
+        for (bytes, first) in [(128, 0), (64, 4), (32, 6)] {
+            if i + bytes <= even {
+                for k in 0..bytes / 32 {
+                    // SAFETY: i + 32 * k + 32 <= i + bytes <= even <= len, and
+                    // p + i is 32-byte aligned (i is head plus a multiple of 32).
+                    acc[first + k] = add(acc[first + k], unsafe {
+                        _mm256_load_si256(p.add(i + 32 * k) as *const __m256i)
+                    });
+                }
+                i += bytes;
+                vectors += bytes / 32;
             }
-            i += 128;
-            vectors += 4;
-        }
-        if i + 64 <= even {
-            for (k, a) in acc[4..6].iter_mut().enumerate() {
-                // SAFETY: i + 32 * k + 32 <= i + 64 <= even <= len, and p + i
-                // is 32-byte aligned (i is head plus a multiple of 32).
-                *a = add(*a, unsafe {
-                    _mm256_load_si256(p.add(i + 32 * k) as *const __m256i)
-                });
-            }
-            i += 64;
-            vectors += 2;
-        }
-        if i + 32 <= even {
-            // SAFETY: i + 32 <= even <= len, and p + i is 32-byte aligned (i is
-            // head plus a multiple of 32).
-            acc[6] = add(acc[6], unsafe {
-                _mm256_load_si256(p.add(i) as *const __m256i)
-            });
-            i += 32;
-            vectors += 1;
         }
         if i < even {
             // The 32 bytes that end at `even`, of which [i, even) are new.
