@@ -4,16 +4,12 @@
 
 use super::*;
 
-/// A flow lookup made before parsing, with a guessed header layout.
+/// A flow lookup made before parsing, with a guessed header layout: that
+/// of the flow in slot `from` (its entry's layout and tunnel). Small, so
+/// that it stays in registers while the fast path tries the slot found.
 #[derive(Clone, Copy)]
 pub(super) struct Lookup {
-    pub(super) layout: Tcp,
-    /// The tunnel of the guessed layout and the segment's key in it (its
-    /// digest is dear to make twice). A plain segment's key is made again
-    /// by the full path, from its parse of the same layout (`FlowKey::new`),
-    /// only when the fast path turns the segment away: building it here
-    /// would be work a merge throws away.
-    pub(super) tunnel: Option<(crate::wire::Outer, FlowKey)>,
+    pub(super) from: u16,
     pub(super) hash: u32,
     /// The first slot, live or a ghost, indexed under `hash`: the flow's
     /// own when a merge into it succeeds (its template covers every byte
@@ -36,35 +32,25 @@ impl Lookup {
 }
 
 impl<B: GroBuf> Gro<B> {
-    /// Looks `pkt`'s flow up by a key read as if it had the header layout
-    /// of the flow in slot `s` (the previous segment's, held or just freed),
-    /// without parsing: interleaved flows nearly always share one. A wrong
-    /// guess finds nothing, or an entry whose template then refuses the
-    /// segment (the template covers every header byte: addresses, tags,
-    /// ethertype, IHL, data offset); either way the full path decides,
-    /// reusing the lookup when its parse agrees with the guess.
+    /// Looks `pkt`'s flow up by the hash of its key read as if it had the
+    /// header layout of the flow in slot `s` (the previous segment's, held
+    /// or just freed), without parsing: interleaved flows nearly always
+    /// share one. A wrong guess finds nothing, or an entry whose template
+    /// then refuses the segment (the template covers every header byte:
+    /// addresses, tags, ethertype, IHL, data offset, a tunnel's outer
+    /// headers); either way the full path decides, reusing the lookup when
+    /// its parse agrees with the guess.
     #[inline(always)]
     pub(super) fn lookup_by_layout(&self, pkt: &B, s: u16) -> Option<Lookup> {
         // Read from the entry, not from a copy stored at each new head:
         // reading back a recent store of a different width would stall.
         let t = self.table.entry(s).t;
-        let b = pkt.head();
-        if t.l3 == 0 || b.len() < t.payload as usize {
+        if t.l3 == 0 {
             return None;
         }
-        let f = Fields::new(b, t);
-        let (hash, tunnel) = if t.in_tunnel() {
-            // Out of the entry's last line, for tunnelled flows alone.
-            let o = self.table.entry(s).outer?;
-            let key = FlowKey::tunneled(&f, &o, &self.hash_key);
-            (key.hash(&self.hash_key), Some((o, key)))
-        } else {
-            // Only the hash: what it leaves out (the MACs) is not read.
-            (FlowKey::new(&f).hash(&self.hash_key), None)
-        };
+        let hash = FlowKey::hash_in(pkt.head(), &t, &self.hash_key)?;
         Some(Lookup {
-            layout: t,
-            tunnel,
+            from: s,
             hash,
             found: self.table.find(hash, |_| true),
         })

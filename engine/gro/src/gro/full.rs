@@ -96,13 +96,13 @@ impl<B: GroBuf> Gro<B> {
             }
         }
         // A lookup with the layout this parse found is this one's.
-        let lookup =
-            lookup.filter(|l| l.tunnel.map(|(o, _)| o) == outer && l.layout.same_layout(&t));
-        // A plain lookup's key is made here (it carries only a tunnel's).
-        let key = match (lookup.and_then(|l| l.tunnel), &outer) {
-            (Some((_, k)), _) => k,
-            (None, Some(o)) => FlowKey::tunneled(&f, o, &self.hash_key),
-            (None, None) => FlowKey::new(&f),
+        let lookup = lookup.filter(|l| {
+            let e = self.table.entry(l.from);
+            e.outer == outer && e.t.same_layout(&t)
+        });
+        let key = match &outer {
+            Some(o) => FlowKey::tunneled(&f, o, &self.hash_key),
+            None => FlowKey::new(&f),
         };
         let csum = CsumCheck::of(&t, outer.is_some(), hints.l4, verify);
 

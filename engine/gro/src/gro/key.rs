@@ -202,15 +202,8 @@ impl FlowKey {
         let m = p.macs;
         let mut w = [0u64; 7];
         w[0] = word(m, 0);
-        w[1] = u32::from_le_bytes([m[8], m[9], m[10], m[11]]) as u64
-            | (p.tci[0] as u64) << 32
-            | (p.tci[1] as u64) << 48;
-        w[2] = p.ports as u64
-            | (p.flow_label as u64) << 32
-            | (p.vlans as u64) << 52
-            | (p.ipv6 as u64) << 54
-            | (p.ad as u64) << 55
-            | (p.tunnel as u64) << 57;
+        w[1] = u32::from_le_bytes([m[8], m[9], m[10], m[11]]) as u64 | tci_word(p.tci) << 32;
+        w[2] = identity_word(p.ports, p.flow_label, p.vlans, p.ipv6, p.ad, p.tunnel);
         if p.ipv6 {
             for (i, wi) in w[3..7].iter_mut().enumerate() {
                 *wi = word(p.addrs, i * 8);
@@ -221,11 +214,12 @@ impl FlowKey {
         FlowKey { w }
     }
 
-    /// A 32-bit hash keyed by `k`: the words mixed with the key in pairs by
-    /// full 64x64->128-bit multiplies, the halves folded. Without the key,
-    /// flows chosen offline to land in one run of the table's index (every
-    /// lookup and insert then walks it) cannot be found: each queue has a
-    /// key of its own, drawn when its GRO is made.
+    /// A 32-bit hash keyed by `k` (`mix`) of the key's VLAN TCIs, its
+    /// identity word (ports, flow label, tag count and types, family) and
+    /// its addresses. Without the key, flows chosen offline to land in one
+    /// run of the table's index (every lookup and insert then walks it)
+    /// cannot be found: each queue has a key of its own, drawn when its GRO
+    /// is made.
     ///
     /// The MAC addresses are left out: flows that differ only by them share
     /// a probe run, so a frame GRO turns away finds every held flow with its
@@ -233,20 +227,92 @@ impl FlowKey {
     /// them out before it.
     #[inline(always)]
     pub fn hash(&self, k: &HashKey) -> u32 {
-        let (w, k) = (&self.w, &k.0);
-        let mum = |a: u64, b: u64| {
-            let r = a as u128 * b as u128;
-            r as u64 ^ (r >> 64) as u64
-        };
+        let w = &self.w;
         // w[1] >> 32: the VLAN TCIs, without the source MAC's last bytes.
-        let mut x = mum((w[1] >> 32) ^ k[0], w[2] ^ k[1]) ^ mum(w[3] ^ k[2], k[3]);
-        // The rest of an IPv6 address pair (zero for IPv4: two multiplies
-        // saved where flows are new all the time).
-        if w[4] | w[5] | w[6] != 0 {
-            x ^= mum(w[4] ^ k[1], w[5] ^ k[2]) ^ mum(w[6] ^ k[3], k[0]);
+        if (w[2] >> 54) & 1 == 1 {
+            mix6(w[1] >> 32, w[2], [w[3], w[4], w[5], w[6]], k)
+        } else {
+            mix4(w[1] >> 32, w[2], w[3], k)
         }
-        (x ^ (x >> 32)) as u32
     }
+
+    /// The hash of the key a segment laid out as `t` in `b` has (the key
+    /// `FlowKey::new` makes of it, or `FlowKey::tunneled` inside a
+    /// tunnel), read straight from the frame: only what the hash takes (no
+    /// MACs, no tunnel digest, no key). The fast path looks a segment up
+    /// this way before parsing it, under the layout of the flow before it.
+    /// None when `b` is shorter than `t`'s headers.
+    #[inline(always)]
+    pub fn hash_in(b: &[u8], t: &crate::wire::Tcp, k: &HashKey) -> Option<u32> {
+        use crate::wire::field::{self, ipv4, ipv6, tcp};
+        let b = b.get(..t.payload as usize)?;
+        let l3 = t.l3 as usize;
+        let ports = field::read32(b, t.l4 as usize, tcp::PORTS);
+        let tunnel = t.in_tunnel();
+        let ad = tag_types(b, t.l2(), t);
+        let tci = tci_word(t.tci);
+        Some(if t.ipv6 {
+            let a = b.get(field::at(l3, ipv6::ADDRS))?;
+            let label = field::read32(b, l3, ipv6::VER_TC_FLOW) & 0x000f_ffff;
+            let id = identity_word(ports, label, t.vlans, true, ad, tunnel);
+            mix6(
+                tci,
+                id,
+                [word(a, 0), word(a, 8), word(a, 16), word(a, 24)],
+                k,
+            )
+        } else {
+            let a = b.get(field::at(l3, ipv4::ADDRS))?;
+            let id = identity_word(ports, 0, t.vlans, false, ad, tunnel);
+            mix4(tci, id, word(a, 0), k)
+        })
+    }
+}
+
+/// The VLAN TCIs in one word, outermost in the low half.
+#[inline(always)]
+fn tci_word(tci: [u16; 2]) -> u64 {
+    tci[0] as u64 | (tci[1] as u64) << 16
+}
+
+/// The key's third word: ports, IPv6 flow label, tag count, IPv6 or not,
+/// tag types, tunnel or not.
+#[inline(always)]
+fn identity_word(ports: u32, flow_label: u32, vlans: u8, ipv6: bool, ad: u8, tunnel: bool) -> u64 {
+    ports as u64
+        | (flow_label as u64) << 32
+        | (vlans as u64) << 52
+        | (ipv6 as u64) << 54
+        | (ad as u64) << 55
+        | (tunnel as u64) << 57
+}
+
+/// Two words multiplied out to 128 bits, the halves folded.
+#[inline(always)]
+fn mum(a: u64, b: u64) -> u64 {
+    let r = a as u128 * b as u128;
+    r as u64 ^ (r >> 64) as u64
+}
+
+/// The words of an IPv4 key's identity mixed with `k` in pairs by full
+/// 64x64->128-bit multiplies, folded into 32 bits: `tci` (the TCIs), `id`
+/// (the identity word) and `addrs` (the address pair).
+#[inline(always)]
+fn mix4(tci: u64, id: u64, addrs: u64, k: &HashKey) -> u32 {
+    let k = &k.0;
+    let x = mum(tci ^ k[0], id ^ k[1]) ^ mum(addrs ^ k[2], k[3]);
+    (x ^ (x >> 32)) as u32
+}
+
+/// As `mix4`, for an IPv6 key's four words of addresses.
+#[inline(always)]
+fn mix6(tci: u64, id: u64, a: [u64; 4], k: &HashKey) -> u32 {
+    let k = &k.0;
+    let x = mum(tci ^ k[0], id ^ k[1])
+        ^ mum(a[0] ^ k[2], k[3])
+        ^ mum(a[1] ^ k[1], a[2] ^ k[2])
+        ^ mum(a[3] ^ k[3], k[0]);
+    (x ^ (x >> 32)) as u32
 }
 
 /// A keyed digest of byte strings (a tunnel's identity): each 8-byte word,
@@ -421,6 +487,54 @@ mod tests {
             t.udp_csum = !t.udp_csum;
             assert_eq!(k, key(&t));
         }
+    }
+
+    #[test]
+    fn the_hash_read_from_a_frame_is_its_keys_hash_in_every_layout() {
+        use crate::traffic::TunnelSpec;
+        use crate::wire::Tunnels;
+        let hk = HashKey::random();
+        let tunnels = Tunnels::default();
+        let mut checked = 0;
+        for ipv6 in [false, true] {
+            for tags in [vec![], vec![10], vec![10, 20]] {
+                // A single tag of either type; QinQ's outer one is 802.1ad.
+                for ad in [false, true] {
+                    if ad && tags.len() != 1 {
+                        continue;
+                    }
+                    for i in [1, 77, 4000] {
+                        let mut spec = FlowSpec::numbered(i, ipv6);
+                        spec.vlans = tags.clone();
+                        spec.flow_label = if ipv6 { 0x5_4321 + i } else { 0 };
+                        let mut f = segment_stream(&spec, 0, 1, 100, 1448).remove(0);
+                        if ad {
+                            f[12..14].copy_from_slice(&[0x88, 0xa8]);
+                        }
+                        let t = Tcp::parse(&f, f.len(), true).unwrap();
+                        let want = FlowKey::new(&Fields::new(&f, t)).hash(&hk);
+                        assert_eq!(FlowKey::hash_in(&f, &t, &hk), Some(want), "{spec:?}");
+                        // Short of its headers: no hash.
+                        assert_eq!(
+                            FlowKey::hash_in(&f[..t.payload as usize - 1], &t, &hk),
+                            None
+                        );
+                        for tunnel in [
+                            TunnelSpec::vxlan(i, false),
+                            TunnelSpec::vxlan(i, true),
+                            TunnelSpec::geneve(i, true, vec![1, 2, 3, 1, 0, 0, 0, 9]),
+                        ] {
+                            let e = tunnel.encapsulate(&f, 7);
+                            let (t, o) = Tcp::parse_tunnel(&e, e.len(), true, &tunnels).unwrap();
+                            let want = FlowKey::tunneled(&Fields::new(&e, t), &o, &hk).hash(&hk);
+                            assert_eq!(FlowKey::hash_in(&e, &t, &hk), Some(want), "{tunnel:?}");
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(checked, 2 * 4 * 3 * 3);
     }
 
     #[test]
