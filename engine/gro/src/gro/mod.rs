@@ -279,10 +279,9 @@ impl<B: GroBuf> Gro<B> {
                 let Some(l) = self.lookup_by_layout(&pkt, s) else {
                     return self.slow(pkt, now, verify, hints, None, out);
                 };
-                let p = match l
-                    .found
-                    .filter(|&s2| Some(s2) != tried && self.table.entry(s2).tmpl.on)
-                {
+                // (A flow without a template is turned away by the fast
+                // path's first test.)
+                let p = match l.found.filter(|&s2| Some(s2) != tried) {
                     Some(s2) => {
                         // Two segments in a row, each of another flow than
                         // the one before it: flows take turns, and the next

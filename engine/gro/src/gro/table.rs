@@ -1,6 +1,8 @@
 //! The per-queue table of held packets: at most `cap` entries, found by hash
 //! in O(1) (open addressing, linear probing over an index four times the size,
-//! backward-shift deletion, no tombstones), and kept in arrival order (an
+//! backward-shift deletion, no tombstones; each index place holds its slot
+//! and the upper half of the slot's hash, so a probe is one load), and kept
+//! in arrival order (an
 //! intrusive list) so the oldest is evicted when full and flushed first.
 //! Everything is allocated once, when the table is built, and entries live
 //! in place: an insert hands out a slot to fill, a remove hands back the
@@ -17,6 +19,30 @@
 //! cycles more).
 
 const NIL: u16 = u16::MAX;
+
+/// An index place: a slot (`NIL`: empty) and the upper half of its hash.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Place(u32);
+
+impl Place {
+    const EMPTY: Place = Place(NIL as u32);
+
+    fn new(slot: u16, hash: u32) -> Place {
+        Place(hash & 0xffff_0000 | slot as u32)
+    }
+
+    #[inline(always)]
+    fn slot(self) -> u16 {
+        self.0 as u16
+    }
+
+    /// Whether a slot here may be indexed under `hash` (its hash has the
+    /// same upper half; the lower one put it in this probe run).
+    #[inline(always)]
+    fn may_be(self, hash: u32) -> bool {
+        (self.0 ^ hash) >> 16 == 0
+    }
+}
 
 /// The farthest an entry sits from its hash's home position in the index,
 /// and so the longest any lookup walks. Under a hash key nobody knows, at
@@ -77,8 +103,8 @@ pub struct Table<E> {
     /// In the index under `hashes`: live, or a ghost.
     indexed: Vec<bool>,
     hashes: Vec<u32>,
-    /// Slot numbers by hash position; NIL = empty.
-    index: Vec<u16>,
+    /// Slots (and their hashes' upper halves) by hash position.
+    index: Vec<Place>,
     mask: usize,
     /// Two lists share `prev`/`next` (a slot is on one of them): the live
     /// slots in arrival order, the free ones in the order they were freed.
@@ -99,7 +125,7 @@ impl<E: Default> Table<E> {
             used: vec![false; cap],
             indexed: vec![false; cap],
             hashes: vec![0; cap],
-            index: vec![NIL; isize],
+            index: vec![Place::EMPTY; isize],
             mask: isize - 1,
             prev: vec![NIL; cap],
             next: vec![NIL; cap],
@@ -141,21 +167,23 @@ impl<E: Default> Table<E> {
         self.entries.len()
     }
 
-    /// The slot, live or ghost, of the entry with this hash for which `eq`
-    /// holds.
+    /// The first slot, live or ghost, in the probe run of `hash` whose
+    /// hash has the same upper half (nearly always: the same hash) and for
+    /// which `eq` holds. Exact for an `eq` that tells keys apart; with
+    /// one that holds for any entry, a hint the caller checks.
     #[inline(always)]
     pub fn find(&self, hash: u32, mut eq: impl FnMut(&E) -> bool) -> Option<u16> {
         let mut i = hash as usize & self.mask;
         // No entry sits farther than MAX_PROBE from its home (insert refuses,
         // unindex only shifts entries closer).
         for _ in 0..MAX_PROBE {
-            let s = self.index[i];
-            if s == NIL {
+            let p = self.index[i];
+            if p == Place::EMPTY {
                 return None;
             }
             // The index only ever names indexed slots (insert and unindex keep it so).
-            if self.hashes[s as usize] == hash && eq(&self.entries[s as usize]) {
-                return Some(s);
+            if p.may_be(hash) && eq(&self.entries[p.slot() as usize]) {
+                return Some(p.slot());
             }
             i = (i + 1) & self.mask;
         }
@@ -167,7 +195,7 @@ impl<E: Default> Table<E> {
     pub fn each_with_hash(&self, hash: u32, mut f: impl FnMut(u16, &E)) {
         let mut i = hash as usize & self.mask;
         for _ in 0..MAX_PROBE {
-            let s = self.index[i];
+            let s = self.index[i].slot();
             if s == NIL {
                 return;
             }
@@ -226,7 +254,7 @@ impl<E: Default> Table<E> {
         }
         let mut i = hash as usize & self.mask;
         let mut probes = 1;
-        while self.index[i] != NIL {
+        while self.index[i] != Place::EMPTY {
             if probes == MAX_PROBE {
                 return None;
             }
@@ -234,7 +262,7 @@ impl<E: Default> Table<E> {
             i = (i + 1) & self.mask;
         }
         self.hashes[s as usize] = hash;
-        self.index[i] = s;
+        self.index[i] = Place::new(s, hash);
         self.indexed[s as usize] = true;
         let e = self.reclaim(s).expect("a free slot");
         Some((s, e))
@@ -287,13 +315,14 @@ impl<E: Default> Table<E> {
     /// run back.
     fn unindex(&mut self, slot: u16) {
         let mut i = self.hashes[slot as usize] as usize & self.mask;
-        while self.index[i] != slot {
+        while self.index[i].slot() != slot {
             i = (i + 1) & self.mask;
         }
         let mut j = i;
         loop {
             j = (j + 1) & self.mask;
-            let sj = self.index[j];
+            let pj = self.index[j];
+            let sj = pj.slot();
             if sj == NIL {
                 break;
             }
@@ -305,11 +334,11 @@ impl<E: Default> Table<E> {
                 home > i || home <= j
             };
             if !in_range {
-                self.index[i] = sj;
+                self.index[i] = pj;
                 i = j;
             }
         }
-        self.index[i] = NIL;
+        self.index[i] = Place::EMPTY;
         self.indexed[slot as usize] = false;
     }
 
@@ -383,6 +412,23 @@ mod tests {
         // Home 7 lands at 37, 30 past its home.
         let s = put(&mut t, 7, 1001);
         assert_eq!(t.find(7, |e| *e == 1001), Some(s));
+    }
+
+    #[test]
+    fn a_probe_passes_places_whose_hash_differs_in_its_upper_half() {
+        let mut t: Table<u32> = Table::new(8);
+        // One home, one probe run; the hashes differ only above the index's bits.
+        let (a, b) = (put(&mut t, 5, 50), put(&mut t, 5 | 0x7_0000, 51));
+        assert_eq!(
+            t.find(5 | 0x7_0000, |_| true),
+            Some(b),
+            "not the first place"
+        );
+        assert_eq!(t.find(5, |_| true), Some(a));
+        assert_eq!(t.find(5 | 0x8_0000, |_| true), None);
+        t.remove(a);
+        put(&mut t, 1, 10);
+        assert_eq!(t.find(5 | 0x7_0000, |e| *e == 51), Some(b));
     }
 
     #[test]
