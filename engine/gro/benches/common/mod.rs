@@ -6,20 +6,38 @@
 use grorx_gro::traffic::{pattern_byte, FlowSpec, Segment, TCP_ACK, TCP_PSH};
 use grorx_gro::{Gro, GroBuf, GsoInfo, RxHints};
 
-/// A frame in the run's arena; appending only adds up lengths and buffers,
-/// and dropping one frees nothing (the arena goes after the timed part).
-pub struct Frame {
-    /// `cap` bytes of the arena, this frame's alone; the arena outlives it.
-    pub ptr: *mut u8,
-    pub cap: usize,
-    pub len: usize,
-    pub segs: u16,
+/// A frame in the run's arena, laid out as an mbuf is: one pointer to a
+/// line of metadata (lengths, buffers), the frame's bytes in the lines
+/// after it. A handle of one pointer gives GRO's table entries the layout
+/// they have in the engine (whose skb is one pointer too). Appending only
+/// adds up lengths and buffers in the held frame's metadata, and dropping
+/// one frees nothing (the arena goes after the timed part).
+pub struct Frame(std::ptr::NonNull<Meta>);
+
+/// A frame's metadata line in the arena; its bytes follow it.
+#[repr(C, align(64))]
+pub struct Meta {
+    /// Bytes of the frame in the arena (its first buffer).
+    cap: usize,
+    /// Bytes of the packet, appended frames included.
+    len: usize,
+    segs: u16,
 }
 
 impl Frame {
+    fn meta(&self) -> &Meta {
+        // SAFETY: the pointer is to a metadata line of the arena, this
+        // frame's alone, and the arena outlives the frame (`frames_in`).
+        unsafe { self.0.as_ref() }
+    }
+    fn meta_mut(&mut self) -> &mut Meta {
+        // SAFETY: as in `meta`; the frame is the only handle to its line.
+        unsafe { self.0.as_mut() }
+    }
     fn bytes(&self) -> &[u8] {
-        // SAFETY: see `ptr`.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.cap) }
+        // SAFETY: `cap` bytes follow the metadata line in the arena, this
+        // frame's alone (`frames_in`).
+        unsafe { std::slice::from_raw_parts(self.0.as_ptr().add(1).cast(), self.meta().cap) }
     }
 }
 
@@ -28,14 +46,15 @@ impl GroBuf for Frame {
         self.bytes()
     }
     fn head_mut(&mut self) -> &mut [u8] {
-        // SAFETY: see `ptr`; the frame is the only view of its bytes.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.cap) }
+        let cap = self.meta().cap;
+        // SAFETY: as in `bytes`; the frame is the only view of its bytes.
+        unsafe { std::slice::from_raw_parts_mut(self.0.as_ptr().add(1).cast(), cap) }
     }
     fn len(&self) -> usize {
-        self.len
+        self.meta().len
     }
     fn segs(&self) -> u16 {
-        self.segs
+        self.meta().segs
     }
     fn rx_hints(&self) -> RxHints {
         RxHints::default()
@@ -44,11 +63,13 @@ impl GroBuf for Frame {
         f(&self.bytes()[off..off + len])
     }
     fn segs_from(&self, _off: usize) -> u16 {
-        self.segs
+        self.meta().segs
     }
     fn append(&mut self, other: Frame, off: usize) {
-        self.len += other.len - off;
-        self.segs += other.segs;
+        let (len, segs) = (other.len(), other.segs());
+        let m = self.meta_mut();
+        m.len += len - off;
+        m.segs += segs;
     }
     fn set_gso(&mut self, _info: &GsoInfo) {}
 }
@@ -134,17 +155,25 @@ pub fn one_segment(spec: &FlowSpec, payload_len: u16) -> Vec<u8> {
 }
 
 /// The frames of one run laid out in one arena (as mbufs are in their
-/// pool), each in its own stride.
+/// pool), each in its own stride: its metadata line, then its bytes.
 pub struct Arena {
-    bytes: Vec<u8>,
+    lines: Vec<Meta>,
+    /// Lines a frame takes.
     stride: usize,
 }
 
 impl Arena {
     pub fn new(frames: &[Vec<u8>]) -> Arena {
-        let stride = frames.iter().map(|f| f.len()).max().unwrap_or(0).max(1);
+        let most = frames.iter().map(|f| f.len()).max().unwrap_or(0);
+        let stride = 1 + most.div_ceil(std::mem::size_of::<Meta>());
         Arena {
-            bytes: vec![0u8; frames.len() * stride],
+            lines: (0..frames.len() * stride)
+                .map(|_| Meta {
+                    cap: 0,
+                    len: 0,
+                    segs: 0,
+                })
+                .collect(),
             stride,
         }
     }
@@ -155,20 +184,29 @@ impl Arena {
 /// The frames must not outlive the arena, nor be used after the next call.
 pub fn frames_in(arena: &mut Arena, frames: &[Vec<u8>]) -> Vec<Frame> {
     let stride = arena.stride;
-    for (a, f) in arena.bytes.chunks_exact_mut(stride).zip(frames) {
-        a[..f.len()].copy_from_slice(f);
-    }
-    let base = arena.bytes.as_mut_ptr();
+    assert!(
+        arena.lines.len() >= frames.len() * stride,
+        "an arena for these frames"
+    );
+    let base = arena.lines.as_mut_ptr();
     frames
         .iter()
         .enumerate()
-        .map(|(i, f)| Frame {
-            // Disjoint ranges of the arena (moving the arena does not move
-            // its buffer).
-            ptr: base.wrapping_add(i * stride),
-            cap: f.len(),
-            len: f.len(),
-            segs: 1,
+        .map(|(i, f)| {
+            // SAFETY: frame i's stride, lines [i * stride, (i + 1) * stride),
+            // lies in the arena (asserted above) and is its alone; its bytes
+            // (at most stride - 1 lines) follow its metadata line.
+            unsafe {
+                let meta = base.add(i * stride);
+                meta.write(Meta {
+                    cap: f.len(),
+                    len: f.len(),
+                    segs: 1,
+                });
+                let bytes = meta.add(1).cast::<u8>();
+                std::ptr::copy_nonoverlapping(f.as_ptr(), bytes, f.len());
+                Frame(std::ptr::NonNull::new_unchecked(meta))
+            }
         })
         .collect()
 }
