@@ -16,6 +16,10 @@
 //! (default 31).
 //!
 //!     cargo bench -p grorx-gro --features traffic --bench held
+//!
+//! `GRORX_HELD_CASE=N` runs case N (0-3, in the printed order) alone, one
+//! round, for an instruction count: its timed pass is `counted`, which
+//! `scripts/held-instructions.sh` has callgrind count, case by case.
 
 mod common;
 
@@ -46,15 +50,26 @@ impl Case {
         }
     }
 
-    /// One pass over the case by `gro`: its time per segment.
-    fn pass(&mut self, gro: &mut Gro<Frame>, out: &mut Vec<Frame>) -> f64 {
+    /// One pass over the case by `gro`: its time per segment (timed), or
+    /// none (the untimed pass before it).
+    fn pass(&mut self, gro: &mut Gro<Frame>, out: &mut Vec<Frame>, timed: bool) -> f64 {
         let fr = frames_in(&mut self.arena, &self.frames);
         out.clear();
         out.reserve(fr.len());
+        if !timed {
+            replay(gro, fr, 32, false, out);
+            return 0.0;
+        }
         let t = Instant::now();
-        replay(gro, fr, 32, false, out);
+        counted(gro, fr, out);
         t.elapsed().as_nanos() as f64 / self.frames.len() as f64
     }
+}
+
+/// A case's timed pass (what `GRORX_HELD_CASE` runs for callgrind).
+#[inline(never)]
+fn counted(gro: &mut Gro<Frame>, frames: Vec<Frame>, out: &mut Vec<Frame>) {
+    replay(gro, frames, 32, false, out);
 }
 
 /// Segments a case: 16 a flow for 1024 flows, and as many for one flow,
@@ -63,9 +78,15 @@ impl Case {
 const SEGMENTS: usize = 16 * 1024;
 
 fn main() {
+    let only: Option<usize> = std::env::var("GRORX_HELD_CASE")
+        .ok()
+        .map(|v| v.parse().expect("GRORX_HELD_CASE: a case number, 0-3"));
     let rounds = rounds("GRORX_HELD_ROUNDS");
     let mut cases: Vec<Case> = [(1, false), (1024, false), (1, true), (1024, true)]
         .into_iter()
+        .enumerate()
+        .filter(|(i, _)| only.is_none_or(|o| o == *i))
+        .map(|(_, c)| c)
         .map(|(flows, known)| {
             let frames = traffic_mss(flows, SEGMENTS, 1, 0, false, 64);
             Case {
@@ -78,17 +99,24 @@ fn main() {
         })
         .collect();
     let mut out: Vec<Frame> = Vec::new();
-    rotated(rounds, &mut cases, |c, counts| {
+    let mut run = |c: &mut Case, counts: bool| {
         let mut gro: Gro<Frame> = Gro::new(c.cfg());
-        c.pass(&mut gro, &mut out);
+        c.pass(&mut gro, &mut out, false);
         if !c.known {
             gro = Gro::new(c.cfg());
         }
-        let ns = c.pass(&mut gro, &mut out);
+        let ns = c.pass(&mut gro, &mut out, true);
         if counts {
             c.ns.push(ns);
         }
-    });
+    };
+    if only.is_some() {
+        let c = &mut cases[0];
+        run(c, true);
+        println!("{}: {:.1} ns a segment, one pass", c.name(), c.ns[0]);
+        return;
+    }
+    rotated(rounds, &mut cases, run);
     println!(
         "flows held at once: round-robin, {SEGMENTS} segments of 64 B, trust; \
          {rounds} rounds, cases interleaved"

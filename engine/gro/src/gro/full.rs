@@ -19,7 +19,7 @@ impl<B: GroBuf> Gro<B> {
         now: u64,
         verify: bool,
         hints: RxHints,
-        lookup: Option<&Lookup>,
+        lookup: Option<Lookup>,
         out: &mut impl FnMut(B),
     ) {
         let lookup = if self.reorder_busy() {
@@ -45,7 +45,7 @@ impl<B: GroBuf> Gro<B> {
         now: u64,
         verify: bool,
         hints: RxHints,
-        lookup: Option<&Lookup>,
+        lookup: Option<Lookup>,
         out: &mut impl FnMut(B),
     ) {
         if verify && hints.ip == CsumHint::Bad {

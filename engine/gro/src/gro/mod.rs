@@ -302,7 +302,7 @@ impl<B: GroBuf> Gro<B> {
                     }
                     None => pkt,
                 };
-                return self.slow(p, now, verify, hints, Some(&l), out);
+                return self.slow(p, now, verify, hints, Some(l), out);
             }
         }
         self.slow(pkt, now, verify, hints, None, out)
