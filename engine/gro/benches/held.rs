@@ -86,8 +86,7 @@ fn main() {
         .into_iter()
         .enumerate()
         .filter(|(i, _)| only.is_none_or(|o| o == *i))
-        .map(|(_, c)| c)
-        .map(|(flows, known)| {
+        .map(|(_, (flows, known))| {
             let frames = traffic_mss(flows, SEGMENTS, 1, 0, false, 64);
             Case {
                 flows,

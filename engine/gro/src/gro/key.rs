@@ -75,10 +75,10 @@ impl FlowKey {
     pub fn matches(&self, h: &crate::wire::FlowHint) -> bool {
         let w = &self.w;
         let tci = (w[1] >> 32) as u32;
-        let vlans = ((w[2] >> 52) & 3) as u8;
-        let ipv6 = (w[2] >> 54) & 1 == 1;
-        let ad = ((w[2] >> 55) & 3) as u8;
-        let tunnel = (w[2] >> 57) & 1 == 1;
+        let vlans = ((w[2] >> id_bits::VLANS) & 3) as u8;
+        let ipv6 = (w[2] >> id_bits::IPV6) & 1 == 1;
+        let ad = ((w[2] >> id_bits::AD) & 3) as u8;
+        let tunnel = (w[2] >> id_bits::TUNNEL) & 1 == 1;
         if vlans != h.vlans
             || tunnel != h.tunnel
             || ad != h.ad
@@ -94,7 +94,7 @@ impl FlowKey {
         }
         let n = if ipv6 { 4 } else { 1 };
         (0..n).all(|i| w[3 + i] == word(&h.addrs, i * 8))
-            && (!ipv6 || ((w[2] >> 32) & 0xf_ffff) as u32 == h.flow_label)
+            && (!ipv6 || ((w[2] >> id_bits::FLOW_LABEL) & 0xf_ffff) as u32 == h.flow_label)
     }
 
     /// The key of a parsed segment outside any tunnel.
@@ -229,7 +229,7 @@ impl FlowKey {
     pub fn hash(&self, k: &HashKey) -> u32 {
         let w = &self.w;
         // w[1] >> 32: the VLAN TCIs, without the source MAC's last bytes.
-        if (w[2] >> 54) & 1 == 1 {
+        if (w[2] >> id_bits::IPV6) & 1 == 1 {
             mix6(w[1] >> 32, w[2], [w[3], w[4], w[5], w[6]], k)
         } else {
             mix4(w[1] >> 32, w[2], w[3], k)
@@ -275,16 +275,31 @@ fn tci_word(tci: [u16; 2]) -> u64 {
     tci[0] as u64 | (tci[1] as u64) << 16
 }
 
+/// Where each field sits in the key's third word (`identity_word`), the
+/// ports in its low 32 bits.
+mod id_bits {
+    /// The IPv6 flow label (20 bits).
+    pub const FLOW_LABEL: u32 = 32;
+    /// The tag count (2 bits).
+    pub const VLANS: u32 = 52;
+    /// IPv6 or not.
+    pub const IPV6: u32 = 54;
+    /// The tag types (bit i: tag i is 802.1ad).
+    pub const AD: u32 = 55;
+    /// Inside a tunnel or not.
+    pub const TUNNEL: u32 = 57;
+}
+
 /// The key's third word: ports, IPv6 flow label, tag count, IPv6 or not,
 /// tag types, tunnel or not.
 #[inline(always)]
 fn identity_word(ports: u32, flow_label: u32, vlans: u8, ipv6: bool, ad: u8, tunnel: bool) -> u64 {
     ports as u64
-        | (flow_label as u64) << 32
-        | (vlans as u64) << 52
-        | (ipv6 as u64) << 54
-        | (ad as u64) << 55
-        | (tunnel as u64) << 57
+        | (flow_label as u64) << id_bits::FLOW_LABEL
+        | (vlans as u64) << id_bits::VLANS
+        | (ipv6 as u64) << id_bits::IPV6
+        | (ad as u64) << id_bits::AD
+        | (tunnel as u64) << id_bits::TUNNEL
 }
 
 /// Two words multiplied out to 128 bits, the halves folded.

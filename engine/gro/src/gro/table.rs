@@ -2,8 +2,8 @@
 //! in O(1) (open addressing, linear probing over an index four times the size,
 //! backward-shift deletion, no tombstones; each index place holds its slot
 //! and the upper half of the slot's hash, so a probe is one load), and kept
-//! in arrival order (an
-//! intrusive list) so the oldest is evicted when full and flushed first.
+//! in arrival order (an intrusive list) so the oldest is evicted when full and
+//! flushed first.
 //! Everything is allocated once, when the table is built, and entries live
 //! in place: an insert hands out a slot to fill, a remove hands back the
 //! entry to take from, so a large entry is never moved.
@@ -27,6 +27,7 @@ struct Place(u32);
 impl Place {
     const EMPTY: Place = Place(NIL as u32);
 
+    #[inline(always)]
     fn new(slot: u16, hash: u32) -> Place {
         Place(hash & 0xffff_0000 | slot as u32)
     }
