@@ -1,8 +1,9 @@
 //! The GRO core's cost per segment, without DPDK: ns per segment for 1, 32,
 //! 1024 and 100k flows, in order, with PSH every 8 segments, and with
-//! reordering; trust and verify. The buffers are frames in one arena (as
-//! mbufs are in their pool) whose `append` only counts and frees nothing, so
-//! this measures GRO's decisions, header fix-up and checksums, not buffer
+//! reordering; trust and verify, and verify with every segment's checksums
+//! vouched for by the NIC (`verify_nic_checked`). The buffers are frames in
+//! one arena (as mbufs are in their pool) whose `append` only counts and
+//! frees nothing, so this measures GRO's decisions, header fix-up and checksums, not buffer
 //! management or the allocator.
 //!
 //! Flushing every burst (the default), only the flows of one burst are ever
@@ -26,11 +27,29 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 use grorx_gro::key::{FlowKey, HashKey};
 use grorx_gro::traffic::FlowSpec;
 use grorx_gro::wire::{Fields, Tcp};
-use grorx_gro::{CsumMode, Gro, GroConfig};
+use grorx_gro::{CsumHint, CsumMode, Gro, GroConfig, RxHints};
 
 fn bench_case(c: &mut Criterion, name: &str, frames: Vec<Vec<u8>>, cfg: GroConfig, burst: usize) {
-    run_case(c, name, frames, cfg, burst, Flush::EachBurst, None)
+    run_case(c, name, frames, cfg, burst, Flush::EachBurst, PLAIN)
 }
+
+/// What a case's GRO and frames start with besides their config.
+#[derive(Clone, Copy)]
+struct Setup {
+    /// The hash key (None: a random one, as each queue's).
+    key: Option<HashKey>,
+    /// The checksum flags every frame comes with.
+    nic: RxHints,
+}
+
+/// A random key; frames a NIC said nothing of.
+const PLAIN: Setup = Setup {
+    key: None,
+    nic: RxHints {
+        ip: CsumHint::Unknown,
+        l4: CsumHint::Unknown,
+    },
+};
 
 /// When a case's GRO lets its packets go.
 #[derive(Clone, Copy)]
@@ -82,7 +101,7 @@ fn run_case(
     cfg: GroConfig,
     burst: usize,
     flush: Flush,
-    key: Option<HashKey>,
+    setup: Setup,
 ) {
     let n = frames.len();
     let mut g = c.benchmark_group("gro");
@@ -90,12 +109,13 @@ fn run_case(
     g.bench_function(name, |b| {
         b.iter_batched(
             || {
-                let gro: Gro<Frame> = match key {
+                let gro: Gro<Frame> = match setup.key {
                     Some(k) => Gro::with_hash_key(cfg, k),
                     None => Gro::new(cfg),
                 };
                 let mut gro = gro;
                 let mut arena = Arena::new(&frames);
+                arena.nic = setup.nic;
                 if let Flush::AtTheEndKnown = flush {
                     let mut out = Vec::with_capacity(frames.len());
                     replay(
@@ -166,7 +186,7 @@ fn benches(c: &mut Criterion) {
         big,
         32,
         Flush::EachPoll,
-        None,
+        PLAIN,
     );
     bench_case(
         c,
@@ -201,7 +221,7 @@ fn benches(c: &mut Criterion) {
                 cfg,
                 32,
                 flush,
-                None,
+                PLAIN,
             );
         }
     }
@@ -231,7 +251,8 @@ fn benches(c: &mut Criterion) {
             None,
         ),
     ] {
-        run_case(c, name, frames, cfg, 32, Flush::AtTheEnd, key);
+        let setup = Setup { key, ..PLAIN };
+        run_case(c, name, frames, cfg, 32, Flush::AtTheEnd, setup);
     }
     // Frames GRO turns away but that name a flow (padded pure ACKs, as
     // stacks without timestamps send): each must flush its flow's held
@@ -256,7 +277,7 @@ fn benches(c: &mut Criterion) {
             cfg,
             32,
             Flush::AtTheEnd,
-            None,
+            PLAIN,
         );
     }
     // A flood of new flows over 4 bulk flows, packets held across bursts
@@ -275,7 +296,7 @@ fn benches(c: &mut Criterion) {
             held,
             32,
             Flush::AtTheEnd,
-            None,
+            PLAIN,
         );
     }
     bench_case(c, "verify/1_flow", traffic(1, n, 8, 0, false), verify, 32);
@@ -286,6 +307,26 @@ fn benches(c: &mut Criterion) {
         verify,
         32,
     );
+    // Verifying, each segment's checksums vouched for by the NIC (RX
+    // checksum offload): GRO need not sum the payload.
+    let checked = Setup {
+        nic: RxHints {
+            ip: CsumHint::Good,
+            l4: CsumHint::Good,
+        },
+        ..PLAIN
+    };
+    for flows in [1u32, 1024] {
+        run_case(
+            c,
+            &format!("verify_nic_checked/{flows}_flows"),
+            traffic(flows, n, 8, 0, false),
+            verify,
+            32,
+            Flush::EachBurst,
+            checked,
+        );
+    }
 }
 
 criterion_group! {

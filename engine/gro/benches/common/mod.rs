@@ -22,6 +22,8 @@ pub struct Meta {
     /// Bytes of the packet, appended frames included.
     len: usize,
     segs: u16,
+    /// What the NIC said of its checksums (`Arena::nic`).
+    hints: RxHints,
 }
 
 impl Frame {
@@ -57,7 +59,7 @@ impl GroBuf for Frame {
         self.meta().segs
     }
     fn rx_hints(&self) -> RxHints {
-        RxHints::default()
+        self.meta().hints
     }
     fn for_each_chunk<F: FnMut(&[u8])>(&self, off: usize, len: usize, mut f: F) {
         f(&self.bytes()[off..off + len])
@@ -160,6 +162,9 @@ pub struct Arena {
     lines: Vec<Meta>,
     /// Lines a frame takes.
     stride: usize,
+    /// The checksum flags every frame comes with: none by default, or a
+    /// NIC's that checked them.
+    pub nic: RxHints,
 }
 
 impl Arena {
@@ -172,9 +177,11 @@ impl Arena {
                     cap: 0,
                     len: 0,
                     segs: 0,
+                    hints: RxHints::default(),
                 })
                 .collect(),
             stride,
+            nic: RxHints::default(),
         }
     }
 }
@@ -183,7 +190,7 @@ impl Arena {
 /// frames are in cache afterwards, as a PMD's freshly received ones are.
 /// The frames must not outlive the arena, nor be used after the next call.
 pub fn frames_in(arena: &mut Arena, frames: &[Vec<u8>]) -> Vec<Frame> {
-    let stride = arena.stride;
+    let (stride, hints) = (arena.stride, arena.nic);
     assert!(
         arena.lines.len() >= frames.len() * stride,
         "an arena for these frames"
@@ -202,6 +209,7 @@ pub fn frames_in(arena: &mut Arena, frames: &[Vec<u8>]) -> Vec<Frame> {
                     cap: f.len(),
                     len: f.len(),
                     segs: 1,
+                    hints,
                 });
                 let bytes = meta.add(1).cast::<u8>();
                 std::ptr::copy_nonoverlapping(f.as_ptr(), bytes, f.len());

@@ -69,17 +69,17 @@ impl<B: GroBuf> Gro<B> {
         &mut self,
         s: u16,
         pkt: B,
-        verify: bool,
+        csum: FastCsum,
         out: &mut impl FnMut(B),
     ) -> Option<B> {
         let max_frags = self.cfg.max_frags;
         let Some(h) = self.table.try_get_mut(s) else {
-            return self.restart(s, pkt, verify, out);
+            return self.restart(s, pkt, csum, out);
         };
         let id = h.next_id as u16;
         // A bad checksum: the full path counts and passes it.
         let Some((seq, c, psh)) =
-            h.template_match(&pkt, Some(h.next_seq), Some(id), verify, &self.masks)
+            h.template_match(&pkt, Some(h.next_seq), Some(id), csum, &self.masks)
         else {
             return Some(pkt);
         };
@@ -146,14 +146,14 @@ impl<B: GroBuf> Gro<B> {
         &mut self,
         s: u16,
         pkt: B,
-        verify: bool,
+        csum: FastCsum,
         out: &mut impl FnMut(B),
     ) -> Option<B> {
         let Some(h) = self.table.ghost(s) else {
             return Some(pkt);
         };
         // A new head: any sequence number, any ID; PSH would pass it.
-        let Some((seq, c, psh)) = h.template_match(&pkt, None, None, verify, &self.masks) else {
+        let Some((seq, c, psh)) = h.template_match(&pkt, None, None, csum, &self.masks) else {
             return Some(pkt);
         };
         if h.tmpl.outer_id_at != 0 && !h.outer_follows(pkt.head(), false) {
@@ -188,7 +188,7 @@ impl<B: GroBuf> Gro<B> {
             let b = pkt.head();
             field::read16(b, l3, ipv4::ID)
         };
-        let ip_len = h.tmpl.frame_len - l3 as u32;
+        let ip_len = h.tmpl.frame_len as u32 - l3 as u32;
         h.segs = 1;
         h.frags = 1;
         h.ip_len = ip_len;

@@ -207,10 +207,11 @@ impl<B: GroBuf> Gro<B> {
             return self.pass(why, pkt, out);
         }
         // Verifying, the checksum is checked now, from the sums a merge
-        // needs; trusting, a flow new to the table makes them (and its
-        // template) only once a second segment comes (`finish_head`).
+        // needs; trusting (or taking the NIC's word), a flow new to the
+        // table makes them (and its template) only once a second segment
+        // comes (`finish_head`).
         let (mut pbase, mut hconst, mut psum) = (0, 0, Contrib { pos: 0, neg: 0 });
-        if verify {
+        if csum.judged_now() {
             pbase = f.pseudo_base();
             hconst = header_const(&f, &seg);
             let Some(p) = csum.payload_sum(&pkt, pbase, seg.var_sum(hconst), seg.csum) else {

@@ -6,8 +6,8 @@ use super::*;
 
 impl<B: GroBuf> Gro<B> {
     /// Makes what a merge into the head held in `s` needs, and what the
-    /// fast path compares with: trusting checksums, the head's checksum
-    /// sums (verifying, they were made as its checksum was checked); its
+    /// fast path compares with: the head's checksum sums, unless they were
+    /// made as its checksum was checked (`CsumCheck::judged_now`); its
     /// IPv4 header sum; its template. Out of line: once per held flow.
     #[inline(never)]
     pub(super) fn finish_head(&mut self, s: u16, verify: bool) {
@@ -23,8 +23,8 @@ impl<B: GroBuf> Gro<B> {
         let mut seg = Seg::read(&f, h.frags);
         seg.outer_id = h.o_last_id;
         let tcp_len = t.l4_len() as u32 + t.payload_len;
-        if !verify {
-            let csum = CsumCheck::of(&t, outer.is_some(), pkt.rx_hints().l4, verify);
+        let csum = CsumCheck::of(&t, outer.is_some(), pkt.rx_hints().l4, verify);
+        if !csum.judged_now() {
             h.pbase = f.pseudo_base();
             h.hconst = header_const(&f, &seg);
             let psum = csum

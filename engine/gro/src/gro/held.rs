@@ -226,7 +226,7 @@ impl<B: GroBuf> Held<B> {
         pkt: &B,
         seq: Option<u32>,
         id: Option<u16>,
-        verify: bool,
+        csum: FastCsum,
         masks: &Masks,
     ) -> Option<(u32, Contrib, bool)> {
         let tm = &self.tmpl;
@@ -245,7 +245,7 @@ impl<B: GroBuf> Held<B> {
         // PSH is the one flag the template lets differ (the head has none).
         let psh = b[l4 + tcp::FLAGS] & PSH;
         let x = tm.k + (seq >> 16) as u64 + (seq & 0xffff) as u64 + field as u64 + psh as u64;
-        if !verify {
+        if !csum.sums(tm.tunnel) {
             return Some((seq, Contrib { pos: 0, neg: x }, psh != 0));
         }
         // One buffer (checked above): its payload is one slice.

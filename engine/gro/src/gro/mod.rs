@@ -257,8 +257,12 @@ impl<B: GroBuf> Gro<B> {
         let fast = !self.full_path_only;
         #[cfg(not(test))]
         let fast = true;
-        if fast && hints == RxHints::default() {
-            if let Some(s) = self.udp_last {
+        // The fast path takes segments the NIC said nothing of, or vouched
+        // for (the IPv4 header's checksum is still checked there when
+        // verifying: a template's `ip_csum_at`).
+        let csum = FastCsum::of(hints, verify).filter(|_| fast);
+        if let Some(csum) = csum {
+            if let Some(s) = self.udp_last.filter(|_| hints == RxHints::default()) {
                 match self.udp_fast(s, pkt, verify, out) {
                     Some(p) => pkt = p,
                     None => return,
@@ -269,7 +273,7 @@ impl<B: GroBuf> Gro<B> {
             // path: straight to the lookup.
             let tried = self.first.filter(|&s| self.table.entry(s).tmpl.on);
             if let Some(s) = tried {
-                match self.fast_merge(s, pkt, verify, out) {
+                match self.fast_merge(s, pkt, csum, out) {
                     Some(p) => pkt = p,
                     None => return,
                 }
@@ -293,7 +297,7 @@ impl<B: GroBuf> Gro<B> {
                         if other {
                             self.missed_at = n;
                         }
-                        let Some(p) = self.fast_merge(s2, pkt, verify, out) else {
+                        let Some(p) = self.fast_merge(s2, pkt, csum, out) else {
                             self.last = Some(s2);
                             self.first = (!turns).then_some(s2);
                             return;

@@ -52,6 +52,47 @@ impl CsumCheck {
             len: t.payload_len as usize,
         }
     }
+
+    /// Whether a new head's checksum is judged as it arrives (its sums
+    /// made then): verifying, unless the NIC vouched for it. Otherwise the
+    /// sums wait for a second segment to merge (`finish_head`).
+    #[inline(always)]
+    pub(super) fn judged_now(&self) -> bool {
+        self.verify && self.hint != CsumHint::Good
+    }
+}
+
+/// How the fast path judges a segment's TCP checksum: by summing its
+/// payload when verifying, unless the NIC checked it. A NIC's flag is taken
+/// outside a tunnel only, as on the full path (`CsumCheck::of`).
+#[derive(Clone, Copy)]
+pub(super) struct FastCsum {
+    pub(super) verify: bool,
+    pub(super) nic_good: bool,
+}
+
+impl FastCsum {
+    /// What the fast path may take a segment with these NIC flags as: those
+    /// that said nothing, or "good". A bad checksum, or one whose field is
+    /// not final (`DataGood`), is the full path's.
+    #[inline(always)]
+    pub(super) fn of(hints: RxHints, verify: bool) -> Option<FastCsum> {
+        use CsumHint::{Good, Unknown};
+        match (hints.ip, hints.l4) {
+            (Unknown | Good, l4 @ (Unknown | Good)) => Some(FastCsum {
+                verify,
+                nic_good: l4 == Good,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Whether a segment of a flow inside a tunnel or not (`tunnel`) has its
+    /// payload summed and its checksum checked.
+    #[inline(always)]
+    pub(super) fn sums(self, tunnel: bool) -> bool {
+        self.verify && (tunnel || !self.nic_good)
+    }
 }
 
 /// A segment's payload sum, unfolded: either the bytes' sum (`pos`) or, when

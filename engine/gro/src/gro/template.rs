@@ -36,8 +36,12 @@ pub(super) struct Template {
     /// ones (0: no tunnel, or IPv6 outside).
     pub(super) outer_id_at: u8,
     pub(super) outer_csum_at: u8,
-    /// The head's frame length: only full-size segments take the fast path.
-    pub(super) frame_len: u32,
+    /// The head's frame length: only full-size segments take the fast path
+    /// (one buffer each: 64 KiB at most).
+    pub(super) frame_len: u16,
+    /// The flow is inside a tunnel: what a NIC's L4 checksum flag is about
+    /// then depends on the NIC, so it is not taken for the inner checksum.
+    pub(super) tunnel: bool,
     /// IPv4 header sum without ID and checksum (to update the expected checksum).
     pub(super) ip_sum: u16,
     /// The same for the outer IPv4 header.
@@ -81,6 +85,7 @@ impl Template {
             mask: 0,
             words: 0,
             frame_len: 0,
+            tunnel: false,
             seq_at: 0,
             id_at: 0,
             ip_csum_at: 0,
@@ -100,6 +105,9 @@ impl Template {
         let t = f.layout();
         tm.on = false;
         let Some(m) = mask else { return };
+        let Ok(frame_len) = u16::try_from(a.frame_len) else {
+            return;
+        };
         tm.mask = m;
         let (l3, l4) = (t.l3 as usize, t.l4 as usize);
         let b = f.header();
@@ -113,7 +121,8 @@ impl Template {
         // (the mask keeps CWR; PSH it lets differ).
         tm.bytes[l4 + tcp::FLAGS] &= !CWR;
         tm.words = (t.payload as usize).div_ceil(8) as u8;
-        tm.frame_len = a.frame_len as u32;
+        tm.frame_len = frame_len;
+        tm.tunnel = a.outer.is_some();
         tm.seq_at = (l4 + tcp::SEQ.start) as u8;
         if !t.ipv6 {
             tm.id_at = (l3 + ipv4::ID.start) as u8;

@@ -1184,6 +1184,10 @@ mod props {
         cache: usize,
         /// Flow i is carried by a tunnel (VXLAN or Geneve) when bit i is set.
         tunnel_mask: u64,
+        /// What a NIC said of the checksums: 0 nothing, 1 both good, 2 TCP
+        /// good (IPv4 header unknown), 3 each segment one of those or the
+        /// IPv4 header good alone.
+        nic: u8,
     }
 
     fn case() -> impl Strategy<Value = Case> {
@@ -1206,6 +1210,7 @@ mod props {
                     prop_oneof![Just(64usize), 1usize..12],
                     prop_oneof![Just(0usize), 1usize..16, Just(1024)],
                     prop_oneof![Just(0u64), any::<u64>()],
+                    0u8..4,
                 ),
             )
                 .prop_map(
@@ -1220,7 +1225,7 @@ mod props {
                         max_frags,
                         split,
                         trust,
-                        (fixed_ids, cwr_one_in, seed, table, cache, tunnel_mask),
+                        (fixed_ids, cwr_one_in, seed, table, cache, tunnel_mask, nic),
                     )| Case {
                         flows,
                         mss,
@@ -1238,6 +1243,7 @@ mod props {
                         table,
                         cache,
                         tunnel_mask,
+                        nic,
                     },
                 )
         })
@@ -1249,6 +1255,19 @@ mod props {
         *seed ^= *seed >> 7;
         *seed ^= *seed << 17;
         *seed
+    }
+
+    /// The NIC's flags for one segment of a case with `nic` (see `Case`).
+    fn nic_hints(nic: u8, seed: &mut u64) -> RxHints {
+        use CsumHint::{Good, Unknown};
+        let pick = if nic == 3 { rng(seed) % 4 } else { nic as u64 };
+        let (ip, l4) = match pick {
+            0 => (Unknown, Unknown),
+            1 => (Good, Good),
+            2 => (Unknown, Good),
+            _ => (Good, Unknown),
+        };
+        RxHints { ip, l4 }
     }
 
     /// What the generator knows, independently of GRO's own flow logic:
@@ -1314,6 +1333,7 @@ mod props {
                         ..VecBuf::split(tag, &b.bytes(), room)
                     };
                 }
+                b.hints = nic_hints(c.nic, &mut seed);
                 q.push_back(b);
             }
             if !q.is_empty() {

@@ -264,6 +264,31 @@ fn a_wrong_outer_udp_checksum_passes_after_its_flows_held_data() {
 }
 
 #[test]
+fn a_nics_good_checksum_flag_is_not_taken_for_the_inner_tcp_checksum() {
+    // Which checksum a NIC's L4 flag speaks of in a tunnel depends on the
+    // NIC (the outer UDP one, the inner TCP one, or neither): a corrupt
+    // inner payload under "good" flags is still found, on either path.
+    both_paths(|mut g, what| {
+        let mut f = Tunnelled::new(1, false, TunnelSpec::vxlan(1, false));
+        let nic = RxHints {
+            ip: CsumHint::Good,
+            l4: CsumHint::Good,
+        };
+        let mut segs: Vec<VecBuf> = (0..4).map(|_| f.next(MSS)).collect();
+        let last = segs[2].segs[0].len() - 1;
+        segs[2].segs[0][last] ^= 0xff;
+        for s in &mut segs {
+            s.hints = nic;
+        }
+        let mut out = feed(&mut g, segs);
+        out.extend(flush(&mut g));
+        let ids: Vec<usize> = out.iter().map(|o| o.ids.len()).collect();
+        assert_eq!(ids, [2, 1, 1], "{what}");
+        assert_eq!(g.stats().pass[Pass::BadTcpChecksum.index()], 1, "{what}");
+    });
+}
+
+#[test]
 fn a_wrong_outer_ipv4_header_checksum_passes_after_its_flows_held_data() {
     let mut f = Tunnelled::new(1, false, TunnelSpec::vxlan(1, false));
     let mut g = gro(GroConfig::default());
