@@ -262,8 +262,8 @@ impl<B: GroBuf> Gro<B> {
         // verifying: a template's `ip_csum_at`).
         let csum = FastCsum::of(hints, verify).filter(|_| fast);
         if let Some(csum) = csum {
-            if let Some(s) = self.udp_last.filter(|_| hints == RxHints::default()) {
-                match self.udp_fast(s, pkt, verify, out) {
+            if let Some(s) = self.udp_last {
+                match self.udp_fast(s, pkt, csum, out) {
                     Some(p) => pkt = p,
                     None => return,
                 }

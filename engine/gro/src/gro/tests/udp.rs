@@ -316,6 +316,9 @@ mod props {
         max_frags: u16,
         flows_held: usize,
         trust: bool,
+        /// What a NIC said of the checksums: 0 nothing, 1 all good, 2 each
+        /// datagram good or nothing at random.
+        nic: u8,
     }
 
     fn case() -> impl Strategy<Value = Case> {
@@ -328,17 +331,21 @@ mod props {
             1u16..=64,
             1usize..8,
             any::<bool>(),
+            0u8..3,
         )
             .prop_map(
-                |(sizes, ipv6_mask, picks, kinds, bursts, max_frags, flows_held, trust)| Case {
-                    sizes,
-                    ipv6_mask,
-                    picks,
-                    kinds,
-                    bursts,
-                    max_frags,
-                    flows_held,
-                    trust,
+                |(sizes, ipv6_mask, picks, kinds, bursts, max_frags, flows_held, trust, nic)| {
+                    Case {
+                        sizes,
+                        ipv6_mask,
+                        picks,
+                        kinds,
+                        bursts,
+                        max_frags,
+                        flows_held,
+                        trust,
+                        nic,
+                    }
                 },
             )
     }
@@ -362,6 +369,13 @@ mod props {
                 12 => d.next_csum(size, false),
                 _ => d.next(size),
             };
+            let mut pkt = pkt;
+            if c.nic == 1 || (c.nic == 2 && p >> 7 == 1) {
+                pkt.hints = RxHints {
+                    ip: CsumHint::Good,
+                    l4: CsumHint::Good,
+                };
+            }
             pkts.push(pkt);
             flow_of.push(f);
         }
