@@ -10,7 +10,8 @@
 # usage: scripts/ab-cycles.sh BIN_A BIN_B [PAIRS] [SECS] [PCAP] [-- SINK ARGS]
 #   defaults: 10 pairs of 2 s, captures/tcp_1flow.pcap (made, as root, by
 #   scripts/captures/make-captures.sh --anchors when missing),
-#   sink args `--gro on --gro-csum trust`
+#   sink args `--gro on --gro-csum trust`; PCAP `gen` takes the embedded
+#   generator instead of a capture (its `--gen-*` options in the sink args)
 # e.g. cp target/release/grorx /tmp/grorx-before; (change, build);
 #      scripts/ab-cycles.sh /tmp/grorx-before target/release/grorx
 # CMD_A / CMD_B replace the subcommand (default `sink`) with words of their
@@ -38,7 +39,9 @@ for b in "$A" "$B"; do
     [ -x "$b" ] || { echo "ab-cycles.sh: $b is not an executable grorx" >&2; exit 1; }
 done
 # The default capture (by any path) is made when missing.
-if [ "$(realpath -m "$PCAP")" = "$(realpath -m "$DEFAULT_PCAP")" ] && [ ! -e "$PCAP" ]; then
+if [ "$PCAP" = gen ]; then
+    SRC=()
+elif [ "$(realpath -m "$PCAP")" = "$(realpath -m "$DEFAULT_PCAP")" ] && [ ! -e "$PCAP" ]; then
     MAKE=("$HERE/scripts/captures/make-captures.sh" --anchors "$HERE/captures")
     [ "$(id -u)" = 0 ] || {
         echo "ab-cycles.sh: $PCAP missing; make it (root, a few seconds) with: sudo ${MAKE[*]}" >&2
@@ -47,14 +50,16 @@ if [ "$(realpath -m "$PCAP")" = "$(realpath -m "$DEFAULT_PCAP")" ] && [ ! -e "$P
     echo "ab-cycles.sh: $PCAP missing: making it: ${MAKE[*]}" >&2
     "${MAKE[@]}" >&2
 fi
-[ -r "$PCAP" ] || { echo "ab-cycles.sh: cannot read the capture $PCAP" >&2; exit 1; }
-PCAP=$(realpath "$PCAP")
+if [ "$PCAP" != gen ]; then
+    [ -r "$PCAP" ] || { echo "ab-cycles.sh: cannot read the capture $PCAP" >&2; exit 1; }
+    SRC=(--port "net_pcap0,rx_pcap=$(realpath "$PCAP"),infinite_rx=1")
+fi
 
 # One run: the cycles per packet after RX (process + stage).
 run() {
     local bin=$1 cmd=$2
     # shellcheck disable=SC2086
-    "$bin" $cmd --port "net_pcap0,rx_pcap=$PCAP,infinite_rx=1" --duration "$SECS" \
+    "$bin" $cmd "${SRC[@]}" --duration "$SECS" \
         --cycles --json "${ARGS[@]}" 2>/dev/null |
         python3 -c 'import json,sys; c=json.load(sys.stdin)["cycles"]; print(c["process"]+c["stage"])'
 }

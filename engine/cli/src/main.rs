@@ -317,6 +317,10 @@ struct GenArgs {
     /// (as Pktgen does by default).
     #[arg(long)]
     gen_udp: bool,
+    /// Flag every frame's checksums good, as a NIC with RX checksum offload
+    /// does for frames it checked.
+    #[arg(long)]
+    gen_nic_csum: bool,
 }
 
 #[derive(Args)]
@@ -393,6 +397,7 @@ fn run_options(a: RunArgs) -> Result<(RunOptions, Output)> {
             interleave: a.gen.gen_interleave,
             count: a.gen.gen_count,
             udp: a.gen.gen_udp,
+            nic_csum: a.gen.gen_nic_csum,
             ..GenConfig::default()
         },
         eal: EalSetup::Start {

@@ -50,6 +50,10 @@ pub struct GenConfig {
     /// UDP datagrams of `mss` payload bytes (IPv4 IDs counting up) instead
     /// of TCP segments (`psh_every` unused).
     pub udp: bool,
+    /// Flag every frame's checksums good (the IPv4 header's, and the TCP
+    /// or UDP one), as a NIC with RX checksum offload flags frames it
+    /// checked: what GRO verifying checksums then costs.
+    pub nic_csum: bool,
 }
 
 impl Default for GenConfig {
@@ -65,6 +69,7 @@ impl Default for GenConfig {
             count: 0,
             burst: 32,
             udp: false,
+            nic_csum: false,
         }
     }
 }
@@ -315,6 +320,19 @@ impl Flow {
     }
 }
 
+/// The RX flags every frame carries: none, or (`nic_csum`) what a NIC
+/// that checked its checksums sets.
+fn rx_flags(cfg: &GenConfig) -> u64 {
+    if !cfg.nic_csum {
+        0
+    } else if cfg.ipv6 {
+        // IPv6 has no header checksum: NICs leave that flag unknown.
+        sys::RTE_MBUF_F_RX_L4_CKSUM_GOOD as u64
+    } else {
+        (sys::RTE_MBUF_F_RX_IP_CKSUM_GOOD | sys::RTE_MBUF_F_RX_L4_CKSUM_GOOD) as u64
+    }
+}
+
 /// What the generator's lcore needs.
 #[doc(hidden)]
 pub struct GenJob {
@@ -355,6 +373,7 @@ pub fn run(job: GenJob) -> i32 {
     let mut pending: Vec<Burst<MAX_BURST>> = (0..nq).map(|_| Burst::new()).collect();
     let frame_len = cfg.frame_len() as u32;
     let hdr_len = cfg.header_len();
+    let ol_flags = rx_flags(&cfg);
     let ms = (tsc_hz / 1000).max(1);
     let t0 = tsc();
     let (mut sent, mut bytes, mut full, mut nomem, mut busy) = (0u64, 0u64, 0u64, 0u64, 0u64);
@@ -405,6 +424,7 @@ pub fn run(job: GenJob) -> i32 {
                         );
                         (*m).data_len = frame_len as u16;
                         (*m).pkt_len = frame_len;
+                        (*m).ol_flags = ol_flags;
                     }
                     *taken += 1;
                     if *taken == cfg.interleave {
@@ -518,6 +538,29 @@ mod tests {
                 assert_eq!(&got[..f.hdr_len], &want[..f.hdr_len], "ipv6 {ipv6} k {k}");
             }
         }
+    }
+
+    #[test]
+    fn nic_csum_frames_read_as_checked_by_the_nic() {
+        use crate::skb::hints_of;
+        use grorx_gro::{CsumHint::*, RxHints};
+        let flags = |ipv6, nic_csum| {
+            hints_of(rx_flags(&GenConfig {
+                ipv6,
+                nic_csum,
+                ..Default::default()
+            }))
+        };
+        assert_eq!(flags(false, false), RxHints::default());
+        assert_eq!(flags(true, false), RxHints::default());
+        assert_eq!(flags(false, true), RxHints { ip: Good, l4: Good });
+        assert_eq!(
+            flags(true, true),
+            RxHints {
+                ip: Unknown,
+                l4: Good
+            }
+        );
     }
 
     #[test]

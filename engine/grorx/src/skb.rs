@@ -454,6 +454,29 @@ unsafe fn last_seg(mut m: *mut sys::rte_mbuf) -> *mut sys::rte_mbuf {
     m
 }
 
+/// What an mbuf's RX flags `f` say of its checksums.
+#[inline(always)]
+pub(crate) fn hints_of(f: u64) -> RxHints {
+    const ANY: u64 = (sys::RTE_MBUF_F_RX_IP_CKSUM_MASK | sys::RTE_MBUF_F_RX_L4_CKSUM_MASK) as u64;
+    if f & ANY == 0 {
+        return RxHints::default(); // most vdevs say nothing
+    }
+    RxHints {
+        ip: hint(
+            f,
+            sys::RTE_MBUF_F_RX_IP_CKSUM_MASK as u64,
+            sys::RTE_MBUF_F_RX_IP_CKSUM_GOOD as u64,
+            sys::RTE_MBUF_F_RX_IP_CKSUM_BAD as u64,
+        ),
+        l4: hint(
+            f,
+            sys::RTE_MBUF_F_RX_L4_CKSUM_MASK as u64,
+            sys::RTE_MBUF_F_RX_L4_CKSUM_GOOD as u64,
+            sys::RTE_MBUF_F_RX_L4_CKSUM_BAD as u64,
+        ),
+    }
+}
+
 #[inline(always)]
 fn hint(flags: u64, mask: u64, good: u64, bad: u64) -> CsumHint {
     match flags & mask {
@@ -503,26 +526,7 @@ impl GroBuf for Skb {
     #[inline(always)]
     fn rx_hints(&self) -> RxHints {
         // SAFETY: field read of our head.
-        let f = unsafe { mb::ol_flags(self.as_ptr()) };
-        const ANY: u64 =
-            (sys::RTE_MBUF_F_RX_IP_CKSUM_MASK | sys::RTE_MBUF_F_RX_L4_CKSUM_MASK) as u64;
-        if f & ANY == 0 {
-            return RxHints::default(); // most vdevs say nothing
-        }
-        RxHints {
-            ip: hint(
-                f,
-                sys::RTE_MBUF_F_RX_IP_CKSUM_MASK as u64,
-                sys::RTE_MBUF_F_RX_IP_CKSUM_GOOD as u64,
-                sys::RTE_MBUF_F_RX_IP_CKSUM_BAD as u64,
-            ),
-            l4: hint(
-                f,
-                sys::RTE_MBUF_F_RX_L4_CKSUM_MASK as u64,
-                sys::RTE_MBUF_F_RX_L4_CKSUM_GOOD as u64,
-                sys::RTE_MBUF_F_RX_L4_CKSUM_BAD as u64,
-            ),
-        }
+        hints_of(unsafe { mb::ol_flags(self.as_ptr()) })
     }
 
     #[inline(always)]

@@ -263,8 +263,13 @@ impl Workers {
             } else {
                 format!("{} TCP flow(s), MSS {}", opts.gen.flows, opts.gen.mss)
             };
+            let flagged = if opts.gen.nic_csum {
+                ", checksums flagged good as by a NIC's RX offload"
+            } else {
+                ""
+            };
             lines.push(format!(
-                "lcore {g} (cpu {}): generator, {what}, {rate}",
+                "lcore {g} (cpu {}): generator, {what}, {rate}{flagged}",
                 eal.lcore_cpu(g)
             ));
         }
