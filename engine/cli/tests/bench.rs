@@ -179,6 +179,22 @@ fn anchors_flows_and_ipv6() {
     }
 }
 
+/// The anchors on the generator's flows, frames flagged checked by the NIC
+/// in one cell.
+#[test]
+fn anchors_nic_csum() {
+    quick(
+        "anchors-nic-csum",
+        &[
+            "gro-off",
+            "gro-rte",
+            "gro-on-trust",
+            "gro-on",
+            "gro-on-nic-csum",
+        ],
+    );
+}
+
 /// TCP through tunnels: the anchor capture in VXLAN (rte_gro too) and in
 /// Geneve over IPv6, made from it when missing.
 #[test]
