@@ -3,8 +3,8 @@
 //! reordering; trust and verify, and verify with every segment's checksums
 //! vouched for by the NIC (`verify_nic_checked`). The buffers are frames in
 //! one arena (as mbufs are in their pool) whose `append` only counts and
-//! frees nothing, so this measures GRO's decisions, header fix-up and checksums, not buffer
-//! management or the allocator.
+//! frees nothing, so this measures GRO's decisions, header fix-up and
+//! checksums, not buffer management or the allocator.
 //!
 //! Flushing every burst (the default), only the flows of one burst are ever
 //! held: the `*_flows` cases send runs of 8 segments per flow in bursts of 32.

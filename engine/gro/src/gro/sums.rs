@@ -38,15 +38,33 @@ pub(super) struct CsumCheck {
     pub(super) len: usize,
 }
 
+/// What GRO takes a NIC's L4 checksum flag `l4` to say of a TCP segment
+/// inside a tunnel or not: in a tunnel, what the flag is about depends on
+/// the NIC (the outer UDP checksum or the inner one), so nothing.
+#[inline(always)]
+fn nic_says(l4: CsumHint, tunnelled: bool) -> CsumHint {
+    if tunnelled {
+        CsumHint::Unknown
+    } else {
+        l4
+    }
+}
+
+/// Whether a segment's checksum is judged by summing its payload:
+/// verifying, unless the NIC's word (`nic_says`) is that it is good.
+#[inline(always)]
+fn summed(verify: bool, hint: CsumHint) -> bool {
+    verify && hint != CsumHint::Good
+}
+
 impl CsumCheck {
     /// How the TCP checksum of segment `t` is judged: verifying or not, and
-    /// what the NIC said (`l4`). In a tunnel, what a NIC's L4 flag is about
-    /// depends on the NIC: the inner checksum is checked in software.
+    /// what the NIC said (`l4`, taken as `nic_says`).
     #[inline(always)]
     pub(super) fn of(t: &Tcp, tunnelled: bool, l4: CsumHint, verify: bool) -> CsumCheck {
         CsumCheck {
             verify,
-            hint: if tunnelled { CsumHint::Unknown } else { l4 },
+            hint: nic_says(l4, tunnelled),
             tcp_len: t.l4_len() as u32 + t.payload_len,
             payload: t.payload as usize,
             len: t.payload_len as usize,
@@ -58,17 +76,17 @@ impl CsumCheck {
     /// sums wait for a second segment to merge (`finish_head`).
     #[inline(always)]
     pub(super) fn judged_now(&self) -> bool {
-        self.verify && self.hint != CsumHint::Good
+        summed(self.verify, self.hint)
     }
 }
 
-/// How the fast path judges a segment's TCP checksum: by summing its
-/// payload when verifying, unless the NIC checked it. A NIC's flag is taken
-/// outside a tunnel only, as on the full path (`CsumCheck::of`).
+/// How the fast path judges a segment's TCP checksum: by the rules of the
+/// full path (`nic_says`, `summed`), once the template says whether its flow
+/// is in a tunnel.
 #[derive(Clone, Copy)]
 pub(super) struct FastCsum {
     pub(super) verify: bool,
-    pub(super) nic_good: bool,
+    l4: CsumHint,
 }
 
 impl FastCsum {
@@ -79,10 +97,7 @@ impl FastCsum {
     pub(super) fn of(hints: RxHints, verify: bool) -> Option<FastCsum> {
         use CsumHint::{Good, Unknown};
         match (hints.ip, hints.l4) {
-            (Unknown | Good, l4 @ (Unknown | Good)) => Some(FastCsum {
-                verify,
-                nic_good: l4 == Good,
-            }),
+            (Unknown | Good, l4 @ (Unknown | Good)) => Some(FastCsum { verify, l4 }),
             _ => None,
         }
     }
@@ -91,7 +106,7 @@ impl FastCsum {
     /// payload summed and its checksum checked.
     #[inline(always)]
     pub(super) fn sums(self, tunnel: bool) -> bool {
-        self.verify && (tunnel || !self.nic_good)
+        summed(self.verify, nic_says(self.l4, tunnel))
     }
 }
 
