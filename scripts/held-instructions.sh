@@ -7,10 +7,38 @@
 # segment takes also waits on memory, which the held bench measures
 # (cargo bench -p grorx-gro --features traffic --bench held).
 #
-#   scripts/held-instructions.sh
+#   scripts/held-instructions.sh           # instructions a segment
+#   scripts/held-instructions.sh --cache   # and the L1 and L2 misses a segment
 #
-# Needs valgrind (apt-get install valgrind).
+# With --cache, callgrind also simulates this machine's L1 data cache and
+# its L2 (as its last level, the sizes read from getconf): how many lines a
+# segment misses in each, the same from run to run, where the held bench's
+# times tell how long the misses were waited for. Needs valgrind
+# (apt-get install valgrind).
 set -euo pipefail
+CACHE=()
+case "${1:-}" in
+"") ;;
+--cache)
+    # A cache: SIZE,WAYS,LINE (callgrind wants sets a power of two).
+    geom() {
+        local size ways line
+        size=$(getconf "$1_SIZE") ways=$(getconf "$1_ASSOC") line=$(getconf "$1_LINESIZE")
+        [ -n "$size" ] && [ -n "$ways" ] && [ -n "$line" ] && [ "$size" -gt 0 ] || {
+            echo "held-instructions.sh: getconf does not know this machine's $1 (size, ways, line)" >&2
+            exit 1
+        }
+        echo "$size,$ways,$line"
+    }
+    D1=$(geom LEVEL1_DCACHE)
+    L2=$(geom LEVEL2_CACHE)
+    CACHE=(--cache-sim=yes "--D1=$D1" "--LL=$L2")
+    ;;
+*)
+    echo "usage: held-instructions.sh [--cache]" >&2
+    exit 2
+    ;;
+esac
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 cd "$HERE"
 command -v valgrind >/dev/null || {
@@ -30,10 +58,28 @@ OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 declare -A PER
 for case in 0 1 2 3; do
-    name=$(GRORX_HELD_CASE=$case valgrind --tool=callgrind --toggle-collect='*held::counted*' \
+    name=$(GRORX_HELD_CASE=$case valgrind --tool=callgrind "${CACHE[@]}" \
+        --toggle-collect='*held::counted*' \
         --callgrind-out-file="$OUT/cg.$case" "$BIN" 2>/dev/null | sed 's/:.*//')
-    total=$(sed -n 's/^summary: //p' "$OUT/cg.$case")
-    PER[$case]=$(python3 -c "print(round($total / $SEGMENTS, 1))")
-    printf '%-18s %8s instructions a segment\n' "$name" "${PER[$case]}"
+    # The events line names the summary's columns (Ir first; with the
+    # cache simulated, the misses: D1mr, D1mw, DLmr, DLmw, ...).
+    read -r ir misses < <(python3 - "$OUT/cg.$case" "$SEGMENTS" <<'PY'
+import sys
+ev = s = None
+for l in open(sys.argv[1]):
+    if l.startswith("events:"):
+        ev = l.split()[1:]
+    elif l.startswith("summary:"):
+        s = [int(x) for x in l.split()[1:]]
+d, n = dict(zip(ev, s)), int(sys.argv[2])
+m = ""
+if "D1mr" in d:
+    m = "L1 misses %.2f (of them L2 misses %.2f)" % (
+        (d["D1mr"] + d["D1mw"]) / n, (d["DLmr"] + d["DLmw"]) / n)
+print(round(d["Ir"] / n, 1), m)
+PY
+    )
+    PER[$case]=$ir
+    printf '%-18s %8s instructions a segment  %s\n' "$name" "$ir" "$misses"
 done
 python3 -c "print('1024 flows x one flow: new %.2f, known %.2f' % (${PER[1]} / ${PER[0]}, ${PER[3]} / ${PER[2]}))"
