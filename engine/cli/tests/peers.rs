@@ -642,27 +642,25 @@ fn a_forwarder_outlives_the_memif_peer_it_sends_to() {
         );
         assert_eq!(r["mbufs_leaked"], 0, "{what}: {r}");
     };
-    for run in 0..TX_KILL_RUNS {
+    // A forwarder receiving from the source. A source starts in about a
+    // second; a healthy one is reached at once (a client whose peer is up
+    // connects when started). One on its way out from the run before
+    // (memif's own race, as above) is replaced, once.
+    let receiving = |source: &mut Proc, what: &str| {
         if source.child.try_wait().ok().flatten().is_some() {
-            source = memif_server(&s_in, dir.path());
+            *source = memif_server(&s_in, dir.path());
         }
-        let peer = rxonly();
         let mut f = forward(&port, &to, 60.0, dir.path());
-        // A source starts in about a second; a healthy one is reached at
-        // once (a client whose peer is up connects when started).
         if !interval_came_within(&mut f, Duration::from_secs(5), |rx| rx > 0) {
-            // The source can be on its way out from the last run (memif's
-            // own race, as above): a new one, once.
-            eprintln!(
-                "run {run}: nothing from the source; a new one:\n{}",
-                f.tail()
-            );
-            drop(std::mem::replace(
-                &mut source,
-                memif_server(&s_in, dir.path()),
-            ));
+            eprintln!("{what}: nothing from the source; a new one:\n{}", f.tail());
+            drop(std::mem::replace(source, memif_server(&s_in, dir.path())));
             until_receiving(&mut f);
         }
+        f
+    };
+    for run in 0..TX_KILL_RUNS {
+        let peer = rxonly();
+        let mut f = receiving(&mut source, &format!("run {run}"));
         // The output's peer goes while packets still stream in.
         peer.signal(libc::SIGKILL);
         std::thread::sleep(Duration::from_millis(300));
@@ -678,8 +676,7 @@ fn a_forwarder_outlives_the_memif_peer_it_sends_to() {
     }
     // An output whose peer is not there at the start: the run goes on, its
     // packets counted unsent, and it sends once the peer comes.
-    let mut f = forward(&port, &to, 60.0, dir.path());
-    until_receiving(&mut f);
+    let mut f = receiving(&mut source, "output peer later");
     let mut peer = rxonly();
     // testpmd's statistics every second: "RX-packets: N ...".
     let end = Instant::now() + Duration::from_secs(30);
