@@ -1,0 +1,126 @@
+//! A held UDP packet leaves: its flush, and the headers of a merged one.
+
+use super::*;
+use crate::wire::field::udp;
+
+impl<B: GroBuf> Gro<B> {
+    /// Flushes what the UDP flow of `pkt` holds, if `pkt` is UDP and names
+    /// its flow (a fragment past the first: every flow between its
+    /// addresses), oldest first.
+    #[cold]
+    pub(in crate::gro) fn udp_flush_flow_of(&mut self, pkt: &B, out: &mut impl FnMut(B)) {
+        if self.udp.as_deref().is_some_and(|u| !u.is_empty()) {
+            if let Some(h) = crate::wire::FlowHint::of_udp(pkt.head()) {
+                let mut hits = [0u16; table::MAX_PROBE];
+                let mut n = 0;
+                let udp = self.udp.as_deref().expect("UDP GRO is on");
+                match FlowKey::of_hint(&h) {
+                    Some(key) => udp.each_with_hash(key.hash(&self.hash_key), |s, e| {
+                        if udp.is_live(s) && e.key.matches(&h) {
+                            hits[n] = s;
+                            n += 1;
+                        }
+                    }),
+                    None => {
+                        let mut at = udp.next_live(None);
+                        while let Some(s) = at {
+                            at = udp.next_live(Some(s));
+                            if udp.get(s).key.matches(&h) && n < hits.len() {
+                                hits[n] = s;
+                                n += 1;
+                            }
+                        }
+                    }
+                }
+                hits[..n].sort_unstable_by_key(|&s| udp.get(s).since);
+                for &s in &hits[..n] {
+                    self.udp_flush(s, Flush::Unmergeable, out);
+                }
+            }
+        }
+    }
+
+    /// Sends a held UDP packet out, its headers fixed if it was merged.
+    pub(in crate::gro) fn udp_flush(&mut self, s: u16, why: Flush, out: &mut impl FnMut(B)) {
+        self.stats.flush[why as usize] += 1;
+        self.stats.packets_out += 1;
+        let tso = self.cfg.out_csum == OutCsum::Pseudo;
+        let udp = self.udp.as_deref_mut().expect("UDP GRO is on");
+        let h = udp.remove(s);
+        self.stats.max_segments = self.stats.max_segments.max(h.segs as u64);
+        if let Some(g) = self.hist.as_deref_mut() {
+            g.segs.record(h.segs as usize);
+            g.hold.record(self.now.saturating_sub(h.since));
+        }
+        let tso = tso && h.segs > 1;
+        if h.segs > 1 {
+            fix_udp_headers(h, tso);
+        }
+        let info = GsoInfo {
+            l2_len: h.t.l3,
+            l3_len: h.t.l3_len() as u16,
+            l4_len: udp::HEADER_LEN as u16,
+            mss: h.gso as u16,
+            segs: h.segs,
+            ipv6: h.t.ipv6,
+            tso,
+            udp: true,
+            ..GsoInfo::default()
+        };
+        if let Some(mut pkt) = h.pkt.take() {
+            pkt.set_gso(&info);
+            out(pkt);
+        }
+    }
+
+    /// Flushes every held UDP packet, oldest first, or (`deadline`) those
+    /// held since before it.
+    pub(in crate::gro) fn udp_flush_until(
+        &mut self,
+        deadline: Option<u64>,
+        why: Flush,
+        out: &mut impl FnMut(B),
+    ) {
+        while let Some(s) = self.udp.as_deref().and_then(|u| u.oldest()) {
+            let since = self.udp.as_deref().map_or(0, |u| u.get(s).since);
+            if deadline.is_some_and(|d| since > d) {
+                break;
+            }
+            self.udp_flush(s, why, out);
+        }
+    }
+}
+
+/// A merged UDP packet's headers: IP length and checksum, UDP length and
+/// checksum (or, for a port that segments, the pseudo-header sum without
+/// the length, as for TCP).
+fn fix_udp_headers<B: GroBuf>(h: &mut UdpHeld<B>, tso: bool) {
+    let t = h.t;
+    let (l3, l4) = (t.l3 as usize, t.l4 as usize);
+    let ulen = h.ip_len - t.l3_len() as u32;
+    let Some(pkt) = h.pkt.as_mut() else { return };
+    let b = pkt.head_mut();
+    if t.ipv6 {
+        field::write16(b, l3, ipv6::PAYLOAD_LEN, ulen as u16);
+    } else {
+        field::write16(b, l3, ipv4::TOTAL_LEN, h.ip_len as u16);
+        let c = csum::finish(csum::add(h.ip_base, h.ip_len as u16));
+        field::write16(b, l3, ipv4::CHECKSUM, c);
+    }
+    field::write16(b, l4, udp::LEN, ulen as u16);
+    let c = if tso {
+        h.pbase
+    } else {
+        let payload = csum::add(csum::fold(h.psum_pos), !csum::fold(h.psum_neg));
+        let hdr = h.ports_sum as u64 + ulen as u64;
+        match csum::finish(csum::add(
+            csum::fold(csum::pseudo_with_len(h.pbase, ulen) + hdr),
+            payload,
+        )) {
+            // 0 means "no checksum" in UDP: a computed 0 is sent as 0xffff.
+            0 => 0xffff,
+            c => c,
+        }
+    };
+    field::write16(b, l4, udp::CHECKSUM, c);
+}

@@ -1,0 +1,167 @@
+//! One UDP flow's held packet, and what the rules read of a datagram.
+
+use super::*;
+use crate::wire::field::udp;
+
+/// Header bytes a UDP fast-path compare covers at most (Ethernet, two tags,
+/// IPv6, UDP).
+const HDR_MAX: usize = 72;
+
+/// One UDP flow's held packet.
+pub(in crate::gro) struct UdpHeld<B> {
+    pub(in crate::gro) key: FlowKey,
+    /// The packet; None only while the slot is free.
+    pub(in crate::gro) pkt: Option<B>,
+    pub(in crate::gro) t: Tcp,
+    /// Payload bytes of the first datagram: the size every merged one has
+    /// (the last may be shorter).
+    pub(super) gso: u32,
+    pub(in crate::gro) segs: u16,
+    pub(super) frags: u16,
+    pub(super) ip_len: u32,
+    pub(super) payload_len: u32,
+    pub(super) psum_pos: u64,
+    pub(super) psum_neg: u64,
+    /// Pseudo-header sum without the length (addresses, protocol).
+    pub(super) pbase: u16,
+    /// The ports' sum: with the length, the UDP header's sum.
+    pub(super) ports_sum: u16,
+    /// IPv4 header sum without total length and checksum (0 for IPv6).
+    pub(super) ip_base: u16,
+    pub(super) ip_word: u32,
+    pub(super) last_id: u16,
+    pub(super) id_mode: IdMode,
+    pub(super) max_ip: u32,
+    pub(in crate::gro) since: u64,
+    /// The first datagram's frame length: a full-size one has it.
+    pub(super) frame_len: u32,
+    /// `ip_base` without the first datagram's IPv4 ID: a datagram whose
+    /// header equals the head's but for the ID and checksums has a valid
+    /// IPv4 checksum when it adds up with this.
+    pub(super) ip_base_no_id: u16,
+    /// The fast path's compare: the first datagram's headers as words
+    /// (`hdr`), and which of their bits every datagram of the packet shares
+    /// (`mask`: all but the IPv4 ID and checksum, the UDP checksum, and what
+    /// lies past the headers); `words` of them cover the headers (0: no fast
+    /// path for this flow).
+    pub(super) hdr: [u64; WORDS],
+    pub(super) mask: [u64; WORDS],
+    pub(super) words: u8,
+}
+
+/// Words of header a UDP fast-path compare covers at most.
+pub(super) const WORDS: usize = HDR_MAX / 8;
+
+#[inline(always)]
+fn word(b: &[u8], i: usize) -> u64 {
+    u64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().unwrap())
+}
+
+/// The compare of the head `b` laid out as `t`: its header words and their
+/// mask (see `UdpHeld::hdr`), or None when they do not fit `HDR_MAX` or
+/// `b` (a frame shorter than its headers rounded up to a word).
+pub(super) fn head_words(b: &[u8], t: &Tcp) -> Option<([u64; WORDS], [u64; WORDS], u8)> {
+    let hl = t.payload as usize;
+    let words = hl.div_ceil(8);
+    if words > WORDS || b.len() < words * 8 {
+        return None;
+    }
+    let mut m = [0u8; HDR_MAX];
+    m[..hl].fill(0xff);
+    let (l3, l4) = (t.l3 as usize, t.l4 as usize);
+    if !t.ipv6 {
+        m[field::at(l3, ipv4::ID)].fill(0);
+        m[field::at(l3, ipv4::CHECKSUM)].fill(0);
+    }
+    m[field::at(l4, udp::CHECKSUM)].fill(0);
+    let mask: [u64; WORDS] = std::array::from_fn(|i| word(&m, i));
+    let hdr: [u64; WORDS] =
+        std::array::from_fn(|i| if i < words { word(b, i) & mask[i] } else { 0 });
+    Some((hdr, mask, words as u8))
+}
+
+/// Whether `b`'s headers are `h`'s head's but for what may differ.
+#[inline(always)]
+pub(super) fn same_header<B>(b: &[u8], h: &UdpHeld<B>) -> bool {
+    let n = h.words as usize;
+    if n == 0 || b.len() < n * 8 {
+        return false;
+    }
+    let mut d = 0u64;
+    for i in 0..n {
+        d |= (word(b, i) ^ h.hdr[i]) & h.mask[i];
+    }
+    d == 0
+}
+
+impl<B> Default for UdpHeld<B> {
+    fn default() -> Self {
+        UdpHeld {
+            key: FlowKey::default(),
+            pkt: None,
+            t: Tcp::default(),
+            gso: 0,
+            segs: 0,
+            frags: 0,
+            ip_len: 0,
+            payload_len: 0,
+            psum_pos: 0,
+            psum_neg: 0,
+            pbase: 0,
+            ports_sum: 0,
+            ip_base: 0,
+            ip_word: 0,
+            last_id: 0,
+            id_mode: IdMode::Open,
+            max_ip: 0,
+            since: 0,
+            frame_len: 0,
+            ip_base_no_id: 0,
+            hdr: [0; WORDS],
+            mask: [0; WORDS],
+            words: 0,
+        }
+    }
+}
+
+/// The UDP flows of one queue.
+pub(in crate::gro) type UdpTable<B> = Table<UdpHeld<B>>;
+
+/// What the rules read of a datagram.
+pub(super) struct Dgram {
+    pub(super) ip_word: u32,
+    pub(super) id: u16,
+    pub(super) payload: u32,
+    pub(super) frags: u16,
+    pub(super) ports_sum: u16,
+    pub(super) ulen: u16,
+    pub(super) csum: u16,
+}
+
+impl Dgram {
+    /// Reads `t`'s fields from `b` (the layout `Tcp::parse_udp` found in it).
+    pub(super) fn read(b: &[u8], t: &Tcp, frags: u16) -> Dgram {
+        let (l3, l4) = (t.l3 as usize, t.l4 as usize);
+        let (ip_word, id) = if t.ipv6 {
+            let tc = (field::read32(b, l3, ipv6::VER_TC_FLOW) >> 20) & 0xff;
+            ((tc << 8) | b[l3 + ipv6::HOP_LIMIT] as u32, 0)
+        } else {
+            (
+                ((b[l3 + ipv4::TOS] as u32) << 16)
+                    | ((b[l3 + ipv4::TTL] as u32) << 8)
+                    | (b[l3 + ipv4::FLAGS_FRAG.start] as u32 & 0x40),
+                field::read16(b, l3, ipv4::ID),
+            )
+        };
+        let ports = &b[field::at(l4, udp::PORTS)];
+        Dgram {
+            ip_word,
+            id,
+            payload: t.payload_len,
+            frags,
+            ports_sum: csum::sum(ports),
+            ulen: field::read16(b, l4, udp::LEN),
+            csum: field::read16(b, l4, udp::CHECKSUM),
+        }
+    }
+}
