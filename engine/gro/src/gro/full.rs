@@ -147,7 +147,7 @@ impl<B: GroBuf> Gro<B> {
                 // pointer and PSH/FIN: its sum follows from the head's.
                 let Some(psum) = csum.payload_sum(&pkt, h.pbase, seg.var_sum(h.hconst), seg.csum)
                 else {
-                    if self.waiting_go_first(s, Flush::BadChecksum) {
+                    if self.waiting_go_first(s, seg.seq) {
                         // What waited arrived first: it leaves first.
                         return self.give_up_for(
                             s,
@@ -176,6 +176,15 @@ impl<B: GroBuf> Gro<B> {
                         self.flush_slot(s, why(refused), out);
                         return self.pass(Pass::Retransmission, pkt, out);
                     }
+                    Window::BeforeHeld => {
+                        // The delivered data now ends where it does, if it
+                        // follows on.
+                        let h = self.table.get_mut(s);
+                        if h.high == seg.seq {
+                            h.high = seg.seq.wrapping_add(seg.payload);
+                        }
+                        return self.pass(Pass::BeforeHeld, pkt, out);
+                    }
                     Window::Full => {
                         // The held packet and what waited leave first, in
                         // sequence order; then this one is taken afresh.
@@ -196,7 +205,7 @@ impl<B: GroBuf> Gro<B> {
             let why = why(refused);
             // What waited arrived before this one: it leaves first, in
             // sequence order, then this one is taken afresh.
-            if go_first && self.waiting_go_first(s, why) {
+            if go_first && self.waiting_go_first(s, seg.seq) {
                 return self.give_up_for(s, why, pkt, now, verify, hints, out);
             }
             self.flush_slot(s, why, out);

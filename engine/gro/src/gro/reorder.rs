@@ -84,6 +84,10 @@ pub(super) enum Window {
     /// Wholly before the held data: it passes at once, after the held
     /// packet, and is not held.
     Retransmission,
+    /// Wholly in the gap before the held packet (its flow started it ahead
+    /// of where the data it delivered ends): it comes before the held
+    /// packet in sequence, so it passes at once, and the held packet stays.
+    BeforeHeld,
     /// Ahead of the gap, but the window is full: give the wait up.
     Full,
     /// The held packet came late (behind delivered data) and this one
@@ -120,6 +124,19 @@ impl<B: GroBuf> Gro<B> {
         // leaves first.)
         if h.gapless && r.waiting(s) == 0 && h.head_seq.wrapping_sub(end) < 1 << 31 {
             return Window::Retransmission;
+        }
+        // Wholly between where the data the flow delivered ends (`high`) and
+        // the held packet's head, which started ahead of it (a flow whose
+        // packet left early, on PSH or at a limit, restarted with a segment
+        // that had waited): nothing of the flow after it has left.
+        let before = h.head_seq.wrapping_sub(h.high);
+        if before < 1 << 31
+            && seg.seq.wrapping_sub(h.high) < before
+            && end.wrapping_sub(h.high) <= before
+            && seg.flags & (SYN | RST | URG | FIN) == 0
+            && h.same_ext(ext)
+        {
+            return Window::BeforeHeld;
         }
         // The gap starts where the held packet ends; or, for a packet that
         // came late, behind data of its flow already delivered, where that
@@ -392,16 +409,15 @@ impl<B: GroBuf> Gro<B> {
         self.ahead_flows != 0 && self.reorder.as_deref().is_some_and(|r| r.waiting(s) > 0)
     }
 
-    /// Whether a segment that cannot join the flow in `s` comes after the
-    /// segments waiting there (it came from the wire, after them), so they
-    /// leave before it. One taken from the window comes before them in
-    /// sequence, as does the next byte when the held packet is just full
-    /// (`why` a limit, as on the fast path): it starts the next packet and
-    /// they follow.
+    /// Whether the segments waiting in `s` leave before a segment at `seq`
+    /// that cannot join the flow's held packet: they arrived first. Not when
+    /// it is the held packet's next byte, which a limit or a change of
+    /// options, ACK or flags keeps out of it (a sender's timestamp ticks at
+    /// a gap as anywhere else): it comes before them in sequence, so it
+    /// leaves, or starts the next packet, first, and they follow. Nor when
+    /// it was taken from the window itself.
     #[inline(always)]
-    pub(super) fn waiting_go_first(&self, s: u16, why: Flush) -> bool {
-        self.has_waiting(s)
-            && !self.from_window
-            && !matches!(why, Flush::FragLimit | Flush::SizeLimit)
+    pub(super) fn waiting_go_first(&self, s: u16, seq: u32) -> bool {
+        self.has_waiting(s) && !self.from_window && seq != self.table.get(s).next_seq
     }
 }

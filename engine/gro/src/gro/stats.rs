@@ -148,11 +148,16 @@ pub enum Pass {
     /// (`Gro::receive_poll`), that no later packet of the poll could join:
     /// sent at once rather than held to the poll's end.
     Alone,
+    /// With the reorder window on: a segment in the gap before its flow's
+    /// held packet (the flow started that packet ahead of where its
+    /// delivered data ends), passed at once, before it; the held packet
+    /// stays held.
+    BeforeHeld,
 }
 
 impl Pass {
     /// How many reasons there are (the length of `GroStats::pass`).
-    pub const N: usize = NotTcp::ALL.len() + 9;
+    pub const N: usize = NotTcp::ALL.len() + 10;
     /// The reason's index in `GroStats::pass`.
     pub fn index(self) -> usize {
         match self {
@@ -166,6 +171,7 @@ impl Pass {
             Pass::UdpNoChecksum => NotTcp::ALL.len() + 6,
             Pass::UdpNoPayload => NotTcp::ALL.len() + 7,
             Pass::Alone => NotTcp::ALL.len() + 8,
+            Pass::BeforeHeld => NotTcp::ALL.len() + 9,
         }
     }
     /// Every reason, in index order.
@@ -180,6 +186,7 @@ impl Pass {
             Pass::UdpNoChecksum,
             Pass::UdpNoPayload,
             Pass::Alone,
+            Pass::BeforeHeld,
         ])
     }
     /// The reason's name in the report's `passthrough`.
@@ -195,6 +202,7 @@ impl Pass {
             Pass::UdpNoChecksum => "udp_no_checksum",
             Pass::UdpNoPayload => "udp_no_payload",
             Pass::Alone => "tcp_alone_in_poll",
+            Pass::BeforeHeld => "tcp_before_held",
         }
     }
 }
