@@ -177,12 +177,10 @@ impl<B: GroBuf> Gro<B> {
                         return self.pass(Pass::Retransmission, pkt, out);
                     }
                     Window::BeforeHeld => {
-                        // The delivered data now ends where it does, if it
-                        // follows on.
+                        // The delivered data now ends where the held packet
+                        // starts.
                         let h = self.table.get_mut(s);
-                        if h.high == seg.seq {
-                            h.high = seg.seq.wrapping_add(seg.payload);
-                        }
+                        h.high = h.head_seq;
                         return self.pass(Pass::BeforeHeld, pkt, out);
                     }
                     Window::Full => {

@@ -84,9 +84,9 @@ pub(super) enum Window {
     /// Wholly before the held data: it passes at once, after the held
     /// packet, and is not held.
     Retransmission,
-    /// Wholly in the gap before the held packet (its flow started it ahead
-    /// of where the data it delivered ends): it comes before the held
-    /// packet in sequence, so it passes at once, and the held packet stays.
+    /// Exactly the gap before the held packet (its flow started it ahead of
+    /// where the data it delivered ends): it comes before the held packet in
+    /// sequence, so it passes at once, and the held packet stays.
     BeforeHeld,
     /// Ahead of the gap, but the window is full: give the wait up.
     Full,
@@ -125,14 +125,15 @@ impl<B: GroBuf> Gro<B> {
         if h.gapless && r.waiting(s) == 0 && h.head_seq.wrapping_sub(end) < 1 << 31 {
             return Window::Retransmission;
         }
-        // Wholly between where the data the flow delivered ends (`high`) and
-        // the held packet's head, which started ahead of it (a flow whose
-        // packet left early, on PSH or at a limit, restarted with a segment
-        // that had waited): nothing of the flow after it has left.
-        let before = h.head_seq.wrapping_sub(h.high);
-        if before < 1 << 31
-            && seg.seq.wrapping_sub(h.high) < before
-            && end.wrapping_sub(h.high) <= before
+        // The whole gap between where the data the flow delivered ends
+        // (`high`) and the held packet's head, which started ahead of it (a
+        // flow whose packet left early, on PSH or at a limit, restarted with
+        // a segment that had waited): in sequence right after the one and
+        // right before the other. Only the whole gap: a part of it passed
+        // early could be followed by the rest after the held packet leaves.
+        if seg.seq == h.high
+            && end == h.head_seq
+            && h.head_seq.wrapping_sub(h.high) < 1 << 31
             && seg.flags & (SYN | RST | URG | FIN) == 0
             && h.same_ext(ext)
         {

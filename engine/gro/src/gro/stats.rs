@@ -148,9 +148,9 @@ pub enum Pass {
     /// (`Gro::receive_poll`), that no later packet of the poll could join:
     /// sent at once rather than held to the poll's end.
     Alone,
-    /// With the reorder window on: a segment in the gap before its flow's
-    /// held packet (the flow started that packet ahead of where its
-    /// delivered data ends), passed at once, before it; the held packet
+    /// With the reorder window on: a segment that is exactly the gap before
+    /// its flow's held packet (the flow started that packet ahead of where
+    /// its delivered data ends), passed at once, before it; the held packet
     /// stays held.
     BeforeHeld,
 }
