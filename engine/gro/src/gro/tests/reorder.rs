@@ -144,6 +144,15 @@ fn one_more_segment_than_the_window_holds_gives_the_wait_up() {
     assert_eq!(flush_count(&g, Flush::ReorderFull), 1);
 }
 
+/// Every packet starts past the one before it.
+fn assert_in_sequence(out: &[VecBuf]) {
+    let seqs: Vec<u32> = out.iter().map(seq_of).collect();
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "in sequence order: {seqs:?}"
+    );
+}
+
 /// The segment that fills a gap starts where the held packet ends: it
 /// comes before what waits in sequence, whether or not it can join the held
 /// packet (here the sender's timestamp ticked at the gap, as a real sender's
@@ -158,36 +167,29 @@ fn a_filler_that_cannot_join_the_held_packet_still_leaves_before_what_waited() {
         // 0-2 held; 4 and 5 wait for 3, which carries 4's timestamp.
         let mut out = feed(&mut g, arrange(&segs, &[0, 1, 2, 4, 5, 3]));
         out.extend(end_of_poll(&mut g));
-        let seqs: Vec<u32> = out.iter().map(seq_of).collect();
-        assert!(
-            seqs.windows(2).all(|w| w[0] < w[1]),
-            "in sequence order: {seqs:?}"
-        );
+        assert_in_sequence(&out);
         assert_eq!(check(&f, &out), [3, 3], "0-2, then 3-5 merged after it");
         assert_eq!(g.stats().reorder_held, 2);
     }
 }
 
 /// A flow whose packet left early (PSH, here) restarts ahead of a gap: the
-/// segment that fills the gap comes before the held packet in sequence, so
-/// it leaves at once, before it, and the held packet stays held.
+/// segment that fills that gap exactly comes before the held packet in
+/// sequence, so it leaves at once, before it, and the held packet stays held.
 #[test]
-fn a_segment_in_the_gap_before_the_held_packet_leaves_ahead_of_it() {
+fn a_segment_filling_the_gap_before_the_held_packet_leaves_ahead_of_it() {
     for ipv6 in [false, true] {
         let mut f = Flow::new(9, ipv6);
         let mut segs = segments(&mut f, 2);
         segs.push(f.next_with(MSS, |s| s.flags |= TCP_PSH));
         segs.extend(segments(&mut f, 3));
         let mut g = gro(window(4));
-        // 4 waits for 3; 2 fills nothing (it ends the packet, PSH); 4
-        // starts the next packet ahead of 3, 5 joins it; then 3.
+        // 4 waits for 2 and 3; 2 joins 0-1 and ends the packet (PSH), so 4
+        // starts the next one ahead of 3 and 5 joins it; then 3 fills that
+        // gap exactly.
         let mut out = feed(&mut g, arrange(&segs, &[0, 1, 4, 2, 5, 3]));
         out.extend(end_of_poll(&mut g));
-        let seqs: Vec<u32> = out.iter().map(seq_of).collect();
-        assert!(
-            seqs.windows(2).all(|w| w[0] < w[1]),
-            "in sequence order: {seqs:?}"
-        );
+        assert_in_sequence(&out);
         assert_eq!(check(&f, &out), [3, 1, 2], "0-2, 3 at once, then 4-5");
         assert_eq!(g.stats().pass[Pass::BeforeHeld.index()], 1);
         assert_eq!(g.held(), 0);
