@@ -133,7 +133,6 @@ impl<B: GroBuf> Gro<B> {
         // early could be followed by the rest after the held packet leaves.
         if seg.seq == h.high
             && end == h.head_seq
-            && h.head_seq.wrapping_sub(h.high) < 1 << 31
             && seg.flags & (SYN | RST | URG | FIN) == 0
             && h.same_ext(ext)
         {
