@@ -101,37 +101,45 @@ impl<B: GroBuf> Gro<B> {
             self.flush_slot(s, why, out);
             return self.start_in_freed(s, pkt, seq, c, out);
         }
-        let c = c.shifted(h.payload_len & 1 == 1);
         if h.tmpl.outer_id_at != 0 {
             h.outer_merged(pkt.head());
         }
-        if let Some(held) = h.pkt.as_mut() {
-            held.append_one(pkt, h.t.payload as usize);
-        }
-        h.psum_pos += c.pos;
-        h.psum_neg += c.neg;
-        h.payload_len += h.mss;
-        h.ip_len += h.mss;
-        h.next_seq = seq.wrapping_add(h.mss);
-        h.segs += 1;
-        h.frags += 1;
-        // The ID was the one expected: the next, or the same once fixed.
-        // (`last_id` is not read here: a load of it may be widened over the
-        // counters just stored, and wait for them, a store-forwarding stall
-        // that cost ~20% of GRO.)
-        if !h.t.ipv6 {
-            h.last_id = id;
-            if h.id_mode != IdMode::Fixed {
-                h.id_mode = IdMode::Incrementing;
-                h.next_id = id.wrapping_add(1) as u32;
-            }
-        }
+        h.take_next(pkt, seq, c, id);
         self.stats.merged_segments += 1;
         if psh {
             h.flags_or |= PSH;
             self.flush_slot(s, Flush::Psh, out);
         }
         None
+    }
+
+    /// After a segment went to the held packet in slot `s`: the segments
+    /// that follow it in `rest` (the rest of the burst) while each is that
+    /// packet's next full-size one, without PSH and within its limits,
+    /// merged in a loop of their own, with none of `receive`'s dispatch
+    /// (bulk traffic's bursts are runs of one flow). Each is taken
+    /// exactly as `receive` would take it: through `fast_merge` into `s`,
+    /// which `first` names. The first segment that is not such stays in
+    /// `rest` for `receive`. Plain TCP only, and not while the reorder
+    /// window is on or a poll is looked ahead in (their bookkeeping is
+    /// per segment).
+    #[inline(always)]
+    pub(super) fn merge_run(&mut self, s: u16, rest: &mut std::vec::Drain<'_, B>) {
+        let verify = self.cfg.csum == CsumMode::Verify;
+        let max_frags = self.cfg.max_frags;
+        #[cfg(test)]
+        if self.full_path_only {
+            return;
+        }
+        let Some(h) = self.table.try_get_mut(s) else {
+            return;
+        };
+        if !h.tmpl.on || h.tmpl.outer_id_at != 0 || h.pkt.is_none() {
+            return;
+        }
+        let n = run(h, rest, &self.masks, verify, max_frags);
+        self.stats.segments_in += n;
+        self.stats.merged_segments += n;
     }
 
     /// The flow in slot `s` was flushed (frag limit, end of poll, PSH...),
@@ -219,4 +227,35 @@ impl<B: GroBuf> Gro<B> {
         }
         None
     }
+}
+
+/// `merge_run`'s loop, a function of its own: `h` then cannot alias the
+/// buffers the loop writes, so what it reads of the held packet is not read
+/// again after each append. Returns the segments it took.
+#[inline(never)]
+fn run<B: GroBuf>(
+    h: &mut Held<B>,
+    rest: &mut std::vec::Drain<'_, B>,
+    masks: &Masks,
+    verify: bool,
+    max_frags: u16,
+) -> u64 {
+    let mut n = 0;
+    while let Some(pkt) = rest.as_slice().first() {
+        let Some(csum) = FastCsum::of(pkt.rx_hints(), verify) else {
+            break;
+        };
+        let id = h.next_id as u16;
+        let Some((seq, c, psh)) = h.template_match(pkt, Some(h.next_seq), Some(id), csum, masks)
+        else {
+            break;
+        };
+        if psh || h.frags >= max_frags || h.ip_len + h.mss > h.max_ip {
+            break;
+        }
+        let pkt = rest.next().expect("the segment just read");
+        h.take_next(pkt, seq, c, id);
+        n += 1;
+    }
+    n
 }

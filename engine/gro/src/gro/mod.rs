@@ -31,11 +31,12 @@
 //! poll's burst taken whole: a segment nothing later in it can join leaves
 //! at once), `reorder` (the window that lets segments ahead of a gap wait
 //! for it), `rules` (the full path's decision), `template` (the fast path's
-//! compare and its masks), `fast` (the fast path), `sums` (checksum state
-//! and the merged headers), `flush` (what leaves and when), `key` and
-//! `table` (flow identity and the bounded table), `stats` (counters and
-//! reasons), `tunnel` (the outer rules and headers of VXLAN and Geneve),
-//! `udp` (UDP GRO).
+//! compare and its masks), `fast` (the fast path, and a burst's runs of
+//! one flow merged in a loop of their own), `sums` (checksum state and the
+//! merged headers), `flush` (what leaves and when), `key` and `table` (flow
+//! identity and the bounded table), `stats` (counters and reasons),
+//! `tunnel` (the outer rules and headers of VXLAN and Geneve), `udp` (UDP
+//! GRO).
 
 pub mod buf;
 pub mod key;

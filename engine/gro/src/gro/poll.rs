@@ -171,13 +171,23 @@ impl<B: GroBuf> Gro<B> {
                 look.left[b as usize] += 1;
             }
         }
-        for (i, p) in burst.drain(..).enumerate() {
+        // Runs of one flow (what bulk traffic's bursts hold) go through
+        // `merge_run` after their first segment, unless segments are
+        // looked ahead or may wait ahead of a gap.
+        let runs = !on && self.reorder.is_none();
+        let mut rest = burst.drain(..);
+        let mut i = 0;
+        while let Some(p) = rest.next() {
             if on {
                 let b = self.look.bucket[i];
                 self.look.cur = b;
                 self.look.left[b as usize] -= 1;
+                i += 1;
             }
             self.receive(p, now, out);
+            if let Some(s) = self.first.filter(|_| runs) {
+                self.merge_run(s, &mut rest);
+            }
         }
         // Every bucket is back to 0: nothing to clear.
         self.look.on = false;

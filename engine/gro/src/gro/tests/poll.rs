@@ -118,3 +118,62 @@ fn the_reorder_window_takes_polls_segment_by_segment() {
     assert!(poll(&mut g, vec![a.next(MSS)]).is_empty(), "held");
     assert_eq!(alone(&g), 0);
 }
+
+/// A run of one flow's segments in a burst (merged after its first one in a
+/// loop of their own) ends wherever segment by segment a segment would not
+/// merge into the held packet: PSH, the frag limit, another flow, a gap, a
+/// short segment, another ACK, an ID that does not follow, a bad checksum.
+/// The packets, their order and the counters are those of `receive` on
+/// each segment, trusting checksums or verifying them.
+#[test]
+fn a_run_of_one_flow_in_a_burst_ends_where_a_segment_would_not_merge() {
+    for ipv6 in [false, true] {
+        for csum in [CsumMode::Trust, CsumMode::Verify] {
+            let (mut a, mut b) = (Flow::new(1, ipv6), Flow::new(2, ipv6));
+            let mut burst = Vec::new();
+            burst.extend((0..3).map(|_| a.next(MSS)));
+            burst.push(a.next_with(MSS, |s| s.flags |= TCP_PSH));
+            // Past the frag limit (4) within the run.
+            burst.extend((0..6).map(|_| a.next(MSS)));
+            burst.push(b.next(MSS));
+            burst.extend((0..3).map(|_| a.next(MSS)));
+            a.seq = a.seq.wrapping_add(MSS as u32);
+            burst.extend((0..3).map(|_| a.next(MSS)));
+            burst.push(a.next(MSS / 2));
+            burst.extend((0..2).map(|_| a.next(MSS)));
+            burst.push(a.next_with(MSS, |s| s.ack += 1));
+            burst.extend((0..2).map(|_| a.next_with(MSS, |s| s.ack += 1)));
+            a.ip_id = a.ip_id.wrapping_add(3);
+            burst.extend((0..2).map(|_| a.next_with(MSS, |s| s.ack += 1)));
+            let mut bad = a.next_with(MSS, |s| s.ack += 1);
+            let last = bad.segs[0].len() - 1;
+            bad.segs[0][last] ^= 0x5a;
+            burst.push(bad);
+            burst.extend((0..3).map(|_| a.next_with(MSS, |s| s.ack += 1)));
+            let cfg = GroConfig {
+                max_frags: 4,
+                csum,
+                ..Default::default()
+            };
+            let (mut one, mut runs) = (gro(cfg), gro(cfg));
+            let mut want = feed(&mut one, burst.clone());
+            want.extend(flush(&mut one));
+            let mut got = Vec::new();
+            runs.receive_burst(&mut burst, 0, &mut |p| got.push(p));
+            got.extend(flush(&mut runs));
+            let packets = |v: &[VecBuf]| -> Vec<(Vec<u64>, Vec<u8>)> {
+                v.iter().map(|p| (p.ids.clone(), p.bytes())).collect()
+            };
+            assert!(
+                packets(&got) == packets(&want),
+                "ipv6 {ipv6}, {csum:?}: packets differ"
+            );
+            assert_eq!(
+                runs.stats(),
+                one.stats(),
+                "ipv6 {ipv6}, {csum:?}: counters differ"
+            );
+            assert!(one.stats().merged_segments >= 15, "the runs merged");
+        }
+    }
+}
