@@ -120,9 +120,9 @@ impl<B: GroBuf> Gro<B> {
     /// (bulk traffic's bursts are runs of one flow). Each is taken
     /// exactly as `receive` would take it: through `fast_merge` into `s`,
     /// which `first` names. The first segment that is not such stays in
-    /// `rest` for `receive`. Plain TCP only, and not while the reorder
-    /// window is on or a poll is looked ahead in (their bookkeeping is
-    /// per segment).
+    /// `rest` for `receive`. Not for a flow inside a tunnel over IPv4 (its
+    /// outer ID is followed on its own), nor while the reorder window is on
+    /// or a poll is looked ahead in (their bookkeeping is per segment).
     #[inline(always)]
     pub(super) fn merge_run(&mut self, s: u16, rest: &mut std::vec::Drain<'_, B>) {
         let verify = self.cfg.csum == CsumMode::Verify;
