@@ -137,7 +137,7 @@ impl<B: GroBuf> Gro<B> {
         if !h.tmpl.on || h.tmpl.outer_id_at != 0 || h.pkt.is_none() {
             return;
         }
-        let n = run(h, rest, &self.masks, verify, max_frags);
+        let n = merge_loop(h, rest, &self.masks, verify, max_frags);
         self.stats.segments_in += n;
         self.stats.merged_segments += n;
     }
@@ -233,7 +233,7 @@ impl<B: GroBuf> Gro<B> {
 /// buffers the loop writes, so what it reads of the held packet is not read
 /// again after each append. Returns the segments it took.
 #[inline(never)]
-fn run<B: GroBuf>(
+fn merge_loop<B: GroBuf>(
     h: &mut Held<B>,
     rest: &mut std::vec::Drain<'_, B>,
     masks: &Masks,
