@@ -88,7 +88,7 @@ impl<B: GroBuf> Gro<B> {
         if h.tmpl.outer_id_at != 0 && !h.outer_follows(pkt.head(), true) {
             return Some(pkt);
         }
-        if h.frags >= max_frags || h.ip_len + h.mss > h.max_ip {
+        if h.full(max_frags) {
             if psh {
                 // Flush, then a PSH segment passes: the full path's job.
                 return Some(pkt);
@@ -250,7 +250,7 @@ fn merge_loop<B: GroBuf>(
         else {
             break;
         };
-        if psh || h.frags >= max_frags || h.ip_len + h.mss > h.max_ip {
+        if psh || h.full(max_frags) {
             break;
         }
         let pkt = rest.next().expect("the segment just read");

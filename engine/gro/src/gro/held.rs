@@ -203,6 +203,13 @@ impl<B> Default for Held<B> {
 }
 
 impl<B: GroBuf> Held<B> {
+    /// Whether the packet has no room for one more full-size segment: it
+    /// spans `max_frags` buffers, or one more would pass its size limit.
+    #[inline(always)]
+    pub(super) fn full(&self, max_frags: u16) -> bool {
+        self.frags >= max_frags || self.ip_len + self.mss > self.max_ip
+    }
+
     /// Appends `pkt`, this packet's next full-size segment (sequence number
     /// `seq`, IPv4 ID `id`, checksum contribution `c`, a tunnel's outer
     /// header taken care of), and moves on what the next one must carry.
