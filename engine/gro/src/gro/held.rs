@@ -228,8 +228,7 @@ impl<B: GroBuf> Held<B> {
         self.frags += 1;
         // The ID was the one expected: the next, or the same once fixed.
         // (`last_id` is not read here: a load of it may be widened over the
-        // counters just stored, and wait for them, a store-forwarding stall
-        // that cost ~20% of GRO.)
+        // counters just stored, and wait for them: a store-forwarding stall.)
         if !self.t.ipv6 {
             self.last_id = id;
             if self.id_mode != IdMode::Fixed {
