@@ -600,6 +600,38 @@ impl GroBuf for Skb {
     }
 
     #[inline(always)]
+    fn append_run<I: Iterator<Item = Skb>>(&mut self, run: I, off: usize) {
+        let h = self.as_ptr();
+        let meta = self.meta_mut();
+        let mut tail = meta.tail;
+        let (mut len, mut nb, mut truesize) = (0u32, 0u16, 0u32);
+        for other in run {
+            let o = other.into_mbuf();
+            // SAFETY: we own the chain and each `o`, a one-buffer skb
+            // holding more than `off` bytes (the caller checked), which no
+            // one else links to: trimmed of them and linked after `tail`,
+            // our last buffer so far.
+            unsafe {
+                debug_assert!(mb::nb_segs(o) == 1 && (mb::data_len(o) as usize) > off);
+                (*o).data_off += off as u16;
+                (*o).data_len -= off as u16;
+                len += (*o).data_len as u32;
+                truesize += (*(mb::priv_area(o) as *const SkbMeta)).truesize;
+                (*tail).next = o;
+            }
+            tail = o;
+            nb += 1;
+        }
+        meta.tail = tail;
+        meta.truesize += truesize;
+        // SAFETY: field writes on our head, the chain's totals.
+        unsafe {
+            (*h).pkt_len += len;
+            (*h).nb_segs += nb;
+        }
+    }
+
+    #[inline(always)]
     fn set_gso(&mut self, info: &GsoInfo) {
         let m = self.as_ptr();
         let meta = self.meta_mut();

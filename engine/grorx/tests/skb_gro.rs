@@ -82,17 +82,44 @@ fn verify(bytes: &[u8]) -> Tcp {
     t
 }
 
-fn run_gro(p: &Mempool, sc: &SkbConf, frames: &[Vec<u8>], room: usize, cfg: GroConfig) -> Vec<Skb> {
+/// The frames through GRO one at a time (`burst` 1), or in bursts, where a
+/// run of one flow's segments is appended to its held chain at once.
+fn run_gro(
+    p: &Mempool,
+    sc: &SkbConf,
+    frames: &[Vec<u8>],
+    room: usize,
+    cfg: GroConfig,
+    burst: usize,
+) -> Vec<Skb> {
     let mut gro: Gro<Skb> = Gro::new(cfg);
     let mut stats = SkbStats::default();
     let mut out = Vec::new();
-    for f in frames {
-        // SAFETY: a fresh chain from our pool, given to the skb.
-        let s = unsafe { Skb::build(mbuf_of(p, f, room), sc, &mut stats) };
-        gro.receive(s, 0, &mut |o| out.push(o));
+    let mut skbs = Vec::new();
+    for f in frames.chunks(burst) {
+        for f in f {
+            // SAFETY: a fresh chain from our pool, given to the skb.
+            skbs.push(unsafe { Skb::build(mbuf_of(p, f, room), sc, &mut stats) });
+        }
+        if burst == 1 {
+            gro.receive(skbs.pop().expect("one frame"), 0, &mut |o| out.push(o));
+        } else {
+            gro.receive_burst(&mut skbs, 0, &mut |o| out.push(o));
+        }
     }
     gro.flush_all(&mut |o| out.push(o));
     out
+}
+
+/// The last buffer of a chain.
+fn last_of(mut m: *mut sys::rte_mbuf) -> *mut sys::rte_mbuf {
+    // SAFETY: walking a chain we own.
+    unsafe {
+        while !mb::next(m).is_null() {
+            m = mb::next(m);
+        }
+    }
+    m
 }
 
 #[test]
@@ -100,10 +127,10 @@ fn merged_chains_are_valid_and_bytes_survive() {
     let _e = common::eal();
     let p = pool(2176);
     let sc = conf(&p, None, 128);
-    for ipv6 in [false, true] {
+    for (ipv6, burst) in [(false, 1), (true, 1), (false, 32), (true, 32)] {
         let spec = FlowSpec::numbered(1, ipv6);
         let frames = segment_stream(&spec, 1, 42, 20 * 1448, 1448);
-        let out = run_gro(&p, &sc, &frames, 4096, GroConfig::default());
+        let out = run_gro(&p, &sc, &frames, 4096, GroConfig::default(), burst);
         // 20 segments, the last with PSH: 17 + 3 with max_frags 17.
         assert_eq!(
             out.iter().map(|s| s.meta().gso_segs).collect::<Vec<_>>(),
@@ -115,6 +142,11 @@ fn merged_chains_are_valid_and_bytes_survive() {
             let t = verify(&bytes);
             payload.extend_from_slice(&bytes[t.payload as usize..]);
             let m = s.meta();
+            assert_eq!(
+                m.tail,
+                last_of(s.as_ptr()),
+                "the tail is the chain's last buffer"
+            );
             assert_eq!(m.gso_size, 1448);
             assert_eq!(
                 (m.l2_len, m.l3_len, m.l4_len),
@@ -152,7 +184,7 @@ fn multi_segment_frames_count_every_buffer() {
     let spec = FlowSpec::numbered(2, false);
     let frames = segment_stream(&spec, 2, 0, 16 * 1448, 1448);
     // 1514 B frames in 1024 B buffers: 2 buffers each, so 17 frags hold 8 frames.
-    let out = run_gro(&p, &sc, &frames, 1024, GroConfig::default());
+    let out = run_gro(&p, &sc, &frames, 1024, GroConfig::default(), 1);
     assert_eq!(out[0].meta().gso_segs, 8);
     assert!(out.iter().all(|s| s.segs() <= 17));
     let mut payload = Vec::new();
@@ -245,7 +277,7 @@ fn copy_mode_copies_headers_into_a_separate_head() {
     let sc = conf(&p, Some(&heads), 128);
     let spec = FlowSpec::numbered(5, false);
     let frames = segment_stream(&spec, 5, 0, 6 * 1448, 1448);
-    let out = run_gro(&p, &sc, &frames, 4096, GroConfig::default());
+    let out = run_gro(&p, &sc, &frames, 4096, GroConfig::default(), 1);
     assert_eq!(out.len(), 1);
     let s = &out[0];
     assert_ne!(s.meta().flags & skb::SKB_COPIED_HEAD, 0);

@@ -94,6 +94,16 @@ pub trait GroBuf {
     {
         self.append(other, off)
     }
+    /// `append_one` for each of `run`, in order: a run of one flow's
+    /// segments merged at once, so the chain's totals are written once.
+    fn append_run<I: Iterator<Item = Self>>(&mut self, run: I, off: usize)
+    where
+        Self: Sized,
+    {
+        for other in run {
+            self.append_one(other, off);
+        }
+    }
     /// The packet leaves GRO laid out like this.
     fn set_gso(&mut self, info: &GsoInfo);
 }

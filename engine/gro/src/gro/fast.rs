@@ -137,7 +137,12 @@ impl<B: GroBuf> Gro<B> {
         if !h.tmpl.on || h.tmpl.outer_id_at != 0 || h.pkt.is_none() {
             return;
         }
-        let n = merge_loop(h, rest, &self.masks, verify, max_frags);
+        // A loop for each checksum mode: trusting, it has no sums to make.
+        let n = if verify {
+            merge_loop::<B, true>(h, rest, &self.masks, max_frags)
+        } else {
+            merge_loop::<B, false>(h, rest, &self.masks, max_frags)
+        };
         self.stats.segments_in += n;
         self.stats.merged_segments += n;
     }
@@ -230,32 +235,56 @@ impl<B: GroBuf> Gro<B> {
 }
 
 /// `merge_run`'s loop, a function of its own: `h` then cannot alias the
-/// buffers the loop writes, so what it reads of the held packet is not read
-/// again after each append. Returns the segments it took.
+/// buffers in `rest`, so what it reads of the held packet stays in
+/// registers. Only what changes from one segment to the next (the seq and
+/// ID expected, the checksum sum, the payload's parity, the room left) is
+/// carried through the loop; the held packet's bookkeeping is done once
+/// for the run, and the run is appended in one call, so the chain's totals
+/// are written once. Returns the segments it took.
 #[inline(never)]
-fn merge_loop<B: GroBuf>(
+fn merge_loop<B: GroBuf, const VERIFY: bool>(
     h: &mut Held<B>,
     rest: &mut std::vec::Drain<'_, B>,
     masks: &Masks,
-    verify: bool,
     max_frags: u16,
 ) -> u64 {
+    // `Held::full`'s limits, counted down: buffers, and bytes of IP packet.
+    let frags_left = max_frags.saturating_sub(h.frags) as usize;
+    let mut size_left = h.max_ip.saturating_sub(h.ip_len);
+    // The ID counts up by one a segment unless fixed (IPv6 has none).
+    let id_step = u16::from(!h.t.ipv6 && h.id_mode != IdMode::Fixed);
+    let odd_mss = h.mss & 1 == 1;
+    let (mut seq, mut id) = (h.next_seq, h.next_id as u16);
+    let mut odd = h.payload_len & 1 == 1;
+    let mut sum = Contrib::default();
     let mut n = 0;
-    while let Some(pkt) = rest.as_slice().first() {
-        let Some(csum) = FastCsum::of(pkt.rx_hints(), verify) else {
-            break;
-        };
-        let id = h.next_id as u16;
-        let Some((seq, c, psh)) = h.template_match(pkt, Some(h.next_seq), Some(id), csum, masks)
-        else {
-            break;
-        };
-        if psh || h.full(max_frags) {
+    for pkt in rest.as_slice().iter().take(frags_left) {
+        if size_left < h.mss {
             break;
         }
-        let pkt = rest.next().expect("the segment just read");
-        h.take_next(pkt, seq, c, id);
+        let Some(csum) = FastCsum::of(pkt.rx_hints(), VERIFY) else {
+            break;
+        };
+        let Some((_, c, psh)) = h.template_match(pkt, Some(seq), Some(id), csum, masks) else {
+            break;
+        };
+        if psh {
+            break;
+        }
+        let c = c.shifted(odd);
+        sum.pos += c.pos;
+        sum.neg += c.neg;
+        odd ^= odd_mss;
+        seq = seq.wrapping_add(h.mss);
+        id = id.wrapping_add(id_step);
+        size_left -= h.mss;
         n += 1;
     }
-    n
+    if n > 0 {
+        h.count_run(n as u16, sum, seq, id.wrapping_sub(id_step));
+        let off = h.t.payload as usize;
+        let held = h.pkt.as_mut().expect("merge_run checked the packet");
+        held.append_run(rest.by_ref().take(n), off);
+    }
+    n as u64
 }

@@ -215,25 +215,35 @@ impl<B: GroBuf> Held<B> {
     /// header taken care of), and moves on what the next one must carry.
     #[inline(always)]
     pub(super) fn take_next(&mut self, pkt: B, seq: u32, c: Contrib, id: u16) {
-        let c = c.shifted(self.payload_len & 1 == 1);
         if let Some(held) = self.pkt.as_mut() {
             held.append_one(pkt, self.t.payload as usize);
         }
+        let c = c.shifted(self.payload_len & 1 == 1);
+        self.count_run(1, c, seq.wrapping_add(self.mss), id);
+    }
+
+    /// The bookkeeping of `n` full-size segments the caller appends: their
+    /// checksum contributions `c` (each shifted as its offset in the
+    /// payload wants), the sequence number the next one must carry, and
+    /// the IPv4 ID of the last of them, which was the one expected (the
+    /// next, or the same once fixed).
+    #[inline(always)]
+    pub(super) fn count_run(&mut self, n: u16, c: Contrib, next_seq: u32, last_id: u16) {
+        let bytes = self.mss * n as u32;
         self.psum_pos += c.pos;
         self.psum_neg += c.neg;
-        self.payload_len += self.mss;
-        self.ip_len += self.mss;
-        self.next_seq = seq.wrapping_add(self.mss);
-        self.segs += 1;
-        self.frags += 1;
-        // The ID was the one expected: the next, or the same once fixed.
+        self.payload_len += bytes;
+        self.ip_len += bytes;
+        self.next_seq = next_seq;
+        self.segs += n;
+        self.frags += n;
         // (`last_id` is not read here: a load of it may be widened over the
         // counters just stored, and wait for them: a store-forwarding stall.)
         if !self.t.ipv6 {
-            self.last_id = id;
+            self.last_id = last_id;
             if self.id_mode != IdMode::Fixed {
                 self.id_mode = IdMode::Incrementing;
-                self.next_id = id.wrapping_add(1) as u32;
+                self.next_id = last_id.wrapping_add(1) as u32;
             }
         }
     }
