@@ -263,7 +263,9 @@ pub fn run<S: Stage, const CYCLES: bool>(
                                 bytes += mb::pkt_len(m) as u64;
                                 Skb::build_checked(m, &st.skb, &mut st.skb_stats)
                             };
-                            skbs.extend(skb);
+                            if let Some(skb) = skb {
+                                skbs.push(skb);
+                            }
                         }
                         b.clear_moved();
                         // The burst in one call. Flushing at each poll's end,
