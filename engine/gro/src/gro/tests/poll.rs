@@ -121,19 +121,29 @@ fn the_reorder_window_takes_polls_segment_by_segment() {
 
 /// A run of one flow's segments in a burst (merged after its first one in a
 /// loop of their own) ends wherever segment by segment a segment would not
-/// merge into the held packet: PSH, the frag limit, another flow, a gap, a
-/// short segment, another ACK, an ID that does not follow, a bad checksum.
+/// merge into the held packet: PSH, the frag limit or the size limit,
+/// another flow, a gap, a short segment, another ACK, an ID that does not
+/// follow, a bad checksum.
 /// The packets, their order and the counters are those of `receive` on
 /// each segment, trusting checksums or verifying them.
 #[test]
 fn a_run_of_one_flow_in_a_burst_ends_where_a_segment_would_not_merge() {
+    // The frag limit (4 buffers), or the size limit (an IP packet of at most
+    // four segments' payload and 100 bytes of headers) reached first.
+    let limits = [
+        (4, GroConfig::default().max_size),
+        (17, 4 * MSS as u32 + 100),
+    ];
     for ipv6 in [false, true] {
-        for csum in [CsumMode::Trust, CsumMode::Verify] {
+        for (csum, (max_frags, max_size)) in [CsumMode::Trust, CsumMode::Verify]
+            .into_iter()
+            .flat_map(|c| limits.map(|l| (c, l)))
+        {
             let (mut a, mut b) = (Flow::new(1, ipv6), Flow::new(2, ipv6));
             let mut burst = Vec::new();
             burst.extend((0..3).map(|_| a.next(MSS)));
             burst.push(a.next_with(MSS, |s| s.flags |= TCP_PSH));
-            // Past the frag limit (4) within the run.
+            // Past the limit within the run.
             burst.extend((0..6).map(|_| a.next(MSS)));
             burst.push(b.next(MSS));
             burst.extend((0..3).map(|_| a.next(MSS)));
@@ -151,7 +161,8 @@ fn a_run_of_one_flow_in_a_burst_ends_where_a_segment_would_not_merge() {
             burst.push(bad);
             burst.extend((0..3).map(|_| a.next_with(MSS, |s| s.ack += 1)));
             let cfg = GroConfig {
-                max_frags: 4,
+                max_frags,
+                max_size,
                 csum,
                 ..Default::default()
             };
@@ -166,14 +177,20 @@ fn a_run_of_one_flow_in_a_burst_ends_where_a_segment_would_not_merge() {
             };
             assert!(
                 packets(&got) == packets(&want),
-                "ipv6 {ipv6}, {csum:?}: packets differ"
+                "ipv6 {ipv6}, {csum:?}, {max_frags} frags: packets differ"
             );
             assert_eq!(
                 runs.stats(),
                 one.stats(),
-                "ipv6 {ipv6}, {csum:?}: counters differ"
+                "ipv6 {ipv6}, {csum:?}, {max_frags} frags: counters differ"
             );
             assert!(one.stats().merged_segments >= 15, "the runs merged");
+            let limit = if max_frags == 4 {
+                Flush::FragLimit
+            } else {
+                Flush::SizeLimit
+            };
+            assert!(flush_count(&one, limit) > 0, "{limit:?} reached");
         }
     }
 }
