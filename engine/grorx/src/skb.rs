@@ -314,7 +314,7 @@ impl Skb {
 
     /// Trims the first `off` bytes of `o` and links the chain `o..=tail`
     /// (`nb` buffers, `len` bytes once trimmed, pinning `truesize`) after
-    /// our tail: what both appends end with.
+    /// our tail.
     ///
     /// # Safety
     /// We own the chain, which no one else links to; `o` holds at least
@@ -334,11 +334,25 @@ impl Skb {
         unsafe {
             (*o).data_off += off as u16;
             (*o).data_len -= off as u16;
-            let h = self.as_ptr();
-            let meta = self.meta_mut();
-            (*meta.tail).next = o;
-            meta.tail = tail;
-            meta.truesize += truesize;
+            (*self.meta().tail).next = o;
+            self.grew(tail, nb, len, truesize);
+        }
+    }
+
+    /// The chain now ends at `tail`, linked after our old tail, and is `nb`
+    /// buffers, `len` bytes and `truesize` longer: the totals every append
+    /// ends by writing, once.
+    ///
+    /// # Safety
+    /// `tail` is the last buffer of a chain we own that our old tail links to.
+    #[inline(always)]
+    unsafe fn grew(&mut self, tail: *mut sys::rte_mbuf, nb: u16, len: u32, truesize: u32) {
+        let h = self.as_ptr();
+        let meta = self.meta_mut();
+        meta.tail = tail;
+        meta.truesize += truesize;
+        // SAFETY: field writes on our head, which we own.
+        unsafe {
             (*h).pkt_len += len;
             (*h).nb_segs += nb;
         }
@@ -588,22 +602,12 @@ impl GroBuf for Skb {
 
     #[inline(always)]
     fn append_one(&mut self, other: Skb, off: usize) {
-        let o = other.into_mbuf();
-        // SAFETY: we own both; `o` is one buffer holding more than `off`
-        // bytes (the caller checked): trimmed of them and linked after our tail.
-        unsafe {
-            debug_assert!(mb::nb_segs(o) == 1 && (mb::data_len(o) as usize) > off);
-            let o_truesize = (*(mb::priv_area(o) as *const SkbMeta)).truesize;
-            let len = mb::data_len(o) as u32 - off as u32;
-            self.link(o, off, o, 1, len, o_truesize);
-        }
+        self.append_run(std::iter::once(other), off);
     }
 
     #[inline(always)]
     fn append_run<I: Iterator<Item = Skb>>(&mut self, run: I, off: usize) {
-        let h = self.as_ptr();
-        let meta = self.meta_mut();
-        let mut tail = meta.tail;
+        let mut tail = self.meta().tail;
         let (mut len, mut nb, mut truesize) = (0u32, 0u16, 0u32);
         for other in run {
             let o = other.into_mbuf();
@@ -622,13 +626,8 @@ impl GroBuf for Skb {
             tail = o;
             nb += 1;
         }
-        meta.tail = tail;
-        meta.truesize += truesize;
-        // SAFETY: field writes on our head, the chain's totals.
-        unsafe {
-            (*h).pkt_len += len;
-            (*h).nb_segs += nb;
-        }
+        // SAFETY: `tail` ends the buffers just linked after our old tail.
+        unsafe { self.grew(tail, nb, len, truesize) };
     }
 
     #[inline(always)]
