@@ -237,10 +237,11 @@ impl<B: GroBuf> Gro<B> {
 /// `merge_run`'s loop, a function of its own: `h` then cannot alias the
 /// buffers in `rest`, so what it reads of the held packet stays in
 /// registers. Only what changes from one segment to the next (the seq and
-/// ID expected, the checksum sum, the payload's parity, the room left) is
-/// carried through the loop; the held packet's bookkeeping is done once
-/// for the run, and the run is appended in one call, so the chain's totals
-/// are written once. Returns the segments it took.
+/// ID expected, the checksum sum, the payload's parity) is carried through
+/// the loop, whose length the packet's room bounds up front; the held
+/// packet's bookkeeping is done once for the run, and the run is appended
+/// in one call, so the chain's totals are written once. Returns the
+/// segments it took.
 #[inline(never)]
 fn merge_loop<B: GroBuf, const VERIFY: bool>(
     h: &mut Held<B>,
@@ -248,24 +249,42 @@ fn merge_loop<B: GroBuf, const VERIFY: bool>(
     masks: &Masks,
     max_frags: u16,
 ) -> u64 {
-    // `Held::full`'s limits, counted down: buffers, and bytes of IP packet.
+    // One instance per compare width, so that each segment's check is
+    // `match_in`'s with the template's fields read once.
+    if h.tmpl.fixed() {
+        merge_loop_in::<B, VERIFY, FIXED_CMP>(h, rest, masks, max_frags)
+    } else {
+        merge_loop_in::<B, VERIFY, TMPL_LEN>(h, rest, masks, max_frags)
+    }
+}
+
+/// `merge_loop` for a template whose compare reads `N` bytes.
+#[inline(always)]
+fn merge_loop_in<B: GroBuf, const VERIFY: bool, const N: usize>(
+    h: &mut Held<B>,
+    rest: &mut std::vec::Drain<'_, B>,
+    masks: &Masks,
+    max_frags: u16,
+) -> u64 {
+    // `Held::full`'s limits as a count of full-size segments: the buffers
+    // left, and the bytes of IP packet left (a payload-less template has
+    // no run).
     let frags_left = max_frags.saturating_sub(h.frags) as usize;
-    let mut size_left = h.max_ip.saturating_sub(h.ip_len);
+    let size_left = h.max_ip.saturating_sub(h.ip_len);
+    let room = frags_left.min(size_left.checked_div(h.mss).unwrap_or(0) as usize);
     // The ID counts up by one a segment unless fixed (IPv6 has none).
     let id_step = u16::from(!h.t.ipv6 && h.id_mode != IdMode::Fixed);
     let odd_mss = h.mss & 1 == 1;
     let (mut seq, mut id) = (h.next_seq, h.next_id as u16);
     let mut odd = h.payload_len & 1 == 1;
     let mut sum = Contrib::default();
+    let mask = masks.get(h.tmpl.mask);
     let mut n = 0;
-    for pkt in rest.as_slice().iter().take(frags_left) {
-        if size_left < h.mss {
-            break;
-        }
+    for pkt in rest.as_slice().iter().take(room) {
         let Some(csum) = FastCsum::of(pkt.rx_hints(), VERIFY) else {
             break;
         };
-        let Some((_, c, psh)) = h.template_match(pkt, Some(seq), Some(id), csum, masks) else {
+        let Some((_, c, psh)) = h.match_in::<N>(pkt, mask, Some(seq), Some(id), csum) else {
             break;
         };
         if psh {
@@ -277,7 +296,6 @@ fn merge_loop<B: GroBuf, const VERIFY: bool>(
         odd ^= odd_mss;
         seq = seq.wrapping_add(h.mss);
         id = id.wrapping_add(id_step);
-        size_left -= h.mss;
         n += 1;
     }
     if n > 0 {

@@ -265,6 +265,8 @@ impl<B: GroBuf> Held<B> {
     /// (In a tunnel, `outer_follows` checks the outer IPv4 header.)
     /// If so, its sequence number, its payload's checksum contribution and
     /// whether it carries PSH, unless it is verified and bad (None then too).
+    /// A frame shorter than the bytes a compare reads (a payload of a few
+    /// bytes) is the full path's.
     #[inline(always)]
     pub(super) fn template_match(
         &self,
@@ -275,23 +277,45 @@ impl<B: GroBuf> Held<B> {
         masks: &Masks,
     ) -> Option<(u32, Contrib, bool)> {
         let tm = &self.tmpl;
-        let b = pkt.head();
-        if !tm.on
-            || pkt.len() != tm.frame_len as usize
-            || pkt.segs() != 1
-            || !tm.matches(b, masks.get(tm.mask))
-            || !tm.next_ok(b, seq, id)
-        {
+        if !tm.on {
             return None;
         }
-        let l4 = self.t.l4 as usize;
-        let seq = seq.unwrap_or_else(|| field::read32(b, l4, tcp::SEQ));
-        let field = field::read16(b, l4, tcp::CHECKSUM);
-        // PSH is the one flag the template lets differ (the head has none).
-        let psh = b[l4 + tcp::FLAGS] & PSH;
-        let x = tm.k + (seq >> 16) as u64 + (seq & 0xffff) as u64 + field as u64 + psh as u64;
+        let mask = masks.get(tm.mask);
+        if tm.fixed() {
+            self.match_in::<FIXED_CMP>(pkt, mask, seq, id, csum)
+        } else {
+            self.match_in::<TMPL_LEN>(pkt, mask, seq, id, csum)
+        }
+    }
+
+    /// `template_match` for a template that is on and whose compare reads
+    /// `N` bytes (`Template::fixed`), with its layout's `mask`: what a run
+    /// of segments checks each by, the template's fields read once.
+    #[inline(always)]
+    pub(super) fn match_in<const N: usize>(
+        &self,
+        pkt: &B,
+        mask: &[u8; TMPL_LEN],
+        seq: Option<u32>,
+        id: Option<u16>,
+        csum: FastCsum,
+    ) -> Option<(u32, Contrib, bool)> {
+        if pkt.len() != self.tmpl.frame_len as usize || pkt.segs() != 1 {
+            return None;
+        }
+        let b = pkt.head();
+        let h: &[u8; N] = b.first_chunk()?;
+        let tm = &self.tmpl;
+        let seen = tm.accepts(h, mask, seq, id, csum.verify)?;
+        let seq = seq.unwrap_or(seen.seq);
+        let psh = seen.psh;
+        let x = tm.k
+            + (seq >> 16) as u64
+            + (seq & 0xffff) as u64
+            + seen.csum as u64
+            + psh as u64 * PSH as u64;
         if !csum.sums(tm.tunnel) {
-            return Some((seq, Contrib { pos: 0, neg: x }, psh != 0));
+            return Some((seq, Contrib { pos: 0, neg: x }, psh));
         }
         // One buffer (checked above): its payload is one slice.
         let payload = self.t.payload as usize;
@@ -302,7 +326,7 @@ impl<B: GroBuf> Held<B> {
                 pos: p as u64,
                 neg: 0,
             },
-            psh != 0,
+            psh,
         ))
     }
 }

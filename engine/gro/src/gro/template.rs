@@ -6,7 +6,7 @@ use crate::wire::Outer;
 
 /// The header the next in-order, full-size segment of a held flow must
 /// carry, byte for byte but for its sequence number, IPv4 ID and checksums,
-/// which vary and are checked on their own (`next_ok`), and PSH (merged,
+/// which vary and are checked on their own (`accepts`), and PSH (merged,
 /// then flushed): same flow, ACK, other flags, window, options, TOS/TTL/DF.
 /// It never changes once built, so a compare never waits on a store into it.
 /// A segment that matches it under its layout's mask (`Masks`), with the
@@ -26,7 +26,10 @@ pub(super) struct Template {
     /// 8-byte words the header spans.
     pub(super) words: u8,
     /// Offsets (the header lies within `TMPL_LEN` bytes): seq, IPv4 ID and
-    /// header checksum (0: IPv6; the checksum 0 also when trusting).
+    /// header checksum (0: IPv6; the checksum 0 also when trusting). While
+    /// `on`, each of them and the TCP header's fields up to its checksum
+    /// lie inside the first `words * 8` bytes (`build` checks it): the fast
+    /// path reads them without bounds checks.
     pub(super) seq_at: u8,
     pub(super) id_at: u8,
     pub(super) ip_csum_at: u8,
@@ -154,62 +157,87 @@ impl Template {
             }
             _ => (0, 0, 0),
         };
+        // The fast path reads these fields without bounds checks: each lies
+        // inside the compared header (always so for a parsed layout).
+        let end = tm.words as usize * 8;
+        if tm.seq_at as usize - tcp::SEQ.start + tcp::CHECKSUM.end > end
+            || tm.id_at as usize + 2 > end
+            || tm.ip_csum_at as usize + 2 > end
+        {
+            return;
+        }
         // A full-size segment's sum but for its seq (and checksum field).
         tm.k =
             pseudo_sum(a.pbase, a.tcp_len) + tcp_header_sum(a.hconst, 0, seg.urg, seg.flags & !CWR);
         tm.on = true;
     }
 
-    /// Does `b` match under `mask` (this template's, from `Masks`), word by
-    /// word?
+    /// The header bytes a compare of this template reads: `FIXED_CMP`, or
+    /// all of `TMPL_LEN` for a longer header (QinQ, IPv6 with long options).
     #[inline(always)]
-    pub(super) fn matches(&self, b: &[u8], mask: &[u8; TMPL_LEN]) -> bool {
-        let n = self.words as usize;
-        // Nearly every header fits FIXED_CMP bytes: one compare of a fixed
-        // size, which the compiler turns into a few vector instructions
-        // (the mask is zero past the header).
-        if n * 8 <= FIXED_CMP && b.len() >= FIXED_CMP {
-            let w =
-                |a: &[u8], i: usize| u64::from_ne_bytes(a[i * 8..i * 8 + 8].try_into().unwrap());
-            let (b, t, m) = (
-                &b[..FIXED_CMP],
-                &self.bytes[..FIXED_CMP],
-                &mask[..FIXED_CMP],
-            );
-            let mut d = 0u64;
-            for i in 0..FIXED_CMP / 8 {
-                d |= (w(b, i) ^ w(t, i)) & w(m, i);
-            }
-            return d == 0;
-        }
-        if b.len() < n * 8 {
-            return false;
-        }
-        let mut d = 0u64;
-        for i in 0..n {
-            let w = |a: &[u8]| u64::from_ne_bytes(a[i * 8..i * 8 + 8].try_into().unwrap());
-            d |= (w(b) ^ w(&self.bytes)) & w(mask);
-        }
-        d == 0
+    pub(super) fn fixed(&self) -> bool {
+        self.words as usize * 8 <= FIXED_CMP
     }
 
-    /// Does `b` (which `matches`) carry sequence number `seq` (None: any)
-    /// and IPv4 ID `id` (None: any), and, when verifying, the IPv4 checksum
-    /// that goes with its ID?
+    /// Whether `h`, the first `N` bytes of a segment (`N` of at least the
+    /// header: `fixed` says which), matches this template under `mask` (its
+    /// layout's, from `Masks`) and carries sequence number `seq` and IPv4
+    /// ID `id` (None: any), and, when verifying (`verify`), the IPv4 header
+    /// checksum that goes with its ID; if so, what it carries besides what
+    /// the template fixes. One compare of a fixed size, which the compiler
+    /// turns into a few vector instructions (the mask is zero past the
+    /// header), and field reads that need no bounds check.
     #[inline(always)]
-    pub(super) fn next_ok(&self, b: &[u8], seq: Option<u32>, id: Option<u16>) -> bool {
-        let at = |i: u8| u16::from_be_bytes(b[i as usize..i as usize + 2].try_into().unwrap());
-        let s = self.seq_at as usize;
-        let got_seq = u32::from_be_bytes(b[s..s + 4].try_into().unwrap());
+    pub(super) fn accepts<const N: usize>(
+        &self,
+        h: &[u8; N],
+        mask: &[u8; TMPL_LEN],
+        seq: Option<u32>,
+        id: Option<u16>,
+        verify: bool,
+    ) -> Option<Seen> {
+        let end = self.words as usize * 8;
+        if end > N {
+            return None;
+        }
+        let w = |a: &[u8], i: usize| u64::from_ne_bytes(a[i * 8..i * 8 + 8].try_into().unwrap());
+        let mut d = 0u64;
+        for i in 0..N / 8 {
+            d |= (w(h, i) ^ w(&self.bytes, i)) & w(mask, i);
+        }
+        // Reads of the fields below: `build` turned this template on only
+        // with each of them inside the header's `words * 8` bytes, which
+        // are within h's N (checked above).
+        // SAFETY: seq_at + 4 <= words * 8 <= N, as just said.
+        let got_seq = u32::from_be_bytes(unsafe { read(h, self.seq_at as usize) });
         // IPv6 has no ID (`id_at` 0): what is read there is not compared.
-        let got_id = at(self.id_at);
+        // SAFETY: id_at + 2 <= words * 8 <= N, as just said.
+        let got_id = u16::from_be_bytes(unsafe { read(h, self.id_at as usize) });
         let id_bits = if self.id_at != 0 { 0xffff } else { 0 };
         // The differences from what is expected, in one word.
-        let d = seq.map_or(0, |q| got_seq ^ q) | id.map_or(0, |i| (got_id ^ i) & id_bits) as u32;
-        if self.ip_csum_at != 0 {
-            return d == 0 && at(self.ip_csum_at) == csum::finish(csum::add(self.ip_sum, got_id));
+        d |=
+            seq.map_or(0, |q| got_seq ^ q) as u64 | id.map_or(0, |i| (got_id ^ i) & id_bits) as u64;
+        // (Trusting, a template has no IPv4 checksum to check: `build`.)
+        if verify && self.ip_csum_at != 0 {
+            // SAFETY: ip_csum_at + 2 <= words * 8 <= N, as just said.
+            let field = u16::from_be_bytes(unsafe { read(h, self.ip_csum_at as usize) });
+            d |= (field ^ csum::finish(csum::add(self.ip_sum, got_id))) as u64;
         }
-        d == 0
+        if d != 0 {
+            return None;
+        }
+        // The TCP header's fields, from where its seq is.
+        let l4 = self.seq_at as usize - tcp::SEQ.start;
+        // SAFETY: the flags lie before the checksum, which ends inside
+        // words * 8 <= N, as just said.
+        let [flags] = unsafe { read(h, l4 + tcp::FLAGS) };
+        // SAFETY: l4 + the checksum's end <= words * 8 <= N, as just said.
+        let csum = u16::from_be_bytes(unsafe { read(h, l4 + tcp::CHECKSUM.start) });
+        Some(Seen {
+            seq: got_seq,
+            csum,
+            psh: flags & PSH != 0,
+        })
     }
 
     /// The outer IPv4 ID of `b`, a segment of this template's tunnel (None
@@ -231,6 +259,27 @@ impl Template {
             && (self.outer_csum_at == 0
                 || at(self.outer_csum_at) == csum::finish(csum::add(self.outer_ip_sum, got)))
     }
+}
+
+/// What a segment that matched a template carries besides what the
+/// template fixes.
+pub(super) struct Seen {
+    pub(super) seq: u32,
+    /// Its TCP checksum field.
+    pub(super) csum: u16,
+    pub(super) psh: bool,
+}
+
+/// The `W` bytes at `at` of `h`.
+///
+/// # Safety
+///
+/// `at + W <= N`.
+#[inline(always)]
+unsafe fn read<const N: usize, const W: usize>(h: &[u8; N], at: usize) -> [u8; W] {
+    debug_assert!(at + W <= N);
+    // SAFETY: at + W <= N (our contract): the W bytes lie inside h.
+    unsafe { h.as_ptr().add(at).cast::<[u8; W]>().read() }
 }
 
 /// A header layout: the segment's offsets and IP version, and its tunnel's.
