@@ -7,14 +7,16 @@
 //! kernels, `Kernel`, from 64 bytes on), and byte-swapped once at the end:
 //! the one's-complement sum is byte-order independent (RFC 1071, 2(B)).
 
-/// Folds a wide sum to 16 bits (one's complement).
+/// Folds a wide sum to 16 bits (one's complement): its halves added with
+/// the carry wrapped around, twice (an add and an add-with-carry each). 0
+/// stays 0; any other multiple of 0xffff gives 0xffff.
 #[inline(always)]
-pub fn fold(mut s: u64) -> u16 {
-    s = (s & 0xffff_ffff) + (s >> 32);
-    s = (s & 0xffff_ffff) + (s >> 32);
-    s = (s & 0xffff) + (s >> 16);
-    s = (s & 0xffff) + (s >> 16);
-    s as u16
+pub fn fold(s: u64) -> u16 {
+    let (w, c) = (s as u32).overflowing_add((s >> 32) as u32);
+    // No second carry: a carry leaves w at most 0xffff_fffe.
+    let w = w + c as u32;
+    let (h, c) = (w as u16).overflowing_add((w >> 16) as u16);
+    h + c as u16
 }
 
 /// One's-complement sum of `data` as big-endian 16-bit words (odd tail padded
@@ -230,11 +232,13 @@ fn sum_wide(data: &[u8]) -> u64 {
 #[cfg(target_arch = "x86_64")]
 mod simd;
 
-/// One's-complement addition of two 16-bit partial sums.
+/// One's-complement addition of two 16-bit partial sums (the carry
+/// wrapped around: an add and an add-with-carry).
 #[inline(always)]
 pub fn add(a: u16, b: u16) -> u16 {
-    let s = a as u32 + b as u32;
-    ((s & 0xffff) + (s >> 16)) as u16
+    let (s, c) = a.overflowing_add(b);
+    // No second carry: a carry leaves s at most 0xfffe.
+    s + c as u16
 }
 
 /// One's-complement subtraction (for incremental updates, RFC 1624).

@@ -185,3 +185,45 @@ fn sums_concatenate_at_even_offsets() {
     ab.extend_from_slice(&b);
     assert_eq!(add(sum(&a), sum(&b)), sum(&ab));
 }
+
+#[test]
+fn folding_and_adding_keep_the_end_around_carry() {
+    // The textbook fold (halves added until nothing carries) against
+    // `fold` and `add`, at the edges of each half and on a spread of
+    // values: both give the same 16 bits, 0 only for 0.
+    fn textbook(mut s: u64) -> u16 {
+        while s >> 16 != 0 {
+            s = (s & 0xffff) + (s >> 16);
+        }
+        s as u16
+    }
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut vals = vec![
+        0,
+        1,
+        0xffff,
+        0x1_0000,
+        0xffff_ffff,
+        0x1_0000_0000,
+        u64::MAX,
+        u64::MAX - 1,
+    ];
+    vals.extend((0..64).map(|i| 1u64 << i));
+    vals.extend((0..64).map(|i| (1u64 << i) - 1));
+    for _ in 0..100_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        vals.push(x);
+        vals.push(x >> (x & 63));
+    }
+    for &v in &vals {
+        assert_eq!(fold(v), textbook(v), "fold {v:#x}");
+        let (a, b) = (v as u16, (v >> 16) as u16);
+        assert_eq!(
+            add(a, b),
+            textbook(a as u64 + b as u64),
+            "add {a:#x} {b:#x}"
+        );
+    }
+}
