@@ -251,10 +251,10 @@ fn merge_loop<B: GroBuf, const VERIFY: bool>(
 ) -> u64 {
     // One instance per compare width, so that each segment's check is
     // `match_in`'s with the template's fields read once.
-    if h.tmpl.fixed() {
-        merge_loop_in::<B, VERIFY, FIXED_CMP>(h, rest, masks, max_frags)
-    } else {
-        merge_loop_in::<B, VERIFY, TMPL_LEN>(h, rest, masks, max_frags)
+    match h.tmpl.width() {
+        Width::Short => merge_loop_in::<B, VERIFY, SHORT_CMP>(h, rest, masks, max_frags),
+        Width::Fixed => merge_loop_in::<B, VERIFY, FIXED_CMP>(h, rest, masks, max_frags),
+        Width::Whole => merge_loop_in::<B, VERIFY, TMPL_LEN>(h, rest, masks, max_frags),
     }
 }
 
@@ -280,7 +280,8 @@ fn merge_loop_in<B: GroBuf, const VERIFY: bool, const N: usize>(
     let mut sum = Contrib::default();
     let mask = masks.get(h.tmpl.mask);
     let mut n = 0;
-    for pkt in rest.as_slice().iter().take(room) {
+    let run = rest.as_slice();
+    for pkt in &run[..room.min(run.len())] {
         let Some(csum) = FastCsum::of(pkt.rx_hints(), VERIFY) else {
             break;
         };

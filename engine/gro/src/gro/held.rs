@@ -281,15 +281,15 @@ impl<B: GroBuf> Held<B> {
             return None;
         }
         let mask = masks.get(tm.mask);
-        if tm.fixed() {
-            self.match_in::<FIXED_CMP>(pkt, mask, seq, id, csum)
-        } else {
-            self.match_in::<TMPL_LEN>(pkt, mask, seq, id, csum)
+        match tm.width() {
+            Width::Short => self.match_in::<SHORT_CMP>(pkt, mask, seq, id, csum),
+            Width::Fixed => self.match_in::<FIXED_CMP>(pkt, mask, seq, id, csum),
+            Width::Whole => self.match_in::<TMPL_LEN>(pkt, mask, seq, id, csum),
         }
     }
 
     /// `template_match` for a template that is on and whose compare reads
-    /// `N` bytes (`Template::fixed`), with its layout's `mask`: what a run
+    /// `N` bytes (`Template::width`), with its layout's `mask`: what a run
     /// of segments checks each by, the template's fields read once.
     #[inline(always)]
     pub(super) fn match_in<const N: usize>(

@@ -57,9 +57,24 @@ pub(super) struct Template {
 
 /// Bytes of header a template covers (QinQ + IPv6 + TCP with options fit).
 pub(super) const TMPL_LEN: usize = 128;
-/// Bytes the common-case compare covers: Ethernet + IPv6 + TCP with
-/// timestamps is 86, with two VLAN tags 94.
+/// Bytes the compares of the common headers cover: Ethernet + IPv4 + TCP
+/// with timestamps is 66 bytes (74 with two VLAN tags), Ethernet + IPv6 +
+/// TCP with timestamps 86 (94 with two tags).
+pub(super) const SHORT_CMP: usize = 80;
 pub(super) const FIXED_CMP: usize = 96;
+
+/// How many of a segment's first bytes a template's compare reads: its
+/// header, rounded up to one of three sizes, so that every compare is of a
+/// size known when it is compiled (a few vector instructions).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Width {
+    /// `SHORT_CMP`: IPv4 headers with timestamps.
+    Short,
+    /// `FIXED_CMP`: IPv6 headers with timestamps.
+    Fixed,
+    /// `TMPL_LEN`: longer headers (QinQ and IPv6 with long options, tunnels).
+    Whole,
+}
 
 /// What a template is built from besides the head's header.
 pub(super) struct TmplArgs {
@@ -172,15 +187,21 @@ impl Template {
         tm.on = true;
     }
 
-    /// The header bytes a compare of this template reads: `FIXED_CMP`, or
-    /// all of `TMPL_LEN` for a longer header (QinQ, IPv6 with long options).
+    /// The header bytes a compare of this template reads.
     #[inline(always)]
-    pub(super) fn fixed(&self) -> bool {
-        self.words as usize * 8 <= FIXED_CMP
+    pub(super) fn width(&self) -> Width {
+        let len = self.words as usize * 8;
+        if len <= SHORT_CMP {
+            Width::Short
+        } else if len <= FIXED_CMP {
+            Width::Fixed
+        } else {
+            Width::Whole
+        }
     }
 
     /// Whether `h`, the first `N` bytes of a segment (`N` of at least the
-    /// header: `fixed` says which), matches this template under `mask` (its
+    /// header: `width` says which), matches this template under `mask` (its
     /// layout's, from `Masks`) and carries sequence number `seq` and IPv4
     /// ID `id` (None: any), and, when verifying (`verify`), the IPv4 header
     /// checksum that goes with its ID; if so, what it carries besides what

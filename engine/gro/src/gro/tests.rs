@@ -758,6 +758,31 @@ fn odd_mss_keeps_checksums_right() {
 }
 
 #[test]
+fn frames_shorter_than_the_fast_compare_merge_as_on_the_full_path() {
+    // An 8-byte payload makes a frame of 74 (IPv4) or 94 (IPv6) bytes,
+    // shorter than the fast path's compare of such headers (80 and 96
+    // bytes): such segments take the full path, and merge there by the
+    // same rules.
+    for ipv6 in [false, true] {
+        let run = |full: bool| {
+            let mut f = Flow::new(3, ipv6);
+            let segs: Vec<VecBuf> = (0..10).map(|_| f.next(8)).collect();
+            assert!(segs.iter().all(|s| s.len() < FIXED_CMP));
+            let mut g = gro(GroConfig::default());
+            g.full_path_only = full;
+            let mut out = feed(&mut g, segs);
+            out.extend(flush(&mut g));
+            (out, g.stats().merged_segments)
+        };
+        let (fast, merged) = run(false);
+        assert_eq!(merged, 9, "ipv6 {ipv6}");
+        assert_eq!(fast.len(), 1, "ipv6 {ipv6}");
+        verify(&fast[0].bytes()).unwrap();
+        assert_eq!(fast, run(true).0, "ipv6 {ipv6}");
+    }
+}
+
+#[test]
 fn first_segment_with_psh_is_not_held() {
     let mut f = Flow::new(0, false);
     let mut g = gro(GroConfig::default());
