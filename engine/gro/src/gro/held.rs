@@ -309,11 +309,9 @@ impl<B: GroBuf> Held<B> {
         let seen = tm.accepts(h, mask, seq, id, csum.verify)?;
         let seq = seq.unwrap_or(seen.seq);
         let psh = seen.psh;
-        let x = tm.k
-            + (seq >> 16) as u64
-            + (seq & 0xffff) as u64
-            + seen.csum as u64
-            + psh as u64 * PSH as u64;
+        // The seq added whole: a 32-bit word sums as its two 16-bit halves
+        // do, since 2^16 is 1 modulo 0xffff.
+        let x = tm.k + seq as u64 + seen.csum as u64 + psh as u64 * PSH as u64;
         if !csum.sums(tm.tunnel) {
             return Some((seq, Contrib { pos: 0, neg: x }, psh));
         }
