@@ -12,12 +12,16 @@
 //!
 //! Printed per case: the median time per segment, and the median over
 //! rounds of its time per segment over one flow's in the same round (the
-//! goal: 1024 flows at most 1.5x one). `GRORX_HELD_ROUNDS` sets the rounds
-//! (default 31).
+//! goal: 1024 flows at most 1.5x one), and over two flows'. One flow's
+//! segments come in runs, which merge in a loop of their own; two flows
+//! round-robin already take the path 1024 do (each segment looked up in
+//! the table, none after one of its own flow), so the second ratio is what
+//! holding many flows costs over holding few on that path.
+//! `GRORX_HELD_ROUNDS` sets the rounds (default 31).
 //!
 //!     cargo bench -p grorx-gro --features traffic --bench held
 //!
-//! `GRORX_HELD_CASE=N` runs case N (0-3, in the printed order) alone, one
+//! `GRORX_HELD_CASE=N` runs case N (0-5, in the printed order) alone, one
 //! round, for an instruction count: its timed pass is `counted`, which
 //! `scripts/held-instructions.sh` has callgrind count, case by case.
 
@@ -72,7 +76,11 @@ fn counted(gro: &mut Gro<Frame>, frames: Vec<Frame>, out: &mut Vec<Frame>) {
     replay(gro, frames, 32, false, out);
 }
 
-/// Segments a case: 16 a flow for 1024 flows, and as many for one flow,
+/// The flow counts of the cases, each new to the table and known to it
+/// (cases 0-5: 1 new, 1 known, 2 new, 2 known, 1024 new, 1024 known).
+const FLOWS: [u32; 3] = [1, 2, 1024];
+
+/// Segments a case: 16 a flow for 1024 flows, and as many for fewer,
 /// so that both stream the same frames (2 MiB, past L2 here) and differ
 /// only in how many flows GRO holds.
 const SEGMENTS: usize = 16 * 1024;
@@ -80,10 +88,11 @@ const SEGMENTS: usize = 16 * 1024;
 fn main() {
     let only: Option<usize> = std::env::var("GRORX_HELD_CASE")
         .ok()
-        .map(|v| v.parse().expect("GRORX_HELD_CASE: a case number, 0-3"));
+        .map(|v| v.parse().expect("GRORX_HELD_CASE: a case number, 0-5"));
     let rounds = rounds("GRORX_HELD_ROUNDS");
-    let mut cases: Vec<Case> = [(1, false), (1024, false), (1, true), (1024, true)]
-        .into_iter()
+    let mut cases: Vec<Case> = FLOWS
+        .iter()
+        .flat_map(|&f| [(f, false), (f, true)])
         .enumerate()
         .filter(|(i, _)| only.is_none_or(|o| o == *i))
         .map(|(_, (flows, known))| {
@@ -121,24 +130,30 @@ fn main() {
          {rounds} rounds, cases interleaved"
     );
     println!(
-        "{:<18} {:>10} {:>14} {:>12}",
-        "case", "segments", "ns/segment", "x one flow"
+        "{:<18} {:>10} {:>14} {:>12} {:>12}",
+        "case", "segments", "ns/segment", "x one flow", "x two flows"
     );
-    for i in 0..cases.len() {
-        // One flow's case of the same kind (new or known).
-        let one = cases[if cases[i].known { 2 } else { 0 }].ns.clone();
-        let c = &cases[i];
-        let mut ratio: Vec<f64> = c.ns.iter().zip(&one).map(|(a, b)| a / b).collect();
+    // The median over rounds of a case's time over the case of `flows`
+    // flows of the same kind (new or known) in the same round.
+    let ratio = |c: &Case, flows: u32| {
+        let of = cases
+            .iter()
+            .find(|o| o.flows == flows && o.known == c.known);
+        let of = &of.expect("a case of each kind for every flow count").ns;
+        median(&mut c.ns.iter().zip(of).map(|(a, b)| a / b).collect::<Vec<_>>())
+    };
+    for c in &cases {
         println!(
-            "{:<18} {:>10} {:>14.1} {:>12.2}",
+            "{:<18} {:>10} {:>14.1} {:>12.2} {:>12.2}",
             c.name(),
             c.frames.len(),
             median(&mut c.ns.clone()),
-            median(&mut ratio)
+            ratio(c, 1),
+            ratio(c, 2)
         );
     }
     println!(
-        "x one flow: median over rounds of (ns a segment / one flow's in the same round, \
-         new against new, known against known)"
+        "x one flow, x two flows: median over rounds of (ns a segment / that case's in the \
+         same round, new against new, known against known)"
     );
 }
