@@ -81,7 +81,7 @@ fn counted(gro: &mut Gro<Frame>, frames: Vec<Frame>, out: &mut Vec<Frame>) {
 const FLOWS: [u32; 3] = [1, 2, 1024];
 
 /// Segments a case: 16 a flow for 1024 flows, and as many for fewer,
-/// so that both stream the same frames (2 MiB, past L2 here) and differ
+/// so that all stream the same frames (2 MiB, past L2 here) and differ
 /// only in how many flows GRO holds.
 const SEGMENTS: usize = 16 * 1024;
 
