@@ -8,6 +8,27 @@
 use dpdk_sys::{self as sys, inline as mb};
 use std::ptr::NonNull;
 
+/// Whether `m` is as `rte_pktmbuf_alloc` leaves it and nothing filled it
+/// since: one segment, no data, no flags, refcnt 1, no port. What a driver
+/// allocated for its RX ring and never handed up looks like this; a packet
+/// never does.
+///
+/// # Safety
+/// `m` points to an mbuf header the caller may read.
+pub unsafe fn untouched(m: *const sys::rte_mbuf) -> bool {
+    // SAFETY: field reads of a readable header (the caller's promise).
+    unsafe {
+        mb::pkt_len(m) == 0
+            && mb::data_len(m) == 0
+            && mb::nb_segs(m) == 1
+            && mb::next(m).is_null()
+            && mb::ol_flags(m) == 0
+            && mb::refcnt(m) == 1
+            // RTE_MBUF_PORT_INVALID (UINT16_MAX), which the reset writes.
+            && (*m).port == u16::MAX
+    }
+}
+
 /// One owned packet (head of an mbuf chain).
 #[repr(transparent)]
 pub struct Mbuf(NonNull<sys::rte_mbuf>);

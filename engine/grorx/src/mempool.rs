@@ -185,6 +185,7 @@ impl Mempool {
             available,
             in_use: size.saturating_sub(available),
             freed_twice: available.saturating_sub(size),
+            taken_back: 0,
         }
     }
 
@@ -194,10 +195,17 @@ impl Mempool {
     /// other. A double free into a full ring is lost by DPDK, not stored:
     /// that one leaves the pool whole and is not seen.
     ///
+    /// `kept_by_driver` is how many mbufs a closed driver may have kept
+    /// without giving them back (net_af_xdp's fill rings: see
+    /// [`crate::port::kept_at_close`]): up to that many missing mbufs that
+    /// are as allocation left them (never filled) are put back and counted
+    /// as `taken_back`, not as out.
+    ///
     /// # Safety
     /// Nothing allocates from or frees into the pool during the call (a
-    /// run's teardown: ports closed, workers stopped).
-    pub unsafe fn audit(&self, role: &str) -> PoolUsage {
+    /// run's teardown: ports closed, workers stopped), and no closed driver
+    /// uses the mbufs it kept.
+    pub unsafe fn audit(&self, role: &str, kept_by_driver: u64) -> PoolUsage {
         let mp = self.mp.as_ptr();
         let mut seen: std::collections::HashMap<usize, u32> =
             std::collections::HashMap::with_capacity(self.size as usize);
@@ -219,18 +227,32 @@ impl Mempool {
         }
         self.for_each_cached(|o| *seen.entry(o as usize).or_default() += 1);
         let mut missing = 0u64;
+        let mut back: Vec<*mut sys::rte_mbuf> = Vec::new();
         self.for_each_mbuf(|m| {
             if !seen.contains_key(&(m as usize)) {
-                missing += 1;
+                // SAFETY: an mbuf of this pool that nobody uses any more
+                // (the caller's promise): its header is plain memory.
+                if (back.len() as u64) < kept_by_driver && unsafe { crate::mbuf::untouched(m) } {
+                    back.push(m);
+                } else {
+                    missing += 1;
+                }
             }
         });
+        if !back.is_empty() {
+            // SAFETY: each is an mbuf of this pool, allocated and never
+            // filled (one segment, refcnt 1), that no one holds: freeing
+            // it once returns it.
+            unsafe { sys::rte_pktmbuf_free_bulk(back.as_mut_ptr(), back.len() as u32) };
+        }
         PoolUsage {
             name: self.name.clone(),
             role: role.to_string(),
             size: self.size,
-            available: seen.values().map(|&c| c as u64).sum(),
+            available: seen.values().map(|&c| c as u64).sum::<u64>() + back.len() as u64,
             in_use: missing,
             freed_twice: seen.values().map(|&c| c as u64 - 1).sum(),
+            taken_back: back.len() as u64,
         }
     }
 
@@ -273,6 +295,9 @@ pub struct PoolUsage {
     /// mbufs that came back once too often (a double free): `available -
     /// size` (0 when fewer came back). Never netted against `in_use`.
     pub freed_twice: u64,
+    /// mbufs a driver kept at close, never filled, that teardown put back
+    /// (counted in `available`, not in `in_use`).
+    pub taken_back: u64,
 }
 
 /// The names of every mempool EAL holds now (a pool a run kept because

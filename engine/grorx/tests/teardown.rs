@@ -161,7 +161,7 @@ fn a_leak_and_a_double_free_in_one_pool_do_not_cancel_out() {
         "so does a count"
     );
     // SAFETY: nothing else uses the pool.
-    let u = unsafe { pool.audit("test") };
+    let u = unsafe { pool.audit("test", 0) };
     assert_eq!((u.available, u.in_use, u.freed_twice), (1023, 1, 1));
     std::mem::forget(pool);
 }

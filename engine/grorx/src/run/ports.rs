@@ -362,6 +362,13 @@ impl Ports {
     /// `teardown`, once: later calls find nothing left. Ports close before
     /// their rings and pools go, on every path (`Drop` calls it too).
     fn release(&mut self) -> Teardown {
+        // What the drivers keep of each pool when they close.
+        let mut kept = vec![0u64; self.pools.len()];
+        for s in &self.slots {
+            for &g in &s.pools {
+                kept[g] += port::kept_at_close(&s.port.driver) as u64;
+            }
+        }
         for s in &mut self.slots {
             s.port.close();
         }
@@ -375,18 +382,19 @@ impl Ports {
             .unwrap_or(0);
         self.slots.clear();
         self.ring_port = None;
-        let mut pools: Vec<(Arc<Mempool>, &str)> = Vec::new();
-        pools.extend(self.pools.drain(..).map(|p| (p, "rx")));
-        pools.extend(self.head_pools.drain(..).map(|p| (Arc::new(p), "head")));
+        let mut pools: Vec<(Arc<Mempool>, &str, u64)> = Vec::new();
+        pools.extend(self.pools.drain(..).zip(kept).map(|(p, k)| (p, "rx", k)));
+        pools.extend(self.head_pools.drain(..).map(|p| (Arc::new(p), "head", 0)));
         for (port, p) in self.outputs.drain(..) {
             drop(port);
-            pools.push((p, "output"));
+            pools.push((p, "output", 0));
         }
-        let counted = pools.into_iter().map(|(p, role)| {
+        let counted = pools.into_iter().map(|(p, role, kept)| {
             let u = if Arc::strong_count(&p) == 1 {
                 // SAFETY: the ports are closed, the workers gone, and no one
-                // else holds the pool: nothing takes from it or frees into it.
-                unsafe { p.audit(role) }
+                // else holds the pool: nothing takes from it or frees into it,
+                // and the drivers that kept mbufs of it are closed.
+                unsafe { p.audit(role, kept) }
             } else {
                 p.usage(role)
             };
@@ -445,6 +453,12 @@ impl Teardown {
 
     /// Puts the counts into the report, and a note per pool that is off.
     pub fn fill(self, r: &mut Report) {
+        for u in self.pools.iter().filter(|u| u.taken_back > 0) {
+            r.notes.push(format!(
+                "pool {} ({}): {} mbuf(s) a driver kept at close (net_af_xdp's fill rings) were taken back",
+                u.name, u.role, u.taken_back
+            ));
+        }
         r.notes.extend(self.problems());
         r.freed_at_teardown = self.freed;
         r.mbufs_leaked = self.pools.iter().map(|u| u.in_use).sum();
