@@ -8,7 +8,7 @@ use grorx::gro::{CsumMode, GroConfig};
 use grorx::lcores::parse_cpu_list;
 use grorx::measure::Measure;
 use grorx::port_spec::PortSpec;
-use grorx::run::{EalSetup, ForwardOptions, PoolScope, RunOptions};
+use grorx::run::{EalSetup, ForwardOptions, PoolScope, RunOptions, Topology};
 use grorx::skb::SkbMode;
 use grorx::wire::Tunnels;
 use std::process::ExitCode;
@@ -36,9 +36,10 @@ enum Cmd {
     /// Receive, count and free: a packet sink. Without --port it runs on the
     /// embedded TCP generator (no NIC, no hugepages needed).
     Sink(SinkArgs),
-    /// Receive, merge, and forward to other ports: encapsulated (--encap),
-    /// segmented for the TX port (TSO where it has it, software GSO where
-    /// not). RX port i goes to the i-th --to, or all to the one given.
+    /// Receive, merge, and forward: encapsulated (--encap), segmented for the
+    /// TX port (TSO where it has it, software GSO where not). RX port i goes
+    /// to the i-th --to, or all to the one given; --port-topology paired
+    /// forwards between two ports both ways (a bump in the wire).
     Forward(ForwardArgs),
     /// Show hugepages (sizes, free pages, mounts), or reserve them.
     Hugepages(HugeArgs),
@@ -89,9 +90,21 @@ struct SinkArgs {
 struct ForwardArgs {
     #[command(flatten)]
     run: RunArgs,
-    /// An output port (PORTSPEC, as --port); repeat to pair one with each --port, in order.
-    #[arg(long = "to", value_name = "PORTSPEC", value_parser = PortSpec::parse, required = true, help_heading = "Stage")]
+    /// An output port (PORTSPEC, as --port; an RX port may be one too);
+    /// repeat to pair one with each --port, in order.
+    #[arg(long = "to", value_name = "PORTSPEC", value_parser = PortSpec::parse, required_unless_present = "port_topology", help_heading = "Stage")]
     to: Vec<PortSpec>,
+    /// Instead of --to, as testpmd's --port-topology: paired (ports two by
+    /// two, both ways: a bump in the wire), chained (each to the next, the
+    /// last to the first) or loop (each back out of itself).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "MODE",
+        conflicts_with = "to",
+        help_heading = "Stage"
+    )]
+    port_topology: Option<TopologyArg>,
     /// Headers prepended: none, virtio (12 B virtio-net header: the peer
     /// segments) or vxlan (50 B of outer Ethernet, IPv4, UDP and VXLAN).
     #[arg(long, value_enum, default_value = "none", help_heading = "Stage")]
@@ -99,6 +112,13 @@ struct ForwardArgs {
     /// The VXLAN network identifier (--encap vxlan).
     #[arg(long, default_value_t = 1, help_heading = "Stage")]
     vni: u32,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum TopologyArg {
+    Paired,
+    Chained,
+    Loop,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -453,8 +473,20 @@ fn sink(a: SinkArgs) -> Result<()> {
 
 fn forward(a: ForwardArgs) -> Result<()> {
     let (mut opts, out) = run_options(a.run)?;
+    let to = match a.port_topology {
+        None => a.to,
+        Some(t) => {
+            let t = match t {
+                TopologyArg::Paired => Topology::Paired,
+                TopologyArg::Chained => Topology::Chained,
+                TopologyArg::Loop => Topology::Loop,
+            };
+            t.outputs(&opts.ports)
+                .map_err(|e| grorx_cli::usage(format!("--port-topology {}: {e}", t.name())))?
+        }
+    };
     opts.forward = Some(ForwardOptions {
-        to: a.to,
+        to,
         encap: match a.encap {
             EncapArg::None => Encap::None,
             EncapArg::Virtio => Encap::VirtioNet,

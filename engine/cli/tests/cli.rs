@@ -234,12 +234,6 @@ fn forward_with_vxlan_counts_headroom_misses() {
         "{}",
         stderr(&o)
     );
-    let o = grorx(&["forward", "--port", "net_null0", "--to", "net_null0"]);
-    assert!(
-        !o.status.success() && error_line(&o).contains("other than the RX ports"),
-        "{}",
-        stderr(&o)
-    );
 }
 
 #[test]
@@ -513,16 +507,8 @@ fn a_capture_path_that_is_a_directory_is_refused_before_eal() {
 }
 
 #[test]
-fn an_rx_port_named_again_as_the_output_is_refused() {
-    // Found by the options: the same PCI device in two forms.
-    let o = grorx(&["forward", "--port", "3b:00.0", "--to", "0000:3B:00.0"]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(
-        error_line(&o).contains("names the RX port 3b:00.0"),
-        "{}",
-        stderr(&o)
-    );
-    // Found once EAL has resolved both: a vdev and its port id.
+fn an_rx_port_may_be_an_output_both_ways_or_back_out_of_itself() {
+    // Back out of itself, named by its port id (a hairpin).
     let o = grorx(&[
         "forward",
         "--port",
@@ -532,15 +518,67 @@ fn an_rx_port_named_again_as_the_output_is_refused() {
         "--duration",
         "1",
         "--no-huge",
+        "--json",
         "-q",
     ]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    let l = error_line(&o);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["forward"]["tx_packets"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(v["mbufs_leaked"], 0);
+    // Two ports paired both ways, as testpmd's --port-topology paired.
+    let o = grorx(&[
+        "forward",
+        "--port",
+        "net_null0",
+        "--port",
+        "net_null1",
+        "--port-topology",
+        "paired",
+        "--duration",
+        "1",
+        "--no-huge",
+        "--json",
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for p in v["ports"].as_array().unwrap() {
+        assert!(p["rx_packets"].as_u64().unwrap() > 0, "{p}");
+        assert!(p["stats"]["opackets"].as_u64().unwrap() > 0, "{p}");
+    }
+    let f = &v["forward"];
+    assert_eq!(f["port"], "net_null1 net_null0", "{f}");
+    assert_eq!(f["tx_packets"], v["rx_packets"], "{f}");
+    assert_eq!(v["mbufs_leaked"], 0);
+}
+
+#[test]
+fn a_topology_that_cannot_pair_the_ports_is_refused() {
+    let o = grorx(&[
+        "forward",
+        "--port",
+        "net_null0",
+        "--port-topology",
+        "paired",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
-        l.contains("--to 0 is port 0, which --port net_null0 receives on"),
-        "{l}"
+        error_line(&o).contains("1 port(s) given, give an even number"),
+        "{}",
+        stderr(&o)
     );
-    assert!(!stderr(&o).contains("already started"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("EAL"), "{}", stderr(&o));
+    let o = grorx(&[
+        "forward",
+        "--port",
+        "net_null0",
+        "--to",
+        "net_null1",
+        "--port-topology",
+        "loop",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("cannot be used with"), "{}", stderr(&o));
 }
 
 #[test]

@@ -334,7 +334,13 @@ fn exit_codes_are_the_documented_ones() {
         &["sink", "--queues", "0"],
         &["sink", "--json-interval", "0"],
         &["sink", "--burst", "0"],
-        &["forward", "--port", "net_null0", "--to", "net_null0"],
+        &[
+            "forward",
+            "--port",
+            "net_null0",
+            "--port-topology",
+            "paired",
+        ],
         &["sink", "--gro", "rte", "--free", "per-packet"],
     ] {
         let (c, e) = code(args);

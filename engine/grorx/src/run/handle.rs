@@ -50,7 +50,7 @@ impl Prepared {
         };
         let (eal, hugepages) = super::eal_for(&opts)?;
         let lcores = Lcores::choose(eal, &opts)?;
-        let ports = Ports::setup(&opts, lcores.count, replays)?;
+        let ports = Ports::setup(&opts, lcores.count, lcores.polling(&opts), replays)?;
         Ok(Prepared {
             eal,
             opts,

@@ -26,6 +26,12 @@ pub(super) struct Lcores {
 }
 
 impl Lcores {
+    /// The workers that will poll: one per RX queue at most (`worker::assign`).
+    pub fn polling(&self, opts: &RunOptions) -> u16 {
+        let queues = opts.ports.len().max(1) * opts.queues as usize;
+        self.workers.len().min(queues).min(u16::MAX as usize) as u16
+    }
+
     pub fn choose(eal: &Eal, opts: &RunOptions) -> Result<Lcores> {
         let mut workers = eal.worker_lcores();
         let generator = if opts.uses_generator() {
@@ -112,20 +118,17 @@ impl Workers {
         };
         let mut drop_reasons: Vec<&'static [&'static str]> = vec![&[]; n];
         let mut jobs = Vec::new();
-        for a in &plan {
+        for (w, a) in plan.iter().enumerate() {
             let mut qs = Vec::new();
             for q in &a.queues {
                 let setup = QueueSetup {
                     port: q.port,
                     queue: q.queue,
                     index: q.slot as u16,
+                    tx_queue: w as u16,
                     lcore: a.lcore,
                     pool: ports.pool_of(q.port, q.queue).clone(),
-                    outputs: ports
-                        .outputs
-                        .iter()
-                        .map(|(p, pool)| (p.id, pool.clone()))
-                        .collect(),
+                    outputs: ports.outputs_of(q.port, q.queue),
                     gate: shared.gate.clone(),
                 };
                 let stage = make(&setup, ports)?;

@@ -40,7 +40,7 @@ mod watch;
 
 pub use handle::{QueueStats, Running, Stats, Stopper};
 pub use link::LinkStats;
-pub use options::{EalSetup, ForwardOptions, PoolScope, RunOptions, PRIV_SIZE};
+pub use options::{EalSetup, ForwardOptions, PoolScope, RunOptions, Topology, PRIV_SIZE};
 
 use crate::eal::{self, Eal};
 use crate::forward::ForwardCounters;

@@ -79,9 +79,10 @@ pub struct RunOptions {
     pub pool_scope: PoolScope,
     /// Forward what GRO delivers, encapsulated (the built-in forward stage).
     pub forward: Option<ForwardOptions>,
-    /// Ports a stage of the caller's may transmit on besides the RX ports
-    /// (TX only: a TX queue per RX queue of the run, and a pool for header
-    /// mbufs); a stage reaches them through [`crate::QueueSetup`].
+    /// Ports a stage of the caller's forwards to, in order: TX-only ports
+    /// (each with a pool for header mbufs) or RX ports of the run (a bump in
+    /// the wire); every worker has a TX queue of its own on each. A stage
+    /// reaches them through [`crate::QueueSetup`].
     pub outputs: Vec<PortSpec>,
     /// A measurement-only stage instead of the sink (`start` only).
     #[cfg(feature = "measure")]
@@ -94,13 +95,16 @@ pub struct RunOptions {
 #[derive(Debug, Clone)]
 pub struct ForwardOptions {
     /// Output ports: RX port i forwards to `to[i]`, or all to the one given.
+    /// An RX port may be an output: `ports: [A, B]`, `to: [B, A]` forwards
+    /// both ways between A and B ([`Topology::Paired`]).
     pub to: Vec<PortSpec>,
     /// Headers prepended to every packet (none, virtio-net, VXLAN).
     pub encap: crate::forward::Encap,
 }
 
 impl RunOptions {
-    /// The TX-only ports of the run: the forward stage's `to`, or `outputs`.
+    /// The output ports of the run: the forward stage's `to`, or `outputs`
+    /// (RX ports among them too).
     pub(super) fn output_ports(&self) -> &[PortSpec] {
         match &self.forward {
             Some(f) => &f.to,
@@ -116,6 +120,48 @@ impl ForwardOptions {
             0
         } else {
             rx
+        }
+    }
+}
+
+/// How RX ports forward to each other when no output is named one by one:
+/// testpmd's `--port-topology`, VPP's cross-connect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Topology {
+    /// Ports in pairs, both ways: 0 <-> 1, 2 <-> 3, ... (a bump in the wire).
+    Paired,
+    /// Each port to the next, the last to the first: 0 -> 1 -> ... -> 0.
+    Chained,
+    /// Each port back out of itself (a hairpin).
+    Loop,
+}
+
+impl Topology {
+    /// The name testpmd gives it (`paired`, `chained`, `loop`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Topology::Paired => "paired",
+            Topology::Chained => "chained",
+            Topology::Loop => "loop",
+        }
+    }
+
+    /// The output of each RX port of `ports`, in order (`ForwardOptions::to`).
+    pub fn outputs(self, ports: &[PortSpec]) -> Result<Vec<PortSpec>, String> {
+        let n = ports.len();
+        match self {
+            Topology::Paired if n == 0 || n % 2 == 1 => Err(format!(
+                "the paired topology forwards between ports two by two: {n} port(s) given, give an even number"
+            )),
+            Topology::Chained if n < 2 => Err(format!(
+                "the chained topology forwards each port to the next: {n} port(s) given, give two or more"
+            )),
+            Topology::Loop if n == 0 => {
+                Err("the loop topology sends each port's packets back out of it: give a port".into())
+            }
+            Topology::Paired => Ok((0..n).map(|i| ports[i ^ 1].clone()).collect()),
+            Topology::Chained => Ok((0..n).map(|i| ports[(i + 1) % n].clone()).collect()),
+            Topology::Loop => Ok(ports.to_vec()),
         }
     }
 }
@@ -243,11 +289,6 @@ impl RunOptions {
         if let Some((a, b)) = twice(&self.outputs) {
             bail!("outputs {a} and {b} name the same device: give each output once");
         }
-        for spec in &self.outputs {
-            if self.ports.iter().any(|p| p.same_device(spec)) {
-                bail!("output {spec} is also an RX port: a stage transmits on an RX port without naming it as an output");
-            }
-        }
         if let Some(f) = &self.forward {
             if !self.outputs.is_empty() {
                 bail!("the forward stage's outputs are its --to ports: give `outputs` only with a stage of your own");
@@ -264,11 +305,6 @@ impl RunOptions {
                     "--to given {} times for {rx} RX port(s): give one --to for all, or one per --port, in order",
                     f.to.len()
                 );
-            }
-            for spec in &f.to {
-                if let Some(rx) = self.ports.iter().find(|p| p.same_device(spec)) {
-                    bail!("--to {spec} names the RX port {rx}: forward to a port other than the RX ports (e.g. --to net_null1)");
-                }
             }
             if let Some((a, b)) = twice(&f.to) {
                 bail!(
@@ -300,6 +336,13 @@ impl RunOptions {
         Ok(())
     }
 
+    /// Outputs that are RX ports of the run too.
+    pub(super) fn rx_outputs(&self) -> usize {
+        (self.output_ports().iter())
+            .filter(|o| self.ports.iter().any(|p| p.same_device(o)))
+            .count()
+    }
+
     pub(super) fn uses_generator(&self) -> bool {
         self.ports.is_empty()
     }
@@ -317,7 +360,9 @@ impl RunOptions {
         Demand {
             rx_queues: queues,
             rx_desc: self.rx_desc as u32,
-            tx_queues: queues,
+            // The TX rings its mbufs may wait in: a stage's own per queue,
+            // and every worker's on each RX port the run forwards to.
+            tx_queues: queues.max(self.rx_outputs() as u32 * lcores),
             tx_desc: self.rx_desc as u32,
             lcores,
             cache: self.pool_cache,
@@ -399,15 +444,48 @@ mod tests {
     }
 
     #[test]
-    fn an_rx_port_named_again_as_output_is_refused_in_any_pci_form() {
-        let e = refusal(&forward(&["3b:00.0"], &["0000:3B:00.0"]));
+    fn an_rx_port_may_be_an_output_both_ways_or_back_out_of_itself() {
         assert!(
-            e.contains("--to 0000:3B:00.0 names the RX port 3b:00.0"),
-            "{e}"
+            forward(&["3b:00.0", "3b:00.1"], &["0000:3B:00.1", "3b:00.0"])
+                .validate()
+                .is_ok()
         );
-        let e = refusal(&forward(&["net_null0"], &["net_null0,size=128"]));
-        assert!(e.contains("names the RX port net_null0"), "{e}");
+        assert!(forward(&["net_null0"], &["net_null0"]).validate().is_ok());
         assert!(forward(&["3b:00.0"], &["3b:00.1"]).validate().is_ok());
+        let o = RunOptions {
+            ports: vec![spec("net_null0"), spec("net_null1")],
+            outputs: vec![spec("net_null1"), spec("net_null0")],
+            ..RunOptions::default()
+        };
+        assert!(o.validate().is_ok());
+    }
+
+    #[test]
+    fn topologies_name_each_ports_output_as_testpmd_does() {
+        let ports: Vec<PortSpec> = ["net_null0", "net_null1", "net_null2", "net_null3"]
+            .iter()
+            .map(|s| spec(s))
+            .collect();
+        let names = |t: Topology, n: usize| -> Vec<String> {
+            t.outputs(&ports[..n])
+                .unwrap()
+                .iter()
+                .map(|p| p.to_string())
+                .collect()
+        };
+        assert_eq!(
+            names(Topology::Paired, 4),
+            ["net_null1", "net_null0", "net_null3", "net_null2"]
+        );
+        assert_eq!(
+            names(Topology::Chained, 3),
+            ["net_null1", "net_null2", "net_null0"]
+        );
+        assert_eq!(names(Topology::Loop, 2), ["net_null0", "net_null1"]);
+        let e = Topology::Paired.outputs(&ports[..3]).unwrap_err();
+        assert!(e.contains("3 port(s) given, give an even number"), "{e}");
+        assert!(Topology::Chained.outputs(&ports[..1]).is_err());
+        assert!(Topology::Loop.outputs(&[]).is_err());
     }
 
     #[test]

@@ -82,16 +82,25 @@ pub(super) struct Ports {
     pub ring_port: Option<RingPort>,
     /// The generator's payload and its sum.
     pub payload: Option<(Vec<u8>, u16)>,
-    /// The forward stage's TX ports (`--to`, in order), each with the pool
-    /// its header mbufs come from.
+    /// The TX-only output ports (those of `--to` or `outputs` that are not
+    /// RX ports), each with the pool its header mbufs come from.
     pub outputs: Vec<(Port, Arc<Mempool>)>,
+    /// Every output's port id, in the order the options name them (RX
+    /// ports among them).
+    pub out_ids: Vec<u16>,
     /// What was set up, in words (port descriptions, notes), for the caller.
     pub lines: Vec<String>,
 }
 
 impl Ports {
-    /// Opens, sizes, configures and starts every port.
-    pub fn setup(opts: &RunOptions, lcore_count: u32, replays: Replays) -> Result<Ports> {
+    /// Opens, sizes, configures and starts every port; each gets a TX queue
+    /// per worker (`workers`, the lcores that will poll).
+    pub fn setup(
+        opts: &RunOptions,
+        lcore_count: u32,
+        workers: u16,
+        replays: Replays,
+    ) -> Result<Ports> {
         let Replays {
             mut once,
             mut cached,
@@ -136,24 +145,23 @@ impl Ports {
         } else {
             "output"
         };
+        // An output that is an RX port too is configured once, as an RX
+        // port that also transmits; the others are TX-only ports.
         let mut out_ids: Vec<u16> = Vec::new();
         for spec in opts.output_ports() {
             let id = port::open(spec)?;
-            if let Some(i) = ids.iter().position(|&x| x == id) {
-                bail!(
-                    "{out_flag} {spec} is port {id}, which {} receives on: forward to a port other than \
-                     the RX ports (e.g. --to net_null1)",
-                    rx_name(i)
-                );
-            }
             if out_ids.contains(&id) {
                 bail!("{out_flag} {spec} is port {id}, named twice: give each output once");
             }
             out_ids.push(id);
         }
-
-        // Each port's MTU, data room and socket; then the pool groups.
-        let total_queues = (ids.len() as u32 * opts.queues as u32).min(u16::MAX as u32) as u16;
+        let encap = match &opts.forward {
+            Some(f) => f.encap,
+            // A stage of the caller's may do anything: ask for every TX
+            // offload the port has.
+            None => crate::forward::Encap::Vxlan(Default::default()),
+        };
+        let workers = workers.max(1);
         let mut plans = Vec::new();
         for &id in &ids {
             let mut cur = 0u16;
@@ -202,6 +210,7 @@ impl Ports {
             ring_port,
             payload: None,
             outputs: Vec::new(),
+            out_ids: out_ids.clone(),
             lines: Vec::new(),
         };
         for g in &groups {
@@ -230,11 +239,12 @@ impl Ports {
         }
         for (pi, &(id, mtu, room, _)) in plans.iter().enumerate() {
             let segs = pool_sizing::segments_per_frame(mtu as u32, room, sys::RTE_PKTMBUF_HEADROOM);
+            let output = out_ids.contains(&id);
             let conf = PortConf {
                 rx_queues: opts.queues,
-                // A TX queue per RX queue of the run: any queue's stage may
-                // transmit on any port without sharing a queue.
-                tx_queues: total_queues,
+                // A TX queue per worker: any queue's stage may transmit on
+                // any port without sharing a queue with another lcore.
+                tx_queues: workers,
                 rx_desc: opts.rx_desc,
                 tx_desc: opts.rx_desc,
                 mtu: Some(mtu),
@@ -242,10 +252,22 @@ impl Ports {
                 rx_csum: true,
                 scatter: segs > 1,
                 source_steers: ports.ring_port.is_some(),
-                tx_offloads: 0,
+                tx_offloads: if output {
+                    crate::forward::tx_offloads_wanted(&encap)
+                } else {
+                    0
+                },
             };
             let qp: Vec<&Mempool> = queue_pool[pi].iter().map(|&g| &*ports.pools[g]).collect();
             let port = Port::configure(id, &conf, &qp)?;
+            if output && port.tx_queues < workers {
+                let i = out_ids.iter().position(|&o| o == id).unwrap_or(0);
+                bail!(
+                    "{out_flag} {}: {}",
+                    opts.output_ports()[i],
+                    too_few_tx(&port, workers)
+                );
+            }
             ports.slots.push(PortSlot {
                 port,
                 pools: queue_pool[pi].clone(),
@@ -253,23 +275,11 @@ impl Ports {
                 pcap_frames: once[pi],
             });
         }
-        // The forward stage encapsulates as asked; a stage of the caller's
-        // may do anything: ask for every TX offload the port has.
-        let encap = match &opts.forward {
-            Some(f) => f.encap,
-            None => crate::forward::Encap::Vxlan(Default::default()),
-        };
         for (spec, &id) in opts.output_ports().iter().zip(&out_ids) {
-            let out = forward_port(
-                opts,
-                spec,
-                id,
-                &encap,
-                lcore_count,
-                total_queues,
-                plans[0].2,
-            )?;
-            ports.outputs.push(out);
+            if !ids.contains(&id) {
+                let out = forward_port(opts, spec, id, &encap, lcore_count, workers, plans[0].2)?;
+                ports.outputs.push(out);
+            }
         }
         if ports.ring_port.is_some() {
             let pool = &ports.pools[ports.slots[0].pools[0]];
@@ -330,6 +340,18 @@ impl Ports {
             .find(|s| s.port.id == id)
             .expect("a queue of a known port");
         &self.pools[s.pools[q as usize]]
+    }
+
+    /// The run's outputs as RX queue `q` of port `id` sees them, in order:
+    /// each port id with the pool its header mbufs come from (a TX-only
+    /// port's own, or for an RX port the queue's own pool).
+    pub fn outputs_of(&self, id: u16, q: u16) -> Vec<(u16, Arc<Mempool>)> {
+        (self.out_ids.iter())
+            .map(|&o| match self.outputs.iter().find(|(p, _)| p.id == o) {
+                Some((_, pool)) => (o, pool.clone()),
+                None => (o, self.pool_of(id, q).clone()),
+            })
+            .collect()
     }
 
     /// How the skbs of queue `q` of port `id` are built.
@@ -478,19 +500,32 @@ impl Teardown {
     }
 }
 
-/// A forward stage's TX port: one TX queue per RX queue of the run (no
-/// sharing), the TX offloads the encapsulation can use, and a pool for
-/// header mbufs and software segments.
+/// Why a port cannot be an output of a run with `workers` workers.
+fn too_few_tx(port: &Port, workers: u16) -> String {
+    let hint = match port.driver.as_str() {
+        "net_af_packet" => format!(" or qpairs={workers} in its device arguments"),
+        "net_af_xdp" => format!(" or queue_count={workers} in its device arguments"),
+        _ => String::new(),
+    };
+    format!(
+        "{} ({}) gives {} TX queue(s), and each of the run's {workers} workers needs one of its own \
+         (queues are not shared: no locks): give fewer worker cores (--cores){hint}",
+        port.name, port.driver, port.tx_queues
+    )
+}
+
+/// A forward stage's TX-only port: one TX queue per worker (no sharing),
+/// the TX offloads the encapsulation can use, and a pool for header mbufs
+/// and software segments.
 fn forward_port(
     opts: &RunOptions,
     spec: &crate::port_spec::PortSpec,
     id: u16,
     encap: &crate::forward::Encap,
     lcore_count: u32,
-    queues: u16,
+    workers: u16,
     room: u16,
 ) -> Result<(Port, Arc<Mempool>)> {
-    let workers = queues.max(1);
     let n = pool_sizing::element_count(&pool_sizing::Demand {
         rx_queues: 1,
         rx_desc: opts.rx_desc as u32,
@@ -526,11 +561,12 @@ fn forward_port(
     };
     let port = Port::configure(id, &conf, &[&pool])?;
     if port.tx_queues < workers {
-        bail!(
-            "--to {spec}: the port has {} TX queue(s), the run needs one per RX queue ({workers}): \
-             give fewer --queues",
-            port.tx_queues
-        );
+        let flag = if opts.forward.is_some() {
+            "--to"
+        } else {
+            "output"
+        };
+        bail!("{flag} {spec}: {}", too_few_tx(&port, workers));
     }
     Ok((port, pool))
 }

@@ -71,9 +71,11 @@ pub struct QueueSetup {
     pub port: u16,
     /// The RX queue of that port.
     pub queue: u16,
-    /// This queue's index among all the run's RX queues (0..n): the TX queue
-    /// a stage of this queue may use on any port.
+    /// This queue's index among all the run's RX queues (0..n).
     pub index: u16,
+    /// The TX queue this queue's worker owns on every port of the run (the
+    /// worker's index): stages on one worker share it, never two lcores.
+    pub tx_queue: u16,
     /// The lcore that will poll it.
     pub lcore: u32,
     /// The pool the queue receives into: header mbufs for a prepend that
@@ -81,30 +83,31 @@ pub struct QueueSetup {
     pub pool: Arc<Mempool>,
     /// The run's output ports (`RunOptions::outputs`, or the forward
     /// stage's `to`), in order: their ids and the pools for their header
-    /// mbufs and software segments.
+    /// mbufs and software segments (for an RX port, this queue's own pool).
     pub outputs: Vec<(u16, Arc<Mempool>)>,
     /// The run's port words: transmits wait while a port is closed.
     pub(crate) gate: Arc<crate::gate::PollGate>,
 }
 
 impl QueueSetup {
-    /// A transmit queue on `port` reserved for this RX queue's stage (the
-    /// port's TX queue `index`): the port must be one of the run's RX ports
-    /// or outputs, configured with a TX queue per RX queue of the run.
+    /// A transmit queue on `port`: the port's TX queue `tx_queue`, which
+    /// this queue's worker owns. The port must be one of the run's RX ports
+    /// or outputs (each has a TX queue per worker).
     pub fn tx(&self, port: u16) -> anyhow::Result<TxQueue> {
-        Ok(TxQueue::new(port, self.index)?.gated(self.tx_gate(port)))
+        Ok(TxQueue::new(port, self.tx_queue)?.gated(self.tx_gate(port)))
     }
 
     fn tx_gate(&self, port: u16) -> crate::gate::TxGate {
         crate::gate::TxGate::new(self.gate.clone(), port)
     }
 
-    /// The id of output port `i` (`RunOptions::outputs[i]`).
+    /// The id of output port `i` (`RunOptions::outputs[i]`; an RX port of
+    /// the run may be one).
     pub fn output(&self, i: usize) -> Option<u16> {
         self.outputs.get(i).map(|o| o.0)
     }
 
-    /// A forwarder to output `i` on this queue's own TX queue: `encap`
+    /// A forwarder to output `i` on this worker's own TX queue: `encap`
     /// prepended in the headroom, merged packets segmented by the port (TSO)
     /// or in software, transmitted in bulk (see [`crate::forward`]).
     pub fn forwarder(&self, i: usize, encap: Encap) -> anyhow::Result<Forwarder> {
@@ -117,7 +120,7 @@ impl QueueSetup {
         Forwarder::new(
             ForwardConf {
                 port: *port,
-                queue: self.index,
+                queue: self.tx_queue,
                 encap,
                 offloads: TxOffloads::Port,
                 tx_retries: 8,
