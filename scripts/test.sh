@@ -8,7 +8,8 @@ HERE=$(cd "$(dirname "$0")/.." && pwd)
 cd "$HERE"
 # prometheus: the metrics test scrapes a running grorx with a real server
 # (about 22 MB to fetch; left out of the quick start's setup).
-scripts/setup.sh prometheus
+# ethtool, iproute2: the live tests put grorx between two network namespaces.
+scripts/setup.sh prometheus ethtool iproute2
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 # The engine library alone, without the features the command turns on.
