@@ -212,9 +212,55 @@ def run_case(name, binary, nbytes):
         pair.close()
 
 
+def run_firewall(binary, nbytes, seconds=10):
+    """examples/stateful_firewall.rs between the namespaces, the client's
+    side inside: the client's connection works both ways, byte-exact; the
+    server's attempt to connect in is dropped; nothing leaks."""
+    tag = f"fw{os.getpid() % 100000}"
+    pair = netns.Pair(tag=tag)
+    inside, outside = pair.ports("af_packet")
+    env = dict(os.environ, GRORX_NAME=tag)
+    fw = subprocess.Popen([binary, inside, outside, str(seconds)], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        cli, srv = run_traffic(pair, "tcp", nbytes)
+        guard = start_server(pair.cli, "bulk-serve", pair.cli_ip, PORT + 1)
+        try:
+            knock = finish(subprocess.Popen(in_ns(pair.srv, "connect", pair.cli_ip, PORT + 1, 2),
+                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                            text=True))
+        finally:
+            guard.kill()
+            guard.wait()
+        out, err = fw.communicate(timeout=seconds + 60)
+        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+        counts = json.loads(lines[-1]) if lines else None
+        bad = check("firewall", cli, srv, fw.returncode, {"mbufs_leaked": 0, "mbufs_freed_twice": 0},
+                    False)
+        if counts is None:
+            bad.append(f"the firewall printed no counts (exit {fw.returncode}): {err[-2000:]}")
+        else:
+            if counts["mbufs_leaked"]:
+                bad.append(f"mbufs_leaked {counts['mbufs_leaked']}")
+            if not counts["dropped"].get("not established"):
+                bad.append("nothing dropped as not established")
+        if knock["connected"]:
+            bad.append("a connection from the outside got in")
+        return {"case": "firewall", "ok": not bad, "problems": bad, "counts": counts,
+                "outside_connect": knock["connected"], "bytes_each_way": cli["sent_bytes"],
+                "grorx_stderr": err[-4000:] if bad else ""}
+    finally:
+        if fw.poll() is None:
+            fw.kill()
+            fw.wait()
+        pair.close()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("case", nargs="?", choices=sorted(CASES))
+    ap.add_argument("case", nargs="?", choices=sorted([*CASES, "firewall"]))
+    ap.add_argument("--firewall", metavar="BIN",
+                    help="the stateful_firewall example's binary (case firewall)")
     ap.add_argument("--list", action="store_true", help="print the cases and exit")
     ap.add_argument("--grorx", default=None, help="the grorx binary (default: target/release, then debug)")
     ap.add_argument("--bytes", type=int, default=64 << 20, help="bytes each way (default 64 MiB)")
@@ -223,12 +269,21 @@ def main():
     if a.list:
         for name, (driver, extra, kind, overlay) in CASES.items():
             print(f"{name:20} {driver:10} {kind:4} {'vxlan' if overlay else 'plain':6} {' '.join(extra)}")
+        print(f"{'firewall':20} {'af_packet':10} tcp  plain  examples/stateful_firewall.rs (--firewall BIN)")
         return 0
     if not a.case:
         ap.error("name a case (--list shows them)")
     if os.geteuid() != 0:
         print("live.py: needs root (network namespaces, veths)", file=sys.stderr)
         return 2
+    if a.case == "firewall":
+        if not a.firewall:
+            ap.error("case firewall: give --firewall BIN (cargo build -p grorx-examples --example stateful_firewall)")
+        r = run_firewall(a.firewall, a.bytes)
+        print(json.dumps(r) if a.json else f"firewall: {'ok' if r['ok'] else 'FAILED'}: {r['counts']}")
+        for p in r["problems"]:
+            print(f"  {p}")
+        return 0 if r["ok"] else 1
     r = run_case(a.case, a.grorx or default_grorx(), a.bytes)
     if a.json:
         print(json.dumps(r))

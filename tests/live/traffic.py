@@ -5,6 +5,7 @@
   traffic.py bulk IP PORT UP DOWN          client: sends UP bytes, takes DOWN bytes
   traffic.py udp-serve IP PORT COUNT SIZE  UDP both ways: echoes a stream of its own
   traffic.py udp IP PORT COUNT SIZE        client: COUNT datagrams of SIZE each way
+  traffic.py connect IP PORT SECS          whether a TCP connection opens within SECS
 
 Each end prints one JSON object: what it sent and what it received, with the
 SHA-256 of each byte stream, so the caller holds each direction end to end
@@ -76,6 +77,7 @@ def bulk_serve(ip, port):
 
 
 def bulk(ip, port, up, down):
+    # A forwarder that has just started may take the first SYN or two.
     s = socket.create_connection((ip, int(port)), timeout=TIMEOUT)
     s.sendall(struct.pack("!QQ", int(up), int(down)))
     print(json.dumps(both_ways(s, int(up), int(down))), flush=True)
@@ -179,8 +181,18 @@ def udp(ip, port, count, size):
     udp_both(s, (ip, int(port)), int(count), int(size), {})
 
 
+def connect(ip, port, secs):
+    try:
+        socket.create_connection((ip, int(port)), timeout=float(secs)).close()
+        ok = True
+    except OSError:
+        ok = False
+    print(json.dumps({"connected": ok}), flush=True)
+
+
 def main(argv):
-    cmds = {"bulk-serve": bulk_serve, "bulk": bulk, "udp-serve": udp_serve, "udp": udp}
+    cmds = {"bulk-serve": bulk_serve, "bulk": bulk, "udp-serve": udp_serve, "udp": udp,
+            "connect": connect}
     if len(argv) < 2 or argv[1] not in cmds or argv[1] in ("-h", "--help"):
         print(__doc__)
         return 0 if len(argv) > 1 and argv[1] in ("-h", "--help") else 2

@@ -7,8 +7,9 @@
 //!
 //! Cases: net_af_packet with GRO per poll, held across polls, and off;
 //! net_af_xdp (whose fill rings the teardown takes back); UDP GRO; and
-//! `--encap vxlan` into namespaces that decapsulate in the kernel. Every run
-//! with GRO keeps the reorder window on.
+//! `--encap vxlan` into namespaces that decapsulate in the kernel; and the
+//! stateful_firewall example in the same place (the client's side inside).
+//! Every run with GRO keeps the reorder window on.
 //!
 //! Needs root, iproute2, ethtool and python3 (scripts/setup.sh installs
 //! them); skipped, with a message, without them. One case at a time: they
@@ -42,6 +43,10 @@ fn missing() -> Option<String> {
 
 /// Runs one case; panics with its problems and grorx's last words.
 fn case(name: &str) -> Value {
+    case_with(name, &[])
+}
+
+fn case_with(name: &str, extra: &[&str]) -> Value {
     let _one = LOCK.lock().unwrap_or_else(|p| p.into_inner());
     let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/live/live.py");
     let out = Command::new("python3")
@@ -49,6 +54,7 @@ fn case(name: &str) -> Value {
         .arg(name)
         .args(["--grorx", env!("CARGO_BIN_EXE_grorx"), "--json"])
         .args(["--bytes", &(32u64 << 20).to_string()])
+        .args(extra)
         .output()
         .expect("python3 runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -66,8 +72,36 @@ fn case(name: &str) -> Value {
         r["problems"],
         r["grorx_stderr"].as_str().unwrap_or("")
     );
-    assert_eq!(r["mbufs_leaked"], 0, "{name}");
     r
+}
+
+/// The stateful_firewall example's binary, built by cargo as the tests run.
+fn firewall_example() -> String {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args([
+            "build",
+            "-q",
+            "-p",
+            "grorx-examples",
+            "--example",
+            "stateful_firewall",
+        ])
+        .args(["--message-format", "json"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|m| m["target"]["name"] == "stateful_firewall")
+        .find_map(|m| m["executable"].as_str().map(String::from))
+        .expect("cargo names the example's executable")
 }
 
 macro_rules! live {
@@ -79,6 +113,7 @@ macro_rules! live {
                 return;
             }
             let r = case($case);
+            assert_eq!(r["mbufs_leaked"], 0, "{r}");
             eprintln!("{r}");
         }
     };
@@ -99,6 +134,7 @@ fn vxlan_encapsulated_both_ways_into_kernels_that_decapsulate() {
         return;
     }
     let r = case("vxlan");
+    assert_eq!(r["mbufs_leaked"], 0, "{r}");
     let fwd = &r["forward"];
     assert_eq!(fwd["encap"], "vxlan", "{r}");
     assert!(
@@ -114,6 +150,20 @@ fn af_xdp_both_ways_with_its_fill_rings_taken_back_not_leaked() {
         return;
     }
     let r = case("af_xdp");
+    assert_eq!(r["mbufs_leaked"], 0, "{r}");
     // Two ports, one RX queue each, 2048 buffers in each fill ring.
     assert_eq!(r["taken_back"], 4096, "{r}");
+}
+
+#[test]
+fn a_stateful_firewall_lets_out_the_inside_and_in_only_its_replies() {
+    if let Some(why) = missing() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let bin = firewall_example();
+    let r = case_with("firewall", &["--firewall", &bin]);
+    assert_eq!(r["outside_connect"], false, "{r}");
+    assert_eq!(r["counts"]["mbufs_leaked"], 0, "{r}");
+    assert!(r["counts"]["connections_opened"].as_u64() >= Some(1), "{r}");
 }
