@@ -50,7 +50,7 @@ impl TxQueue {
         if queue >= info.nb_tx_queues {
             bail!(
                 "port {port} has {} TX queue(s); TX queue {queue} does not exist: configure one \
-                 TX queue per RX queue of the run",
+                 TX queue per worker of the run",
                 info.nb_tx_queues
             );
         }
