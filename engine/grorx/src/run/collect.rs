@@ -173,6 +173,8 @@ pub(super) fn report(
             format!("capture: workers waited {capture_waits} times for the writer")
         });
     }
+    let histograms = HistReport::of(&all_hist);
+    notes.extend(hold_overrun(opts, &histograms.gro_hold_ns));
     let (rx_pps, rx_gbps) = rates(rx_packets, rx_bytes, dur);
     Report {
         command: "sink".into(),
@@ -194,7 +196,7 @@ pub(super) fn report(
         source,
         notes,
         gro: gro_on.then(|| gro_total.report()),
-        histograms: HistReport::of(&all_hist),
+        histograms,
         cycles: opts
             .cycles
             .then(|| per_packet(cyc.0, cyc.1, cyc.2, rx_packets)),
@@ -253,5 +255,64 @@ fn per_packet(rx: u64, gro: u64, stage: u64, packets: u64) -> Cycles {
         rx: rx as f64 / n,
         process: gro as f64 / n,
         stage: stage as f64 / n,
+    }
+}
+
+/// A note when GRO held packets well past the hold limit, with the reason:
+/// the age is checked once a poll, so a hold runs over by as long as a poll
+/// of its worker lasts (its transmits, or the worker losing its CPU).
+fn hold_overrun(opts: &RunOptions, hold_ns: &crate::hist::Summary) -> Option<String> {
+    let limit_us = opts.gro_flush_us as u64;
+    let over = |ns: u64| ns > limit_us * 1500; // 1.5x the limit, in ns
+    if opts.gro.is_none() || limit_us == 0 || !over(hold_ns.max) {
+        return None;
+    }
+    Some(format!(
+        "GRO held packets up to {} us (p99 {} us) against the hold limit of {limit_us} us: \
+         the age is checked once a poll, so a hold runs over by as long as its worker's poll \
+         takes (its transmits, the worker losing its CPU); cycles per phase show the stage's share",
+        hold_ns.max / 1000,
+        hold_ns.p99 / 1000,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hist::Summary;
+
+    fn hold(max_us: u64) -> Summary {
+        Summary {
+            count: 10,
+            mean: 0.0,
+            p50: 0,
+            p90: 0,
+            p99: max_us * 500,
+            p999: 0,
+            max: max_us * 1000,
+        }
+    }
+
+    #[test]
+    fn a_hold_well_past_its_limit_is_noted_with_the_reason() {
+        let held = RunOptions {
+            gro_flush_us: 50,
+            ..RunOptions::default()
+        };
+        let n = hold_overrun(&held, &hold(900)).expect("noted");
+        assert!(
+            n.contains("up to 900 us (p99 450 us) against the hold limit of 50 us"),
+            "{n}"
+        );
+        assert!(n.contains("checked once a poll"), "{n}");
+        assert_eq!(hold_overrun(&held, &hold(70)), None, "within 1.5x");
+        let per_poll = RunOptions::default();
+        assert_eq!(
+            hold_overrun(&per_poll, &hold(900)),
+            None,
+            "no limit but the poll"
+        );
+        let off = RunOptions { gro: None, ..held };
+        assert_eq!(hold_overrun(&off, &hold(900)), None);
     }
 }
