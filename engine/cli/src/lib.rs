@@ -4,6 +4,7 @@
 //! and charts). The engine itself is the `grorx` library.
 
 pub mod bench;
+pub mod http;
 pub mod json;
 pub mod metrics;
 pub mod monitor;

@@ -193,6 +193,10 @@ struct RunArgs {
     /// the run goes on (e.g. 127.0.0.1:9464; docs/metrics.md lists them).
     #[arg(long, value_name = "ADDR:PORT", value_parser = parse_listen_addr, help_heading = "Reporting")]
     metrics: Option<std::net::SocketAddr>,
+    /// Serve metrics only to peers in this address block (e.g. 10.0.0.0/8,
+    /// 192.0.2.7, ::1/128); repeat for more. Others are closed at once.
+    #[arg(long, value_name = "CIDR", value_parser = grorx_cli::http::Cidr::parse, requires = "metrics", help_heading = "Reporting")]
+    metrics_allow: Vec<grorx_cli::http::Cidr>,
     /// This instance's name: EAL's file prefix (its telemetry socket is
     /// /var/run/dpdk/NAME/dpdk_telemetry.v2) and the `name` label of its
     /// metrics. One running process per name.
@@ -394,6 +398,7 @@ fn run_options(a: RunArgs) -> Result<(RunOptions, Output)> {
         hdr_log: a.hdr_log,
         gro: a.gro.gro != OnOff::Off,
         metrics: a.metrics,
+        metrics_allow: a.metrics_allow,
     };
     let opts = RunOptions {
         name: a.name,

@@ -5,11 +5,13 @@
 //! Nothing here touches a worker: a scrape reads `Running::stats()` (relaxed
 //! loads of what the workers publish) and the histograms the monitor already
 //! drains once a second, summed here since the start. The listener is bound
-//! before EAL starts, so a taken port fails at once; the server's threads
-//! are started after, from the main lcore's thread, whose CPU they inherit
-//! (never a worker's). A request is answered on a thread of its own: a client
-//! that stops reading holds that thread only, never the run's end.
+//! before EAL starts, so a taken port fails at once; the server's one thread
+//! is started after, from the main lcore's thread, whose CPU it inherits
+//! (never a worker's). Whatever clients do, the server's threads, sockets,
+//! memory and time stay bounded (`crate::http`): the datapath never
+//! depends on a scraper's goodwill.
 
+use crate::http::{self, Cidr, Counts, Limits};
 use anyhow::{Context, Result};
 use grorx::gro::{Flush, Pass};
 use grorx::hist::QueueHist;
@@ -23,7 +25,7 @@ use std::fmt;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Upper bounds of the burst-size buckets (packets per non-empty poll).
 const BURST_BUCKETS: &[f64] = &[
@@ -46,16 +48,20 @@ pub struct Endpoint {
     name: String,
     /// GRO figures are served (GRO on, or rte_gro).
     gro: bool,
+    /// Peers that may connect (empty: any).
+    allow: Vec<Cidr>,
 }
 
-/// Binds `addr` for the metrics server (call before EAL starts).
-pub fn bind(addr: SocketAddr, name: &str, gro: bool) -> Result<Endpoint> {
+/// Binds `addr` for the metrics server (call before EAL starts); only
+/// peers in `allow` are served when it is not empty.
+pub fn bind(addr: SocketAddr, name: &str, gro: bool, allow: Vec<Cidr>) -> Result<Endpoint> {
     let listener =
         TcpListener::bind(addr).with_context(|| format!("--metrics {addr}: cannot listen"))?;
     Ok(Endpoint {
         listener,
         name: name.to_string(),
         gro,
+        allow,
     })
 }
 
@@ -150,12 +156,14 @@ pub fn serving<R>(
         return body(None);
     };
     let hists = Arc::new(Histograms::new(run.queues().len()));
+    let counts = Counts::default();
     std::thread::scope(|s| {
         let stop = Arc::new(AtomicBool::new(false));
         // Set on every way out of this scope (a panic included), so the
         // scope's join never waits on the server.
         let _stop_on_exit = StopOnDrop(stop.clone());
-        let server = match tiny_http::Server::from_listener(ep.listener, None) {
+        let mut server = match http::Server::new(ep.listener, Limits::default(), ep.allow, &counts)
+        {
             Ok(srv) => srv,
             Err(e) => {
                 run.stop_because("metrics error");
@@ -166,10 +174,13 @@ pub fn serving<R>(
             name: ep.name,
             gro: ep.gro,
         };
-        let h = hists.clone();
+        let (h, c) = (hists.clone(), &counts);
         let started = std::thread::Builder::new()
             .name("grorx-metrics".into())
-            .spawn_scoped(s, move || serve(&server, run, &h, &conf, &stop));
+            .spawn_scoped(s, move || {
+                let mut last = Rendered::default();
+                server.run(&stop, &mut |req| answer(req, run, &h, &conf, c, &mut last));
+            });
         if let Err(e) = started {
             run.stop_because("metrics error");
             return Err(e).context("--metrics: starting the server thread");
@@ -192,73 +203,73 @@ struct Conf {
     gro: bool,
 }
 
-/// Answers requests until `stop` (checked every 100 ms).
-fn serve(
-    server: &tiny_http::Server,
+/// GET or HEAD `/metrics`: the exposition; another method there: 405;
+/// any other path: 404.
+fn answer(
+    req: &http::Request,
     run: &Running,
     hists: &Histograms,
     conf: &Conf,
-    stop: &AtomicBool,
-) {
-    while !stop.load(Relaxed) {
-        match server.recv_timeout(Duration::from_millis(100)) {
-            Ok(Some(req)) => answer(req, run, hists, conf),
-            Ok(None) => {}
-            // The accept loop ended (out of file descriptors...): the run
-            // goes on without metrics.
-            Err(e) => {
-                crate::out::sayln(&format!("grorx: metrics server stopped: {e}"));
-                return;
-            }
-        }
+    counts: &Counts,
+    last: &mut Rendered,
+) -> http::Response {
+    match (req.path, req.method) {
+        ("/metrics", "GET" | "HEAD") => match last.get(|| exposition(run, hists, conf, counts)) {
+            Ok(body) => http::Response {
+                status: 200,
+                content_type: prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
+                body,
+                allow: None,
+            },
+            Err(_) => http::Response::text(500, "encoding failed\n"),
+        },
+        ("/metrics", _) => http::Response {
+            allow: Some("GET, HEAD"),
+            ..http::Response::text(405, "use GET\n")
+        },
+        _ => http::Response::text(404, "not found: metrics are at /metrics\n"),
     }
 }
 
-/// GET or HEAD `/metrics`: the exposition; another method there: 405;
-/// any other path: 404.
-fn answer(req: tiny_http::Request, run: &Running, hists: &Histograms, conf: &Conf) {
-    use tiny_http::{Header, Method, Response};
-    let path = req.url().split('?').next().unwrap_or_default();
-    let text = |code: u16, body: String, ctype: &str| {
-        let mut r = Response::from_string(body).with_status_code(code);
-        if let Ok(h) = Header::from_bytes(&b"Content-Type"[..], ctype.as_bytes()) {
-            r = r.with_header(h);
+/// How often the exposition is made afresh at most: scrapes closer together
+/// get the last one. Making it reads the counters the workers write (their
+/// cache lines) and the ports' stats: a client scraping in a loop makes it
+/// ten times a second, not thousands.
+const RENDER_EVERY: Duration = Duration::from_millis(100);
+
+/// The last exposition made, and when.
+#[derive(Default)]
+struct Rendered {
+    at: Option<Instant>,
+    body: Vec<u8>,
+}
+
+impl Rendered {
+    /// The exposition, made now if the last one is older than RENDER_EVERY.
+    fn get(
+        &mut self,
+        make: impl FnOnce() -> Result<String, fmt::Error>,
+    ) -> Result<Vec<u8>, fmt::Error> {
+        if self.at.is_none_or(|t| t.elapsed() >= RENDER_EVERY) {
+            self.body = make()?.into_bytes();
+            self.at = Some(Instant::now());
         }
-        r
-    };
-    let plain = "text/plain; charset=utf-8";
-    let resp = match (path, req.method()) {
-        ("/metrics", Method::Get | Method::Head) => match exposition(run, hists, conf) {
-            Ok(body) => text(
-                200,
-                body,
-                prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
-            ),
-            Err(_) => text(500, "encoding failed\n".into(), plain),
-        },
-        ("/metrics", _) => {
-            let r = text(405, "use GET\n".into(), plain);
-            match Header::from_bytes(&b"Allow"[..], &b"GET, HEAD"[..]) {
-                Ok(h) => r.with_header(h),
-                Err(()) => r,
-            }
-        }
-        _ => text(404, "not found: metrics are at /metrics\n".into(), plain),
-    };
-    // A slow or stuck reader holds this thread, not the server's.
-    let _ = std::thread::Builder::new()
-        .name("grorx-metrics-tx".into())
-        .spawn(move || {
-            let _ = req.respond(resp);
-        });
+        Ok(self.body.clone())
+    }
 }
 
 /// The text exposition of the run as it is now.
-fn exposition(run: &Running, hists: &Histograms, conf: &Conf) -> Result<String, fmt::Error> {
+fn exposition(
+    run: &Running,
+    hists: &Histograms,
+    conf: &Conf,
+    counts: &Counts,
+) -> Result<String, fmt::Error> {
     let snap = Snapshot {
         stats: run.stats(),
         hists: hists.buckets(),
         gro: conf.gro,
+        http: counts.by_event(),
     };
     text(snap, &conf.name)
 }
@@ -281,6 +292,8 @@ struct Snapshot {
     stats: Stats,
     hists: Vec<QueueBuckets>,
     gro: bool,
+    /// The metrics server's own counts, by event.
+    http: [(&'static str, u64); 8],
 }
 
 type Labels = Vec<(&'static str, String)>;
@@ -522,6 +535,14 @@ impl Collector for Snapshot {
             MetricType::Counter,
             links.iter().map(|l| (port(l), l.down_s)),
         )?;
+        family(
+            e,
+            "metrics_http_events",
+            "What the metrics server did, by event (connections accepted, refused, evicted, \
+             timed out; accept errors; requests too large or bad; responses)",
+            MetricType::Counter,
+            (self.http.iter()).map(|&(ev, n)| (vec![("event", ev.to_string())], n)),
+        )?;
         self.histogram(e, "burst", "Packets per non-empty poll", |h| &h.burst)?;
         if self.gro {
             self.histogram(
@@ -601,10 +622,13 @@ mod tests {
         h.burst.record(32).unwrap();
         h.gro_segs.record(8).unwrap();
         hists.add(&[h]);
+        let counts = Counts::default();
+        counts.evicted.store(9, Relaxed);
         let snap = Snapshot {
             stats,
             hists: hists.buckets(),
             gro: true,
+            http: counts.by_event(),
         };
         let t = text(snap, "rx-a").unwrap();
         for line in [
@@ -618,6 +642,7 @@ mod tests {
             "grorx_stage_dropped_total{name=\"rx-a\",port=\"0\",queue=\"1\",lcore=\"3\",reason=\"no_route\"} 3",
             "grorx_stage_dropped_total{name=\"rx-a\",port=\"0\",queue=\"1\",lcore=\"3\",reason=\"other\"} 1",
             "grorx_uptime_seconds{name=\"rx-a\"} 1.5",
+            "grorx_metrics_http_events_total{name=\"rx-a\",event=\"evicted\"} 9",
             "# TYPE grorx_burst histogram",
             "grorx_burst_bucket{name=\"rx-a\",port=\"0\",queue=\"1\",lcore=\"3\",le=\"16\"} 0",
             "grorx_burst_bucket{name=\"rx-a\",port=\"0\",queue=\"1\",lcore=\"3\",le=\"32\"} 1",

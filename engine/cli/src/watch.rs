@@ -27,6 +27,8 @@ pub struct Output {
     pub gro: bool,
     /// Serve Prometheus metrics at http://ADDR/metrics while the run goes on.
     pub metrics: Option<std::net::SocketAddr>,
+    /// Address blocks the metrics server answers (empty: any).
+    pub metrics_allow: Vec<crate::http::Cidr>,
 }
 
 /// Runs `opts` with its built-in stage; the report goes to stdout (JSON) or
@@ -43,7 +45,12 @@ pub fn run(command: &str, opts: &RunOptions, out: &Output) -> Result<()> {
     };
     // So is a metrics port already taken.
     let metrics = match out.metrics {
-        Some(a) => Some(crate::metrics::bind(a, &opts.name, out.gro)?),
+        Some(a) => Some(crate::metrics::bind(
+            a,
+            &opts.name,
+            out.gro,
+            out.metrics_allow.clone(),
+        )?),
         None => None,
     };
     signal::install();
@@ -61,6 +68,20 @@ pub fn run(command: &str, opts: &RunOptions, out: &Output) -> Result<()> {
         if let Some(a) = metrics.as_ref().and_then(|m| m.local_addr()) {
             crate::out::sayln(&format!("metrics: http://{a}/metrics"));
         }
+    }
+    // Said even with -q: an endpoint other hosts can reach is a decision.
+    if let Some(a) = out.metrics.filter(|a| !a.ip().is_loopback()) {
+        let who = if out.metrics_allow.is_empty() {
+            "any host that reaches it".to_string()
+        } else {
+            format!(
+                "the {} address block(s) of --metrics-allow",
+                out.metrics_allow.len()
+            )
+        };
+        crate::out::sayln(&format!(
+            "metrics: {a} is not a loopback address: served to {who}; keep it behind the host's firewall"
+        ));
     }
     // The metrics server, if any, serves while the run is watched.
     let watched = crate::metrics::serving(metrics, &running, |h| watch(&running, out, hdr, h));

@@ -52,7 +52,30 @@ impl Drop for Reaped {
 
 /// `grorx sink` on the embedded generator, serving metrics on `port`.
 fn sink(name: &str, port: u16, secs: &str) -> Reaped {
-    let child = Command::new(env!("CARGO_BIN_EXE_grorx"))
+    sink_limited(name, port, secs, None)
+}
+
+/// `sink`, with at most `nofile` file descriptors when given.
+fn sink_limited(name: &str, port: u16, secs: &str, nofile: Option<u64>) -> Reaped {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_grorx"));
+    if let Some(n) = nofile {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: setrlimit(2) is async-signal-safe; the closure touches
+        // nothing else between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                let lim = libc::rlimit {
+                    rlim_cur: n,
+                    rlim_max: n,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    let child = cmd
         .args([
             "sink",
             "--duration",
@@ -375,4 +398,139 @@ fn prometheus_scrapes_grorx() {
     let o = run.interrupt();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     drop(dir);
+}
+
+/// Threads and resident kilobytes of process `pid` now.
+fn threads_and_rss(pid: u32) -> (usize, u64) {
+    let threads = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let rss = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    (threads, rss)
+}
+
+/// The value of `grorx_metrics_http_events_total{event="EVENT"}`.
+fn http_event(samples: &[Sample], event: &str) -> f64 {
+    samples
+        .iter()
+        .filter(|s| s.name == "grorx_metrics_http_events_total")
+        .filter(|s| s.labels.get("event").map(String::as_str) == Some(event))
+        .map(|s| s.value)
+        .sum()
+}
+
+/// Asserts the run is as it was before the abuse: its threads, its memory
+/// within 50 MiB, its metrics served.
+fn still_whole(pid: u32, port: u16, base: (usize, u64), what: &str) -> Vec<Sample> {
+    let (threads, rss) = threads_and_rss(pid);
+    assert_eq!(threads, base.0, "{what}: threads {} -> {threads}", base.0);
+    assert!(
+        rss < base.1 + (50 << 10),
+        "{what}: RSS {} -> {rss} kB",
+        base.1
+    );
+    let (code, body) = get_when_up(port, "/metrics", Duration::from_secs(10));
+    assert_eq!(code, 200, "{what}: metrics served after");
+    parse(&body)
+}
+
+#[test]
+fn no_client_can_knock_the_endpoint_over() {
+    let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let name = format!("grorx-abuse-{}", std::process::id());
+    let port = free_port();
+    let mut run = sink(&name, port, "60");
+    get_when_up(port, "/metrics", Duration::from_secs(10));
+    let pid = run.child().id();
+    std::thread::sleep(Duration::from_millis(500));
+    let base = threads_and_rss(pid);
+
+    // One connection pipelines 20000 scrapes and never reads.
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(2))).unwrap();
+    let req = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".repeat(20_000);
+    let _ = s.write_all(&req); // stops when the server stops taking more
+    std::thread::sleep(Duration::from_millis(500));
+    still_whole(pid, port, base, "20000 pipelined scrapes");
+    drop(s);
+
+    // 3000 idle connections (the test's own descriptors raised first).
+    let lim = libc::rlimit {
+        rlim_cur: 8192,
+        rlim_max: 8192,
+    };
+    // SAFETY: setrlimit(2) on this process, with a valid struct.
+    unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
+    let idle: Vec<TcpStream> = (0..3000)
+        .filter_map(|_| TcpStream::connect(("127.0.0.1", port)).ok())
+        .collect();
+    assert!(idle.len() > 2000, "only {} connections opened", idle.len());
+    std::thread::sleep(Duration::from_millis(500));
+    let m = still_whole(pid, port, base, "3000 idle connections");
+    assert!(
+        http_event(&m, "evicted") > 2000.0,
+        "the idlest closed past the cap"
+    );
+    drop(idle);
+
+    // One header line of 64 MiB.
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+    let _ = s.write_all(b"GET /metrics HTTP/1.1\r\nX-Long: ");
+    let mib = vec![b'a'; 1 << 20];
+    for _ in 0..64 {
+        if s.write_all(&mib).is_err() {
+            break; // answered and closed after 8 KiB
+        }
+    }
+    drop(s);
+    let m = still_whole(pid, port, base, "a 64 MiB header");
+    assert_eq!(http_event(&m, "too_large"), 1.0);
+
+    let o = run.interrupt();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report = String::from_utf8_lossy(&o.stderr);
+    assert!(report.contains("mbufs leaked: 0"), "{report}");
+}
+
+#[test]
+fn out_of_file_descriptors_the_endpoint_keeps_serving() {
+    let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let name = format!("grorx-nofile-{}", std::process::id());
+    let port = free_port();
+    // It uses about 40 descriptors itself: 80 runs out before 64 connections.
+    let mut run = sink_limited(&name, port, "60", Some(80));
+    get_when_up(port, "/metrics", Duration::from_secs(15));
+    let pid = run.child().id();
+    let base = threads_and_rss(pid);
+    // More connections than the process may have descriptors.
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let conns: Vec<TcpStream> = (0..400)
+        .filter_map(|_| TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok())
+        .collect();
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(
+        run.child().try_wait().unwrap().is_none(),
+        "grorx still runs"
+    );
+    drop(conns);
+    let m = still_whole(pid, port, base, "400 connections at 80 descriptors");
+    assert!(
+        http_event(&m, "accept_error") > 0.0,
+        "it ran out of descriptors"
+    );
+    assert!(
+        http_event(&m, "accepted") > 100.0,
+        "{}",
+        http_event(&m, "accepted")
+    );
+    let o = run.interrupt();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("mbufs leaked: 0"));
 }
