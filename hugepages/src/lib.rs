@@ -25,3 +25,8 @@ pub use setup::{setup, setup_at, SetupReport};
 pub use size::{format_size, parse_size};
 pub use status::{Mount, NodePool, Pool, Status};
 pub use syscalls::is_root;
+
+/// The machine's memory in bytes (`MemTotal`), if `/proc/meminfo` says.
+pub fn memory_total() -> Option<u64> {
+    procfs::read_memory_total(std::path::Path::new("/"))
+}

@@ -35,6 +35,13 @@ pub(crate) fn read_default_page_size(
     }
 }
 
+/// `MemTotal:` in bytes: all the memory the machine has.
+pub(crate) fn read_memory_total(root: &Path) -> Option<u64> {
+    let text = read_optional(&root.join("proc/meminfo")).ok()??;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    parse_size(line["MemTotal:".len()..].trim()).ok()
+}
+
 /// Writable hugetlbfs mounts. A mount without `pagesize=` serves the
 /// default size; one whose size cannot be told is skipped.
 pub(crate) fn read_mounts(

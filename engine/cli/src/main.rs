@@ -384,10 +384,10 @@ fn run_options(a: RunArgs) -> Result<(RunOptions, Output)> {
         tunnels.add_vxlan(p).map_err(grorx_cli::usage)?;
     }
     if let Some(d) = a.json_interval {
-        if !(d >= 0.01 && d.is_finite()) {
-            return Err(grorx_cli::usage(
-                "--json-interval must be at least 0.01 seconds",
-            ));
+        if !(0.01..=86400.0).contains(&d) {
+            return Err(grorx_cli::usage(format!(
+                "--json-interval {d} is out of range: give 0.01..=86400 seconds"
+            )));
         }
     }
     let out = Output {

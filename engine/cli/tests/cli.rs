@@ -316,7 +316,7 @@ fn zero_queues_is_refused() {
     assert_eq!(o.status.code(), Some(2), "a usage error");
     let l = error_line(&o);
     assert!(
-        l.starts_with("grorx: error:") && l.contains("--queues 1"),
+        l.starts_with("grorx: error:") && l.contains("give 1..=1024"),
         "{l}"
     );
 }

@@ -74,11 +74,19 @@ impl Default for GenConfig {
     }
 }
 
+/// The most flows the generator keeps (distinct addresses run to 2^24).
+pub const MAX_FLOWS: u32 = 1 << 20;
+
 impl GenConfig {
     /// Checks every setting's range; the error names the option to change.
     pub fn validate(&self) -> Result<(), String> {
-        if self.flows == 0 {
-            return Err("--gen-flows must be at least 1".into());
+        if self.flows == 0 || self.flows > MAX_FLOWS {
+            return Err(format!(
+                "--gen-flows {} is out of range: give 1..={MAX_FLOWS} (each flow's state takes \
+                 about {} B)",
+                self.flows,
+                std::mem::size_of::<Flow>()
+            ));
         }
         if self.mss == 0 || self.mss > 9000 {
             return Err(format!(

@@ -58,16 +58,22 @@ pub struct Demand {
 
 /// Element count: everything that can be out at once, rounded up to
 /// 2^k - 1 (ring-backed pools use a 2^k ring: that count wastes nothing).
+/// Settings far past any machine's memory give the largest count, never an
+/// overflow: the memory check that follows refuses them.
 pub fn element_count(d: &Demand) -> u32 {
-    let caches = d.lcores * (d.cache + d.cache / 2); // a cache can hold 1.5x its size
-    let need = d.rx_queues * (d.rx_desc + d.held_per_queue + d.burst)
-        + d.tx_queues * (d.tx_desc + d.burst)
+    let w = |x: u32| x as u64;
+    let caches = w(d.lcores) * (w(d.cache) + w(d.cache) / 2); // a cache can hold 1.5x its size
+    let need = w(d.rx_queues) * (w(d.rx_desc) + w(d.held_per_queue) + w(d.burst))
+        + w(d.tx_queues) * (w(d.tx_desc) + w(d.burst))
         + caches
-        + d.lcores * d.burst
-        + d.extra;
-    let n = need.max(1023) + 1;
-    n.next_power_of_two() - 1
+        + w(d.lcores) * w(d.burst)
+        + w(d.extra);
+    let n = need.clamp(1023, MAX_ELEMENTS as u64) + 1;
+    (n.next_power_of_two() - 1).min(MAX_ELEMENTS as u64) as u32
 }
+
+/// The most mbufs one pool is sized for (2^31 - 1).
+pub const MAX_ELEMENTS: u32 = (1 << 31) - 1;
 
 /// A mempool cache must be at most RTE_MEMPOOL_CACHE_MAX_SIZE (512) and
 /// n / 1.5; DPDK refuses larger ones.

@@ -214,6 +214,11 @@ impl Default for RunOptions {
     }
 }
 
+/// RX queues a port may have (DPDK 22.11's RTE_MAX_QUEUES_PER_PORT).
+pub(super) const MAX_QUEUES: u16 = 1024;
+/// The largest per-lcore mempool cache (RTE_MEMPOOL_CACHE_MAX_SIZE).
+pub(super) const MAX_POOL_CACHE: u32 = 512;
+
 /// Bytes of EAL memory a run needs beyond its pools (rings, memzones, heap).
 pub(super) const EAL_OVERHEAD: u64 = 64 << 20;
 /// Memory for `--no-huge -m` when falling back.
@@ -228,8 +233,17 @@ impl RunOptions {
     /// give instead. `start` calls it first.
     pub fn validate(&self) -> Result<()> {
         super::instance::check_name(&self.name)?;
-        if self.queues == 0 {
-            bail!("--queues 0: a port needs at least one RX queue (give --queues 1 or more)");
+        if self.queues == 0 || self.queues > MAX_QUEUES {
+            bail!(
+                "--queues {} is out of range: give 1..={MAX_QUEUES} (RTE_MAX_QUEUES_PER_PORT)",
+                self.queues
+            );
+        }
+        if self.pool_cache > MAX_POOL_CACHE {
+            bail!(
+                "--pool-cache {} is out of range: give 0..={MAX_POOL_CACHE} (RTE_MEMPOOL_CACHE_MAX_SIZE)",
+                self.pool_cache
+            );
         }
         if self.burst == 0 || self.burst as usize > worker::MAX_BURST {
             bail!(

@@ -36,6 +36,14 @@ pub(super) fn start_eal(
     // Hugepages: use what is there, reserve more when root, else fall back.
     let user_mem = eal_args::user_overrides(user_args, "-m");
     let need = opts.memory_needed(lcore_count)?;
+    if let Some(total) = hugepages::memory_total().filter(|&t| need > t) {
+        bail!(
+            "the run's mbuf pools need {} MiB, more than this machine's {} MiB of memory: \
+             lower --queues, --rx-desc, --gro-flows, --gro-reorder or --pool-cache",
+            need >> 20,
+            total >> 20
+        );
+    }
     let no_huge_mb = (need >> 20).max(NO_HUGE_MIN_MB);
     let summary;
     if user_mem {
