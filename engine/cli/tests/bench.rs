@@ -215,3 +215,58 @@ fn tunnels() {
         &["gro-off", "gro-on-trust", "gro-on", "forward"],
     );
 }
+
+/// `grorx bench` on a config of the test's own: exit status and stderr.
+fn bench_of(toml: &str) -> (Option<i32>, String) {
+    let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("t.toml");
+    std::fs::write(&cfg, toml).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_grorx"))
+        .env("GRORX_NAME", format!("test-{}", std::process::id()))
+        .args(["bench", cfg.to_str().unwrap(), "--quick", "--out"])
+        .arg(dir.path())
+        .output()
+        .expect("grorx bench runs");
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+const SMALL: &str =
+    "name = \"t\"\ntitle = \"t\"\nsource = { kind = \"generator\", flows = 1, mss = 1448 }\n\
+                     quick_duration = 0.5\nargs = [\"--no-huge\"]\n";
+
+#[test]
+fn an_experiment_with_nothing_valid_to_measure_fails_and_says_why() {
+    // A sweep whose only value the sink refuses.
+    let (code, e) = bench_of(&format!(
+        "{SMALL}metrics = [\"rx_pps\"]\n[sweep]\nflag = \"--max-frags\"\nvalues = [\"abc\"]\n"
+    ));
+    assert_eq!(code, Some(1), "{e}");
+    assert!(
+        e.contains("cell \"max-frags=abc\"") && e.contains("invalid value"),
+        "{e}"
+    );
+    // A metric path that names nothing in any report.
+    let (code, e) = bench_of(&format!(
+        "{SMALL}metrics = [\"no.such.path\"]\n[[cells]]\nname = \"a\"\nargs = []\n"
+    ));
+    assert_eq!(code, Some(1), "{e}");
+    assert!(
+        e.contains("metric \"no.such.path\" is in no run's report"),
+        "{e}"
+    );
+    // Durations that are not a number of seconds.
+    for d in ["inf", "nan", "1e300", "-1"] {
+        let (code, e) = bench_of(&format!(
+            "{SMALL}duration = {d}\nmetrics = [\"rx_pps\"]\n[[cells]]\nname = \"a\"\nargs = []\n"
+        ));
+        assert_eq!(code, Some(1), "duration = {d}: {e}");
+        assert!(
+            e.contains("duration = ") && e.contains("out of range"),
+            "{d}: {e}"
+        );
+    }
+}

@@ -289,8 +289,20 @@ impl Config {
                 self.name
             );
         }
-        if !(self.duration > 0.0 && self.quick_duration > 0.0 && self.warmup >= 0.0) {
-            bail!("duration and quick_duration must be > 0, warmup >= 0");
+        for (key, v, min, max) in [
+            ("duration", self.duration, f64::MIN_POSITIVE, 86400.0),
+            (
+                "quick_duration",
+                self.quick_duration,
+                f64::MIN_POSITIVE,
+                86400.0,
+            ),
+            ("warmup", self.warmup, 0.0, 3600.0),
+        ] {
+            // Also refuses nan and inf (no comparison holds for nan).
+            if !(v >= min && v <= max) {
+                bail!("{key} = {v} is out of range: give seconds, more than 0 and at most {max}");
+            }
         }
         if self.repetitions == 0 {
             bail!("repetitions must be at least 1");

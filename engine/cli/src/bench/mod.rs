@@ -22,7 +22,7 @@ pub mod source;
 pub mod summary;
 pub mod testpmd;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use config::{Command, Config};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -131,7 +131,18 @@ pub fn run(opts: &Options) -> Result<Outcome> {
                 Command::TestpmdRxonly => None,
                 Command::Sink | Command::Forward => {
                     let a = args::layer(&[&src.sink_args, &cfg.args, &c.args]);
-                    runner::probe(&exe, c.command, &a).err()
+                    match runner::probe(&exe, c.command, &a) {
+                        // A flag this grorx has, with a value it refuses:
+                        // the experiment's mistake, not a cell to wait for.
+                        Err(e) if e.contains("invalid value") => {
+                            bail!(
+                                "cell {:?}: {e}: fix the value in {}",
+                                c.name,
+                                opts.config.display()
+                            )
+                        }
+                        r => r.err(),
+                    }
                 }
             }
         };
@@ -182,7 +193,30 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
+    if runnable.is_empty() {
+        bail!(
+            "nothing to measure: every cell is pending ({})",
+            pending
+                .iter()
+                .map(|(c, w)| format!("{c}: {w}"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
     let runs = runner::run_all(&plan, &runnable);
+    // A metric no report has is a wrong path, not a missing figure.
+    if runs.iter().any(|r| r.ok) {
+        for m in cfg.metrics.iter() {
+            let found = (runs.iter().filter(|r| r.ok))
+                .any(|r| r.metrics.iter().any(|(k, v)| k == m && v.is_some()));
+            if !found {
+                bail!(
+                    "metric {m:?} is in no run's report: check its path against docs/json.md \
+                     (e.g. \"rx_pps\", \"gro.avg_segments_per_packet\")"
+                );
+            }
+        }
+    }
     let summary = summary::summarize(
         &cells,
         &pending,
