@@ -7,7 +7,26 @@ use std::path::Path;
 const MAGIC_US: u32 = 0xa1b2_c3d4;
 const MAGIC_NS: u32 = 0xa1b2_3c4d;
 
-/// Frames in a pcap file (either byte order, micro- or nanosecond stamps).
+/// The pcap link type of Ethernet frames.
+const LINKTYPE_ETHERNET: u32 = 1;
+
+/// A link type's name, for the common ones.
+fn linktype_name(t: u32) -> &'static str {
+    match t {
+        0 => "BSD loopback",
+        101 => "raw IP",
+        105 => "IEEE 802.11",
+        113 => "Linux cooked capture",
+        127 => "802.11 radiotap",
+        228 => "raw IPv4",
+        229 => "raw IPv6",
+        276 => "Linux cooked capture v2",
+        _ => "not Ethernet",
+    }
+}
+
+/// Frames in a pcap file (either byte order, micro- or nanosecond stamps);
+/// a file whose frames are not Ethernet is refused, its link type named.
 pub fn count_frames(path: &Path) -> io::Result<u64> {
     let bad = |m: &str| {
         io::Error::new(
@@ -28,6 +47,20 @@ pub fn count_frames(path: &Path) -> io::Result<u64> {
             ))
         }
     };
+    let w = [gh[20], gh[21], gh[22], gh[23]];
+    let linktype = if le {
+        u32::from_le_bytes(w)
+    } else {
+        u32::from_be_bytes(w)
+    };
+    // net_pcap replays each record as an Ethernet frame, whatever it is.
+    if linktype != LINKTYPE_ETHERNET {
+        return Err(bad(&format!(
+            "link type {linktype} ({}): frames are replayed as Ethernet, so only link type 1 \
+             (Ethernet) can be; convert it (e.g. tcprewrite --dlt=enet) or capture on an Ethernet interface",
+            linktype_name(linktype)
+        )));
+    }
     let mut n = 0u64;
     let mut rh = [0u8; 16];
     let mut skip = vec![0u8; 1 << 16];
@@ -82,6 +115,14 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("not a pcap"));
+
+        // The same file with raw-IP frames (link type 101).
+        h[20] = 101;
+        let mut r = tempfile::NamedTempFile::new().unwrap();
+        r.write_all(&h).unwrap();
+        let e = count_frames(r.path()).unwrap_err().to_string();
+        assert!(e.contains("link type 101 (raw IP)"), "{e}");
+        assert!(e.contains("only link type 1 (Ethernet)"), "{e}");
     }
 }
 
