@@ -120,6 +120,7 @@ fn main() {
         "rte_zmalloc.*",
         "rte_free",
         "rte_log_set_global_level",
+        "rte_openlog_stream",
         "rte_delay_us_block",
         "rte_lcore_id",
         "rte_lcore_count",

@@ -68,14 +68,26 @@ impl Eal {
         let argc = ptrs.len() as c_int;
         ptrs.push(std::ptr::null_mut());
         let ptrs = Box::leak(ptrs.into_boxed_slice());
+        let caught = crate::eal_log::Caught::start();
         // SAFETY: argc/argv are valid, NUL-terminated, and live forever.
         let ret = unsafe { sys::rte_eal_init(argc, ptrs.as_mut_ptr()) };
+        let errno = rte_errno();
+        let log = caught.map(|c| c.finish()).unwrap_or_default();
+        // EAL's own lines, as it would have written them: grorx's caller
+        // sees them where it always did.
+        {
+            use std::io::Write;
+            let _ = std::io::stderr().write_all(log.as_bytes());
+        }
         if ret < 0 {
-            let errno = rte_errno();
+            let why = match (crate::eal_log::reason(&log), errno) {
+                (Some(r), 0) => r,
+                (Some(r), e) => format!("{r} ({}, errno {e})", strerror(e)),
+                (None, e) => format!("{} (errno {e})", strerror(e)),
+            };
             return Err(format!(
-                "DPDK EAL failed to start: {} (errno {errno}); the EAL lines above say why. \
-                 Check the EAL arguments ({}), hugepages (grorx hugepages) or add -- --no-huge -m 512",
-                strerror(errno),
+                "DPDK EAL failed to start: {why}. Check the EAL arguments ({}), hugepages \
+                 (grorx hugepages) or add -- --no-huge -m 512",
                 argv[1..].join(" ")
             ));
         }

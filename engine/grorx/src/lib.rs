@@ -64,6 +64,7 @@ pub mod capture;
 pub mod eal;
 #[doc(hidden)]
 pub mod eal_args;
+mod eal_log;
 pub mod forward;
 #[doc(hidden)]
 pub mod gate;
