@@ -18,6 +18,7 @@
 # own, e.g. the forward stage against the sink of the same binary:
 #      CMD_B="forward --to net_null1" scripts/ab-cycles.sh G G
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 A=${1:?usage: ab-cycles.sh BIN_A BIN_B [PAIRS] [SECS] [PCAP] [-- SINK ARGS]}
 B=${2:?usage: ab-cycles.sh BIN_A BIN_B [PAIRS] [SECS] [PCAP] [-- SINK ARGS]}

@@ -9,6 +9,7 @@
 # usage: [GRO=off|on] scripts/bench-sink-vs-testpmd.sh [ROUNDS] [SECS] [VDEV]
 #   defaults: 5 rounds, 6 s each, net_null0
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 ROUNDS=${1:-5}
 SECS=${2:-6}
 VDEV=${3:-net_null0}

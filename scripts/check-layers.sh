@@ -3,6 +3,7 @@
 # grorx-gro (the GRO core) has no DPDK in it; grorx (the engine library) has
 # no command-line, config-file, charting or metrics-serving crates.
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 cd "$(dirname "$0")/.."
 fail=0
 deps() { cargo tree -q -p "$1" -e normal --prefix none --format '{p}' | cut -d' ' -f1 | sort -u; }

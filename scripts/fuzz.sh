@@ -32,10 +32,12 @@
 # kept corpus stays small. A crash exits non-zero and prints where its input
 # is (engine/fuzz/artifacts/T/), minimized when possible, and how to replay it.
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 cd "$HERE/engine"
 
 SECS=${1:-60}
+[[ $SECS =~ ^[1-9][0-9]*$ ]] || { echo "$(basename "$0"): SECS must be a whole number of seconds (got '$SECS'); --help says more" >&2; exit 2; }
 SAN=${FUZZ_SANITIZER:-none}
 JOBS=${FUZZ_JOBS:-1}
 FDIR=fuzz

@@ -16,6 +16,7 @@
 # times tell how long the misses were waited for. Needs valgrind
 # (apt-get install valgrind).
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 CACHE=()
 case "${1:-}" in
 "") ;;

@@ -21,6 +21,7 @@
 # scripts/captures/make-captures.sh --anchors when missing; the bench part
 # replays what bench-configs/ names, the repository's captures/).
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 export PYTHONDONTWRITEBYTECODE=1
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${1:-$ROOT/perf-results}

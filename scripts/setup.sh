@@ -3,6 +3,7 @@
 # nothing) and, as root, mounts hugetlbfs and reserves 1 GiB of 2 MiB pages
 # when fewer are free. Without hugepages grorx still runs (--no-huge fallback).
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 # g++: the fuzz crate links libFuzzer (its replay tests run in scripts/test.sh).
 PKGS=(dpdk dpdk-dev libdpdk-dev libclang-dev pkg-config gcc g++ python3)
 # Packages the caller adds (scripts/test.sh: what only the tests need).

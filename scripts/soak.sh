@@ -16,8 +16,10 @@
 # It prints one line per mode: median and lowest Mpps, RSS at the quarter and
 # at the end, leaked mbufs. GRORX=path picks the binary.
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 SECS=${1:-300}
+[[ $SECS =~ ^[1-9][0-9]*$ ]] || { echo "$(basename "$0"): SECS must be a whole number of seconds (got '$SECS'); --help says more" >&2; exit 2; }
 GRORX=${GRORX:-$HERE/target/release/grorx}
 [ -x "$GRORX" ] || cargo build --release --quiet --manifest-path "$HERE/Cargo.toml" -p grorx-cli
 WORK=$(mktemp -d)

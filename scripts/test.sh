@@ -4,6 +4,7 @@
 # examples, and integration tests that start a real EAL on 4 KiB pages with
 # virtual devices: no NIC and no hugepages needed).
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 cd "$HERE"
 # prometheus: the metrics test scrapes a running grorx with a real server

@@ -21,6 +21,7 @@
 # so verifying sums with the AVX2 kernel here. Needs valgrind (apt-get
 # install valgrind).
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 BIN=$HERE/target/release/grorx
 PCAP=$HERE/captures/tcp_1flow.pcap
