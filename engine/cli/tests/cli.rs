@@ -595,3 +595,36 @@ fn frames_that_cannot_fit_an_mbuf_are_refused_before_eal() {
         assert!(l.contains("data room"), "{args:?}: {l}");
     }
 }
+
+#[test]
+fn the_report_names_the_cpu_each_worker_is_pinned_to() {
+    // --cores 0 puts the main lcore on the other CPU: lcore 1 is on CPU 0.
+    let o = grorx(&[
+        "sink",
+        "--port",
+        "net_null0",
+        "--cores",
+        "0",
+        "--duration",
+        "0.5",
+        "--no-huge",
+        "--json",
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let args: Vec<&str> = v["eal_args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    let lcores = args[args.iter().position(|a| *a == "--lcores").unwrap() + 1];
+    let q = &v["queues"][0];
+    let want = format!("{}@{}", q["lcore"], q["cpu"]);
+    assert!(
+        lcores.split(',').any(|m| m == want),
+        "{want} not in {lcores}"
+    );
+    assert_eq!(q["cpu"], 0, "{q}");
+}

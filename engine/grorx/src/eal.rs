@@ -15,6 +15,23 @@ pub struct Eal {
     args: Vec<String>,
     tsc_hz: u64,
     main_lcore: u32,
+    /// Per lcore id: the CPU its thread is pinned to (-1: none).
+    cpus: Vec<i32>,
+}
+
+/// The lowest CPU the calling thread may run on (-1 if it cannot be told).
+fn first_cpu() -> c_int {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity
+    // fills at most its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return -1;
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .find(|&c| libc::CPU_ISSET(c, &set))
+            .map_or(-1, |c| c as c_int)
+    }
 }
 
 static EAL: OnceLock<Result<Eal, String>> = OnceLock::new();
@@ -102,11 +119,35 @@ impl Eal {
         // DPDK's cap on vector width (`--force-max-simd-bitwidth`) holds for
         // the whole process: the checksum kernels keep to it too.
         crate::csum::Kernel::limit(max_simd_bits);
-        Ok(Eal {
+        let mut eal = Eal {
             args: argv.to_vec(),
             tsc_hz,
             main_lcore,
-        })
+            cpus: Vec::new(),
+        };
+        eal.cpus = eal.pinned_cpus();
+        Ok(eal)
+    }
+
+    /// The CPU each lcore's thread is pinned to, asked of each thread (a
+    /// short job on every worker lcore). DPDK's own `rte_lcore_to_cpu_id`
+    /// gives the core of the CPU numbered as the lcore, which is not the
+    /// lcore's CPU once `--lcores` maps them apart (`1@0`).
+    fn pinned_cpus(&self) -> Vec<i32> {
+        extern "C" fn own_cpu(_: *mut c_void) -> c_int {
+            first_cpu()
+        }
+        let mut cpus = vec![-1; sys::RTE_MAX_LCORE as usize];
+        cpus[self.main_lcore as usize] = first_cpu();
+        for l in self.worker_lcores() {
+            // SAFETY: EAL is up, the lcore waits for a job (none was given
+            // one yet); own_cpu only reads the thread's affinity.
+            if unsafe { sys::rte_eal_remote_launch(Some(own_cpu), std::ptr::null_mut(), l) } == 0 {
+                // SAFETY: the job launched above; this waits for its end.
+                cpus[l as usize] = unsafe { sys::rte_eal_wait_lcore(l) };
+            }
+        }
+        cpus
     }
 
     pub fn args(&self) -> &[String] {
@@ -134,10 +175,10 @@ impl Eal {
         v
     }
 
-    /// The CPU an lcore is pinned to.
+    /// The CPU an lcore is pinned to (the lowest of its CPUs if it has
+    /// several; -1 if unknown).
     pub fn lcore_cpu(&self, lcore: u32) -> i32 {
-        // SAFETY: plain table lookup.
-        unsafe { sys::rte_lcore_to_cpu_id(lcore as c_int) }
+        self.cpus.get(lcore as usize).copied().unwrap_or(-1)
     }
 
     pub fn lcore_socket(&self, lcore: u32) -> u32 {
