@@ -628,3 +628,82 @@ fn the_report_names_the_cpu_each_worker_is_pinned_to() {
     );
     assert_eq!(q["cpu"], 0, "{q}");
 }
+
+#[test]
+fn a_file_prefix_another_run_holds_is_refused_with_what_eal_said() {
+    let first = Command::new(env!("CARGO_BIN_EXE_grorx"))
+        .args([
+            "sink",
+            "--port",
+            "net_null0",
+            "--no-huge",
+            "--duration",
+            "4",
+            "-q",
+        ])
+        .args(["--name", &format!("held-{}", std::process::id())])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("runs");
+    let mut first = Guard(first);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let o = grorx(&[
+        "sink",
+        "--port",
+        "net_null0",
+        "--no-huge",
+        "--duration",
+        "1",
+        "-q",
+        "--",
+        "--file-prefix",
+        &format!("held-{}", std::process::id()),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let l = error_line(&o);
+    assert!(l.contains("Is another primary process running?"), "{l}");
+    assert!(!l.contains("errno 0"), "{l}");
+    let _ = first.0.wait();
+}
+
+/// Kills the child if the test ends early.
+struct Guard(std::process::Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn scripts_answer_help_and_refuse_bad_seconds() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    for s in [
+        "soak.sh",
+        "fuzz.sh",
+        "ab-cycles.sh",
+        "measure.sh",
+        "setup.sh",
+        "test.sh",
+    ] {
+        let o = Command::new("bash")
+            .arg(root.join("scripts").join(s))
+            .arg("--help")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{s} --help: {}", stderr(&o));
+        assert!(!o.stdout.is_empty(), "{s} --help printed nothing");
+    }
+    let o = Command::new("bash")
+        .arg(root.join("scripts/soak.sh"))
+        .arg("abc")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("whole number of seconds"),
+        "{}",
+        stderr(&o)
+    );
+}
