@@ -506,27 +506,23 @@ fn a_capture_path_that_is_a_directory_is_refused_before_eal() {
     );
 }
 
+/// A 1 s run on 4 KiB pages that must succeed: its JSON report.
+fn report_of(args: &[&str]) -> serde_json::Value {
+    let mut a = args.to_vec();
+    a.extend(["--duration", "1", "--no-huge", "--json", "-q"]);
+    let o = grorx(&a);
+    assert!(o.status.success(), "{a:?}: {}", stderr(&o));
+    serde_json::from_slice(&o.stdout).expect("a JSON report")
+}
+
 #[test]
 fn an_rx_port_may_be_an_output_both_ways_or_back_out_of_itself() {
     // Back out of itself, named by its port id (a hairpin).
-    let o = grorx(&[
-        "forward",
-        "--port",
-        "net_null0",
-        "--to",
-        "0",
-        "--duration",
-        "1",
-        "--no-huge",
-        "--json",
-        "-q",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = report_of(&["forward", "--port", "net_null0", "--to", "0"]);
     assert!(v["forward"]["tx_packets"].as_u64().unwrap() > 0, "{v}");
     assert_eq!(v["mbufs_leaked"], 0);
     // Two ports paired both ways, as testpmd's --port-topology paired.
-    let o = grorx(&[
+    let v = report_of(&[
         "forward",
         "--port",
         "net_null0",
@@ -534,14 +530,7 @@ fn an_rx_port_may_be_an_output_both_ways_or_back_out_of_itself() {
         "net_null1",
         "--port-topology",
         "paired",
-        "--duration",
-        "1",
-        "--no-huge",
-        "--json",
-        "-q",
     ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     for p in v["ports"].as_array().unwrap() {
         assert!(p["rx_packets"].as_u64().unwrap() > 0, "{p}");
         assert!(p["stats"]["opackets"].as_u64().unwrap() > 0, "{p}");
@@ -599,20 +588,7 @@ fn frames_that_cannot_fit_an_mbuf_are_refused_before_eal() {
 #[test]
 fn the_report_names_the_cpu_each_worker_is_pinned_to() {
     // --cores 0 puts the main lcore on the other CPU: lcore 1 is on CPU 0.
-    let o = grorx(&[
-        "sink",
-        "--port",
-        "net_null0",
-        "--cores",
-        "0",
-        "--duration",
-        "0.5",
-        "--no-huge",
-        "--json",
-        "-q",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = report_of(&["sink", "--port", "net_null0", "--cores", "0"]);
     let args: Vec<&str> = v["eal_args"]
         .as_array()
         .unwrap()
