@@ -11,6 +11,12 @@ cd "$HERE"
 # (about 22 MB to fetch; left out of the quick start's setup).
 # ethtool, iproute2: the live tests put grorx between two network namespaces.
 scripts/setup.sh prometheus ethtool iproute2
+# kubernetes-validate (PyPI): the deploy test holds the manifests to
+# Kubernetes' own schemas, offline.
+python3 -m pip --version >/dev/null 2>&1 || scripts/setup.sh python3-pip
+pip_install() { python3 -m pip install --quiet --disable-pip-version-check "$@"; }
+pip_install kubernetes-validate==1.37.0 2>/dev/null \
+    || pip_install --break-system-packages kubernetes-validate==1.37.0
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 # The engine library alone, without the features the command turns on.
@@ -34,3 +40,8 @@ cargo test --workspace --exclude grorx-gro "$@"
 # tests above built (debug assertions on; its rate is judged against its own
 # median), not a release build of its own.
 GRORX="$HERE/target/debug/grorx" scripts/soak.sh 15
+# The container image, where podman and mmdebstrap are installed (a few
+# minutes; docs/deploy.md): built from this checkout, run, 0 leaked.
+if command -v podman >/dev/null && command -v mmdebstrap >/dev/null; then
+    scripts/container-check.sh
+fi
