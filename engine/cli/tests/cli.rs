@@ -683,3 +683,13 @@ fn scripts_answer_help_and_refuse_bad_seconds() {
         stderr(&o)
     );
 }
+
+#[test]
+fn holds_past_the_hold_limit_are_counted_where_there_is_a_limit() {
+    let held = report_of(&["sink", "--gro-flush-us", "50"]);
+    let n = held["gro_holds_over_limit"].as_u64().expect("a count");
+    let holds = held["histograms"]["gro_hold_ns"]["count"].as_u64().unwrap();
+    assert!(n <= holds, "{n} of {holds}");
+    let per_poll = report_of(&["sink"]);
+    assert!(per_poll["gro_holds_over_limit"].is_null(), "{per_poll}");
+}

@@ -210,6 +210,9 @@ pub struct Report {
     pub gro: Option<GroReport>,
     /// Percentiles merged over queues (hold times in ns).
     pub histograms: HistReport,
+    /// Held packets that waited longer than the hold limit (`gro_flush_us`):
+    /// their queue was polled late. None when GRO flushes every poll (or is off).
+    pub gro_holds_over_limit: Option<u64>,
     /// TSC cycles per received packet by phase, all queues (`--cycles`).
     pub cycles: Option<Cycles>,
     /// What the stages received from GRO.
@@ -413,6 +416,9 @@ impl Report {
             ),
         );
         push(&mut s, format!("  histograms: {}", self.histograms.text()));
+        if let Some(n) = self.gro_holds_over_limit {
+            push(&mut s, format!("  gro: {n} hold(s) past the hold limit"));
+        }
         if let Some(c) = &self.cycles {
             push(
                 &mut s,

@@ -175,6 +175,11 @@ pub(super) fn report(
     }
     let histograms = HistReport::of(&all_hist);
     notes.extend(hold_overrun(opts, &histograms.gro_hold_ns));
+    let limit_ns = opts.gro_flush_us as u64 * 1000;
+    let gro_holds_over_limit = (opts.gro.is_some() && limit_ns > 0).then(|| {
+        let h = &all_hist.gro_hold_ns;
+        h.count_between(limit_ns + 1, h.max().max(limit_ns + 1))
+    });
     let (rx_pps, rx_gbps) = rates(rx_packets, rx_bytes, dur);
     Report {
         command: "sink".into(),
@@ -197,6 +202,7 @@ pub(super) fn report(
         notes,
         gro: gro_on.then(|| gro_total.report()),
         histograms,
+        gro_holds_over_limit,
         cycles: opts
             .cycles
             .then(|| per_packet(cyc.0, cyc.1, cyc.2, rx_packets)),
