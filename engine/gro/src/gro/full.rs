@@ -48,20 +48,18 @@ impl<B: GroBuf> Gro<B> {
         lookup: Option<Lookup>,
         out: &mut impl FnMut(B),
     ) {
-        if verify && hints.ip == CsumHint::Bad {
+        // An IPv4 header that fails its checksum is never merged, verifying
+        // or trusting: trust covers the L4 checksum only.
+        if hints.ip == CsumHint::Bad {
             return self.pass_in_order(Pass::Frame(NotTcp::BadIpChecksum), pkt, out);
         }
-        let (t, outer) = match Tcp::parse(
-            pkt.head(),
-            pkt.len(),
-            verify && hints.ip == CsumHint::Unknown,
-        ) {
+        let (t, outer) = match Tcp::parse(pkt.head(), pkt.len(), hints.ip == CsumHint::Unknown) {
             Ok(t) => (t, None),
             // Both IPv4 headers are checked in software: what a NIC's
             // flags say of a tunnelled frame depends on whether it parsed
             // the tunnel.
             Err(NotTcp::NotTcp) if self.cfg.tunnels.on => {
-                match Tcp::parse_tunnel(pkt.head(), pkt.len(), verify, &self.cfg.tunnels) {
+                match Tcp::parse_tunnel(pkt.head(), pkt.len(), true, &self.cfg.tunnels) {
                     Ok((t, o)) => (t, Some(o)),
                     Err(TunnelErr::Bad(why)) => {
                         return self.pass_in_order(Pass::Frame(why), pkt, out)

@@ -52,7 +52,6 @@ impl<B: GroBuf> Gro<B> {
                 pbase: h.pbase,
                 hconst: h.hconst,
                 tcp_len,
-                verify,
                 frame_len: pkt.len(),
                 outer,
             },

@@ -85,7 +85,6 @@ pub(super) struct TmplArgs {
     pub(super) pbase: u16,
     pub(super) hconst: u16,
     pub(super) tcp_len: u32,
-    pub(super) verify: bool,
     pub(super) frame_len: usize,
 }
 
@@ -144,12 +143,10 @@ impl Template {
         tm.seq_at = (l4 + tcp::SEQ.start) as u8;
         if !t.ipv6 {
             tm.id_at = (l3 + ipv4::ID.start) as u8;
-            // Trusting, the IPv4 checksum is not checked.
-            tm.ip_csum_at = if a.verify {
-                (l3 + ipv4::CHECKSUM.start) as u8
-            } else {
-                0
-            };
+            // Checked trusting too: trust covers the L4 checksum; a header
+            // that fails its own checksum is never merged into one whose
+            // checksum is then made valid.
+            tm.ip_csum_at = (l3 + ipv4::CHECKSUM.start) as u8;
             let field = field::read16(b, l3, ipv4::CHECKSUM);
             tm.ip_sum = csum::sub(csum::sub(a.ip_hdr, seg.id), field);
         } else {
@@ -162,11 +159,7 @@ impl Template {
                 let hdr = csum::sum(&b[ol3..ol3 + ipv4::MIN_LEN]);
                 let id = field::read16(b, ol3, ipv4::ID);
                 let field = field::read16(b, ol3, ipv4::CHECKSUM);
-                let csum_at = if a.verify {
-                    (ol3 + ipv4::CHECKSUM.start) as u8
-                } else {
-                    0
-                };
+                let csum_at = (ol3 + ipv4::CHECKSUM.start) as u8;
                 let sum = csum::sub(csum::sub(hdr, id), field);
                 ((ol3 + ipv4::ID.start) as u8, csum_at, sum)
             }
@@ -203,8 +196,8 @@ impl Template {
     /// Whether `h`, the first `N` bytes of a segment (`N` of at least the
     /// header: `width` says which), matches this template under `mask` (its
     /// layout's, from `Masks`) and carries sequence number `seq` and IPv4
-    /// ID `id` (None: any), and, when verifying (`verify`), the IPv4 header
-    /// checksum that goes with its ID; if so, what it carries besides what
+    /// ID `id` (None: any), and the IPv4 header checksum that goes with its
+    /// ID; if so, what it carries besides what
     /// the template fixes. One compare of a fixed size, which the compiler
     /// turns into a few vector instructions (the mask is zero past the
     /// header), and field reads that need no bounds check.
@@ -215,7 +208,6 @@ impl Template {
         mask: &[u8; TMPL_LEN],
         seq: Option<u32>,
         id: Option<u16>,
-        verify: bool,
     ) -> Option<Seen> {
         let end = self.words as usize * 8;
         if end > N {
@@ -238,8 +230,8 @@ impl Template {
         // The differences from what is expected, in one word.
         d |=
             seq.map_or(0, |q| got_seq ^ q) as u64 | id.map_or(0, |i| (got_id ^ i) & id_bits) as u64;
-        // (Trusting, a template has no IPv4 checksum to check: `build`.)
-        if verify && self.ip_csum_at != 0 {
+        // The IPv4 header checksum, in either mode (`build`).
+        if self.ip_csum_at != 0 {
             // SAFETY: ip_csum_at + 2 <= words * 8 <= N, as just said.
             let field = u16::from_be_bytes(unsafe { read(h, self.ip_csum_at as usize) });
             d |= (field ^ csum::finish(csum::add(self.ip_sum, got_id))) as u64;

@@ -1835,3 +1835,65 @@ fn a_flood_of_new_flows_leaves_bulk_flows_merging() {
         );
     }
 }
+
+/// The segment's IPv4 header checksum, and nothing else, made wrong.
+fn break_ip_checksum(b: &mut VecBuf) {
+    b.segs[0][14 + 10] ^= 0x5a;
+}
+
+#[test]
+fn a_segment_whose_ip_checksum_alone_is_wrong_never_merges_nor_overtakes() {
+    // Every field as the flow's next segment would have it (TTL, the next
+    // IP ID, a good TCP checksum): only the IPv4 header checksum is off,
+    // at every place in a run of six. Verifying or trusting (the NIC said
+    // nothing of IP), one segment at a time, a poll whole or a burst held
+    // across polls, alone or after a packet of the flow that PSH let out in
+    // the same burst: what came before it leaves first, the bad one alone
+    // after it, and nothing merges it.
+    for csum in [CsumMode::Verify, CsumMode::Trust] {
+        for how in ["one by one", "poll", "burst"] {
+            for psh_first in [false, true] {
+                for at in 0..6 {
+                    let mut f = Flow::new(1, false);
+                    let mut g = gro(GroConfig {
+                        csum,
+                        ..GroConfig::default()
+                    });
+                    let mut pkts = Vec::new();
+                    if psh_first {
+                        pkts.push(f.next(MSS));
+                        pkts.push(f.next_with(MSS, |s| s.flags |= TCP_PSH));
+                    }
+                    let mut bad_id = 0;
+                    for k in 0..6 {
+                        let mut p = f.next(MSS);
+                        if k == at {
+                            break_ip_checksum(&mut p);
+                            bad_id = p.ids[0];
+                        }
+                        pkts.push(p);
+                    }
+                    let mut out = Vec::new();
+                    match how {
+                        "one by one" => out = feed(&mut g, pkts),
+                        "poll" => g.receive_poll(&mut pkts, 0, &mut |b| out.push(b)),
+                        _ => g.receive_burst(&mut pkts, 0, &mut |b| out.push(b)),
+                    }
+                    out.extend(flush(&mut g));
+                    let ids: Vec<Vec<u64>> = out.iter().map(|p| p.ids.clone()).collect();
+                    let what = format!("{csum:?}, {how}, PSH first {psh_first}, at {at}: {ids:?}");
+                    let all: Vec<u64> = ids.iter().flatten().copied().collect();
+                    assert!(all.windows(2).all(|w| w[0] < w[1]), "in order: {what}");
+                    let i = ids.iter().position(|p| p.contains(&bad_id)).expect(&what);
+                    assert_eq!(ids[i], vec![bad_id], "alone: {what}");
+                    assert!(ids.len() <= 5, "the rest merged: {what}");
+                    assert_eq!(
+                        g.stats().pass[Pass::Frame(NotTcp::BadIpChecksum).index()],
+                        1,
+                        "counted: {what}"
+                    );
+                }
+            }
+        }
+    }
+}

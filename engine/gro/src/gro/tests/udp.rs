@@ -182,6 +182,30 @@ fn a_bad_checksum_passes_after_its_flow_when_verifying() {
 }
 
 #[test]
+fn a_datagram_whose_ip_checksum_alone_is_wrong_never_merges_in_either_mode() {
+    for csum in [CsumMode::Verify, CsumMode::Trust] {
+        let mut d = Dgrams::new(1, false);
+        let mut g = gro(GroConfig { csum, ..udp_cfg() });
+        let (a, b) = (d.next(DGRAM), d.next(DGRAM));
+        let mut bad = d.next(DGRAM);
+        bad.segs[0][14 + 10] ^= 0x5a;
+        let mut out = feed(&mut g, vec![a, b, bad, d.next(DGRAM)]);
+        out.extend(flush(&mut g));
+        let ids: Vec<Vec<u64>> = out.iter().map(|p| p.ids.clone()).collect();
+        assert_eq!(
+            ids,
+            vec![vec![1001, 1002], vec![1003], vec![1004]],
+            "{csum:?}"
+        );
+        assert_eq!(
+            g.stats().pass[Pass::Frame(crate::wire::NotTcp::BadIpChecksum).index()],
+            1,
+            "{csum:?}"
+        );
+    }
+}
+
+#[test]
 fn ip_fields_that_differ_end_the_packet() {
     let mut d = Dgrams::new(1, false);
     let mut g = gro(udp_cfg());

@@ -44,11 +44,7 @@ impl<B: GroBuf> Gro<B> {
         hints: RxHints,
         out: &mut impl FnMut(B),
     ) {
-        let t = match Tcp::parse_udp(
-            pkt.head(),
-            pkt.len(),
-            verify && hints.ip == CsumHint::Unknown,
-        ) {
+        let t = match Tcp::parse_udp(pkt.head(), pkt.len(), hints.ip == CsumHint::Unknown) {
             Ok(t) => t,
             Err(NotTcp::NotTcp) => return self.pass(Pass::Frame(NotTcp::NotTcp), pkt, out),
             Err(why) => return self.udp_pass(Pass::Frame(why), pkt, out),
@@ -215,7 +211,8 @@ impl<B: GroBuf> Gro<B> {
         if Self::udp_refusals(&self.cfg, h, &d) != 0 {
             return Some(pkt);
         }
-        if csum.verify && !t.ipv6 {
+        // The IPv4 header checksum, trusting too (the TCP rule's reason).
+        if !t.ipv6 {
             let total = (t.l3_len() as u32 + d.ulen as u32) as u16;
             let c = field::read16(b, l3, ipv4::CHECKSUM);
             let sum = csum::add(csum::add(csum::add(h.ip_base_no_id, total), id), c);
