@@ -104,16 +104,30 @@ fn firewall_example() -> String {
         .expect("cargo names the example's executable")
 }
 
+/// Says why the live tests cannot run here, if they cannot.
+fn skipped() -> bool {
+    let why = missing();
+    if let Some(w) = &why {
+        eprintln!("skipped: {w}");
+    }
+    why.is_some()
+}
+
+/// A test of one case: nothing leaked, then `check` on its result.
 macro_rules! live {
     ($name:ident, $case:literal) => {
+        live!($name, $case, |_| {});
+    };
+    ($name:ident, $case:literal, $check:expr) => {
         #[test]
         fn $name() {
-            if let Some(why) = missing() {
-                eprintln!("skipped: {why}");
+            if skipped() {
                 return;
             }
             let r = case($case);
             assert_eq!(r["mbufs_leaked"], 0, "{r}");
+            let check: fn(&Value) = $check;
+            check(&r);
             eprintln!("{r}");
         }
     };
@@ -126,39 +140,28 @@ live!(
 );
 live!(af_packet_both_ways_with_gro_off, "af_packet-gro-off");
 live!(udp_datagrams_both_ways_merged_and_cut_back, "udp");
-
-#[test]
-fn vxlan_encapsulated_both_ways_into_kernels_that_decapsulate() {
-    if let Some(why) = missing() {
-        eprintln!("skipped: {why}");
-        return;
+live!(
+    vxlan_encapsulated_both_ways_into_kernels_that_decapsulate,
+    "vxlan",
+    |r| {
+        let fwd = &r["forward"];
+        assert_eq!(fwd["encap"], "vxlan", "{r}");
+        assert!(
+            fwd["gso_segments"].as_u64().unwrap_or(0) > 0,
+            "merged packets were cut back into encapsulated segments: {r}"
+        );
     }
-    let r = case("vxlan");
-    assert_eq!(r["mbufs_leaked"], 0, "{r}");
-    let fwd = &r["forward"];
-    assert_eq!(fwd["encap"], "vxlan", "{r}");
-    assert!(
-        fwd["gso_segments"].as_u64().unwrap_or(0) > 0,
-        "merged packets were cut back into encapsulated segments: {r}"
-    );
-}
-
-#[test]
-fn af_xdp_both_ways_with_its_fill_rings_taken_back_not_leaked() {
-    if let Some(why) = missing() {
-        eprintln!("skipped: {why}");
-        return;
-    }
-    let r = case("af_xdp");
-    assert_eq!(r["mbufs_leaked"], 0, "{r}");
+);
+live!(
+    af_xdp_both_ways_with_its_fill_rings_taken_back_not_leaked,
+    "af_xdp",
     // Two ports, one RX queue each, 2048 buffers in each fill ring.
-    assert_eq!(r["taken_back"], 4096, "{r}");
-}
+    |r| assert_eq!(r["taken_back"], 4096, "{r}")
+);
 
 #[test]
 fn a_stateful_firewall_lets_out_the_inside_and_in_only_its_replies() {
-    if let Some(why) = missing() {
-        eprintln!("skipped: {why}");
+    if skipped() {
         return;
     }
     let bin = firewall_example();

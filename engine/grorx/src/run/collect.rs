@@ -175,9 +175,8 @@ pub(super) fn report(
     }
     let histograms = HistReport::of(&all_hist);
     notes.extend(hold_overrun(opts, &histograms.gro_hold_ns));
-    let limit_ns = opts.gro_flush_us as u64 * 1000;
-    let gro_holds_over_limit = (opts.gro.is_some() && limit_ns > 0).then(|| {
-        let h = &all_hist.gro_hold_ns;
+    let gro_holds_over_limit = hold_limit_us(opts).map(|us| {
+        let (h, limit_ns) = (&all_hist.gro_hold_ns, us * 1000);
         h.count_between(limit_ns + 1, h.max().max(limit_ns + 1))
     });
     let (rx_pps, rx_gbps) = rates(rx_packets, rx_bytes, dur);
@@ -264,13 +263,18 @@ fn per_packet(rx: u64, gro: u64, stage: u64, packets: u64) -> Cycles {
     }
 }
 
+/// The hold limit, microseconds: GRO on and holding across polls.
+fn hold_limit_us(opts: &RunOptions) -> Option<u64> {
+    (opts.gro.is_some() && opts.gro_flush_us > 0).then_some(opts.gro_flush_us as u64)
+}
+
 /// A note when GRO held packets well past the hold limit, with the reason:
 /// the age is checked once a poll, so a hold runs over by as long as a poll
 /// of its worker lasts (its transmits, or the worker losing its CPU).
 fn hold_overrun(opts: &RunOptions, hold_ns: &crate::hist::Summary) -> Option<String> {
-    let limit_us = opts.gro_flush_us as u64;
-    let over = |ns: u64| ns > limit_us * 1500; // 1.5x the limit, in ns
-    if opts.gro.is_none() || limit_us == 0 || !over(hold_ns.max) {
+    let limit_us = hold_limit_us(opts)?;
+    // 1.5x the limit, in ns.
+    if hold_ns.max <= limit_us * 1500 {
         return None;
     }
     Some(format!(

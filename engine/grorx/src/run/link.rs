@@ -97,12 +97,11 @@ pub(super) fn gate(ports: &Ports, max_port: u16, workers: usize) -> Arc<PollGate
     Arc::new(g)
 }
 
-/// The RX ports, then the outputs that are not RX ports too.
+/// The RX ports, then the TX-only outputs (an output that is an RX port
+/// is among the RX ports alone: `Ports::outputs` never holds it).
 fn all_ports(ports: &Ports) -> impl Iterator<Item = &port::Port> {
     let rx = ports.slots.iter().map(|s| &s.port);
-    let out = (ports.outputs.iter().map(|(p, _)| p))
-        .filter(|p| !ports.slots.iter().any(|s| s.port.id == p.id));
-    rx.chain(out)
+    rx.chain(ports.outputs.iter().map(|(p, _)| p))
 }
 
 struct PortState {

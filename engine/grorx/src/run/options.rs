@@ -350,6 +350,16 @@ impl RunOptions {
         Ok(())
     }
 
+    /// What errors call an output: the forward stage's `--to`, or a stage
+    /// of the caller's `output`.
+    pub(super) fn output_flag(&self) -> &'static str {
+        if self.forward.is_some() {
+            "--to"
+        } else {
+            "output"
+        }
+    }
+
     /// Outputs that are RX ports of the run too.
     pub(super) fn rx_outputs(&self) -> usize {
         (self.output_ports().iter())

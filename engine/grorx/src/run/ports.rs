@@ -140,11 +140,7 @@ impl Ports {
                 );
             }
         }
-        let out_flag = if opts.forward.is_some() {
-            "--to"
-        } else {
-            "output"
-        };
+        let out_flag = opts.output_flag();
         // An output that is an RX port too is configured once, as an RX
         // port that also transmits; the others are TX-only ports.
         let mut out_ids: Vec<u16> = Vec::new();
@@ -561,12 +557,11 @@ fn forward_port(
     };
     let port = Port::configure(id, &conf, &[&pool])?;
     if port.tx_queues < workers {
-        let flag = if opts.forward.is_some() {
-            "--to"
-        } else {
-            "output"
-        };
-        bail!("{flag} {spec}: {}", too_few_tx(&port, workers));
+        bail!(
+            "{} {spec}: {}",
+            opts.output_flag(),
+            too_few_tx(&port, workers)
+        );
     }
     Ok((port, pool))
 }
