@@ -76,6 +76,14 @@ impl<B: GroBuf> Gro<B> {
         let Some(h) = self.table.try_get_mut(s) else {
             return self.restart(s, pkt, csum, out);
         };
+        if !h.finished {
+            // A head new to the table, and a segment its lookup found it
+            // for: what a merge needs is made now (as the full path would
+            // before merging), so the template judges this one.
+            let verify = self.cfg.csum == CsumMode::Verify;
+            self.finish_head(s, verify);
+        }
+        let h = self.table.get_mut(s);
         let id = h.next_id as u16;
         // A bad checksum: the full path counts and passes it.
         let Some((seq, c, psh)) =
