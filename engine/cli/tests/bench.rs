@@ -166,7 +166,8 @@ fn anchors() {
     }
 }
 
-/// The anchors on synthetic captures: more flows, IPv6, nothing to merge.
+/// The anchors on synthetic captures: more flows, IPv6, nothing to merge,
+/// short flows.
 #[test]
 fn anchors_flows_and_ipv6() {
     for name in [
@@ -174,6 +175,7 @@ fn anchors_flows_and_ipv6() {
         "anchors-1024flows",
         "anchors-ipv6",
         "anchors-newflows",
+        "anchors-shortflows",
     ] {
         quick(name, &["gro-off", "gro-rte", "gro-on-trust", "gro-on"]);
     }
