@@ -106,6 +106,19 @@ pub trait GroBuf {
     }
     /// The packet leaves GRO laid out like this.
     fn set_gso(&mut self, info: &GsoInfo);
+    /// Bytes free in front of the first segment's data that `push_head`
+    /// may take: an IPv6 packet merged past 64 KiB needs 8 for its jumbo
+    /// header. None by default: such packets stay within 64 KiB.
+    fn headroom(&self) -> usize {
+        0
+    }
+    /// Moves the first segment's start `n` bytes earlier, into its headroom
+    /// (`head()` then begins there; the bytes are the buffer's old ones).
+    /// False, and nothing done, when `headroom()` is less than `n`.
+    fn push_head(&mut self, n: usize) -> bool {
+        let _ = n;
+        false
+    }
 }
 
 /// A packet as a list of byte vectors (one per "buffer"), for tests and fuzzing.
@@ -119,6 +132,8 @@ pub struct VecBuf {
     pub gso: Option<GsoInfo>,
     /// Ids of the input packets this one is made of, in order.
     pub ids: Vec<u64>,
+    /// Bytes `push_head` may add in front (a buffer's headroom).
+    pub headroom: usize,
 }
 
 impl VecBuf {
@@ -206,5 +221,16 @@ impl GroBuf for VecBuf {
     }
     fn set_gso(&mut self, info: &GsoInfo) {
         self.gso = Some(*info);
+    }
+    fn headroom(&self) -> usize {
+        self.headroom
+    }
+    fn push_head(&mut self, n: usize) -> bool {
+        if n > self.headroom || self.segs.is_empty() {
+            return false;
+        }
+        self.headroom -= n;
+        self.segs[0].splice(0..0, std::iter::repeat_n(0, n));
+        true
     }
 }

@@ -23,9 +23,12 @@ pub enum OutCsum {
 /// GRO's settings for one queue (the `--gro-*` options).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GroConfig {
-    /// Buffers one merged packet may span (1..=64; Linux's MAX_SKB_FRAGS is 17).
+    /// Buffers one merged packet may span (1..=`MAX_FRAGS`; Linux's
+    /// MAX_SKB_FRAGS is 17, 45 at most, past which it chains a frag_list).
     pub max_frags: u16,
-    /// Largest IP packet (IP + TCP headers + payload) a merge may build.
+    /// Largest IP packet (IP + TCP headers + payload) a merge may build:
+    /// 1500..=524288; past 65535, plain TCP merges into BIG TCP packets
+    /// (see the `big` module), whatever carries them must take them.
     pub max_size: u32,
     /// Flows held at once per queue.
     pub flows: usize,
@@ -53,6 +56,10 @@ pub struct GroConfig {
 /// The most segments a flow may hold ahead of a gap (`GroConfig::reorder`).
 pub const MAX_REORDER: u16 = 16;
 
+/// The most buffers a merged packet may span (`GroConfig::max_frags`): room
+/// for a BIG TCP packet of `big::BIG_MAX` bytes in 1448-byte segments.
+pub const MAX_FRAGS: u16 = 512;
+
 impl Default for GroConfig {
     fn default() -> Self {
         GroConfig {
@@ -72,16 +79,17 @@ impl Default for GroConfig {
 impl GroConfig {
     /// Checks every setting's range; the error names the option to change.
     pub fn validate(&self) -> Result<(), String> {
-        if !(1..=64).contains(&self.max_frags) {
+        if !(1..=MAX_FRAGS).contains(&self.max_frags) {
             return Err(format!(
-                "--max-frags {} is out of range: give 1..=64 (Linux uses 17)",
+                "--max-frags {} is out of range: give 1..={MAX_FRAGS} (Linux uses 17)",
                 self.max_frags
             ));
         }
-        if !(1500..=65535).contains(&self.max_size) {
+        if !(1500..=super::big::BIG_MAX).contains(&self.max_size) {
             return Err(format!(
-                "--gro-max-size {} is out of range: give 1500..=65535",
-                self.max_size
+                "--gro-max-size {} is out of range: give 1500..={} (past 65535: BIG TCP)",
+                self.max_size,
+                super::big::BIG_MAX
             ));
         }
         if !(1..=16384).contains(&self.flows) {

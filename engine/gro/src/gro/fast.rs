@@ -201,7 +201,13 @@ impl<B: GroBuf> Gro<B> {
         self.make_room(out);
         self.stats.heads_cached += 1;
         let now = self.now;
+        let max_size = self.cfg.max_size;
         let h = self.table.reclaim(s).expect("the flow's ghost");
+        if max_size > big::IP_MAX {
+            // Past 64 KiB, what an IPv6 head may become depends on its own
+            // buffer's headroom.
+            h.max_ip = big::max_ip(max_size, &h.t, h.outer, pkt.headroom());
+        }
         let (l3, l4) = (h.t.l3 as usize, h.t.l4 as usize);
         let id = if h.t.ipv6 {
             0

@@ -156,7 +156,7 @@ impl<B: GroBuf> Gro<B> {
         }
         let mut info = GsoInfo {
             l2_len: h.t.l3,
-            l3_len: h.t.l3_len() as u16,
+            l3_len: h.t.l3_len() as u16 + big::jumbo_header(&h.t, h.ip_len),
             l4_len: h.t.l4_len() as u16,
             mss: h.mss as u16,
             segs: h.segs,

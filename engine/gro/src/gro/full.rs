@@ -283,7 +283,7 @@ impl<B: GroBuf> Gro<B> {
         h.head_flags = seg.flags;
         // The whole IP packet, an IPv6 header included (as Linux counts,
         // and as a TSO port's 64 KiB limit does); in a tunnel, the outer one.
-        h.max_ip = self.cfg.max_size.min(65535) - outer.map_or(0, |o| (t.l3 - o.l3) as u32);
+        h.max_ip = big::max_ip(self.cfg.max_size, &t, outer, pkt.headroom());
         h.outer = outer;
         h.o_last_id = seg.outer_id;
         h.o_id_mode = IdMode::Open;

@@ -38,6 +38,7 @@
 //! `tunnel` (the outer rules and headers of VXLAN and Geneve), `udp` (UDP
 //! GRO).
 
+pub mod big;
 pub mod buf;
 pub mod key;
 pub mod stats;
@@ -58,7 +59,7 @@ mod tunnel;
 mod udp;
 
 pub use buf::{CsumHint, GroBuf, GsoInfo, RxHints, VecBuf};
-pub use config::{CsumMode, GroConfig, OutCsum, MAX_REORDER};
+pub use config::{CsumMode, GroConfig, OutCsum, MAX_FRAGS, MAX_REORDER};
 pub use stats::{Flush, GroReport, GroStats, Pass, ReorderReport};
 
 use fast::*;

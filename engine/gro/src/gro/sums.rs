@@ -183,13 +183,10 @@ pub(super) fn fix_headers<B: GroBuf>(h: &mut Held<B>, tso: bool) {
     let flags = h.head_flags | h.flags_or;
     let Some(pkt) = h.pkt.as_mut() else { return };
     let b = pkt.head_mut();
-    if t.ipv6 {
-        // The payload length counts extension headers too.
-        let plen = h.ip_len - 40;
-        field::write16(b, l3, ipv6::PAYLOAD_LEN, plen as u16);
-    } else {
-        field::write16(b, l3, ipv4::TOTAL_LEN, h.ip_len as u16);
-        let c = csum::finish(csum::add(h.ip_base, h.ip_len as u16));
+    if !t.ipv6 {
+        let total = big::ipv4_total_len(h.ip_len);
+        field::write16(b, l3, ipv4::TOTAL_LEN, total);
+        let c = csum::finish(csum::add(h.ip_base, total));
         field::write16(b, l3, ipv4::CHECKSUM, c);
     }
     b[l4 + tcp::FLAGS] = flags;
@@ -205,4 +202,9 @@ pub(super) fn fix_headers<B: GroBuf>(h: &mut Held<B>, tso: bool) {
         ))
     };
     field::write16(b, l4, tcp::CHECKSUM, c);
+    if t.ipv6 {
+        // The payload length counts extension headers too; written last,
+        // as past 64 KiB the headers in front of TCP move.
+        big::write_ipv6_len(pkt, l3, h.ip_len - ipv6::HEADER_LEN as u32);
+    }
 }

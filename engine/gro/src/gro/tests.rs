@@ -962,13 +962,13 @@ fn config_ranges() {
     .validate()
     .is_err());
     assert!(GroConfig {
-        max_frags: 65,
+        max_frags: MAX_FRAGS + 1,
         ..Default::default()
     }
     .validate()
     .is_err());
     assert!(GroConfig {
-        max_size: 70000,
+        max_size: 1499,
         ..Default::default()
     }
     .validate()
@@ -1769,6 +1769,7 @@ fn an_ipv6_packet_counts_its_header_against_the_size_limit() {
     }
 }
 
+mod big;
 mod conformance;
 mod poll;
 mod reorder;

@@ -113,6 +113,28 @@ pub mod ipv6_ext {
     pub const FRAG_OFFSET: Field = 2..4;
 }
 
+/// A hop-by-hop header holding only a jumbo payload option (RFC 2675), as
+/// Linux puts in front of an IPv6 packet past 64 KiB (BIG TCP).
+pub mod ipv6_jumbo {
+    use super::Field;
+    /// The header after this one.
+    pub const NEXT_HEADER: usize = 0;
+    /// Length in 8-byte units past the first 8: 0.
+    pub const LEN: usize = 1;
+    /// The option's type: jumbo payload.
+    pub const OPT_TYPE: usize = 2;
+    /// The option's data length: 4.
+    pub const OPT_LEN: usize = 3;
+    /// The payload length past the IPv6 header, this header included.
+    pub const PAYLOAD_LEN: Field = 4..8;
+    /// The header's size.
+    pub const HEADER_LEN: usize = 8;
+    /// `NEXT_HEADER`'s value for a hop-by-hop header.
+    pub const HOP_BY_HOP: u8 = 0;
+    /// `OPT_TYPE`'s value.
+    pub const JUMBO: u8 = 0xc2;
+}
+
 /// TCP (RFC 9293).
 pub mod tcp {
     use super::Field;

@@ -23,14 +23,14 @@ pub(super) fn spec_of(i: u32) -> TunnelSpec {
 }
 
 /// A flow's segments inside a tunnel, outer IPv4 IDs counting up.
-struct Tunnelled {
+pub(super) struct Tunnelled {
     inner: Flow,
     tun: TunnelSpec,
     outer_id: u16,
 }
 
 impl Tunnelled {
-    fn new(i: u32, ipv6: bool, tun: TunnelSpec) -> Tunnelled {
+    pub(super) fn new(i: u32, ipv6: bool, tun: TunnelSpec) -> Tunnelled {
         Tunnelled {
             inner: Flow::new(i, ipv6),
             tun,
@@ -43,7 +43,7 @@ impl Tunnelled {
         self.outer_id = self.outer_id.wrapping_add(1);
         VecBuf::new(b.ids[0], f)
     }
-    fn next(&mut self, len: usize) -> VecBuf {
+    pub(super) fn next(&mut self, len: usize) -> VecBuf {
         self.next_with(len, |_| {})
     }
 }

@@ -130,7 +130,7 @@ impl<B: GroBuf> Gro<B> {
         h.ip_word = d.ip_word;
         h.last_id = d.id;
         h.id_mode = IdMode::Open;
-        h.max_ip = self.cfg.max_size.min(65535);
+        h.max_ip = self.cfg.max_size.min(big::IP_MAX);
         h.since = now;
         h.frame_len = pkt.len() as u32;
         h.ip_base_no_id = csum::sub(ip_base, d.id);
