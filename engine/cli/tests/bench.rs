@@ -113,6 +113,12 @@ fn quick(name: &str, must_run: &[&str]) {
     }
 }
 
+/// BIG TCP: 64 KiB against 256 KiB merged packets, each run to its end.
+#[test]
+fn big_tcp() {
+    quick("big-tcp", &["gro-off", "64k", "256k"]);
+}
+
 #[test]
 fn max_frags() {
     quick(

@@ -132,7 +132,10 @@ pub struct Writer<W: io::Write> {
     w: W,
 }
 
-/// Large enough for any packet GRO builds (and for BIG TCP's 256 KiB).
+/// The longest record pcap readers take whole (Wireshark's and tcpdump's
+/// limit): a 64 KiB packet, or a BIG TCP one of up to 256 KiB with its
+/// Ethernet header. A longer one (`--gro-max-size` past 262130) is cut to
+/// it, its record stating both lengths, as `tcpdump -s` cuts.
 pub const SNAPLEN: u32 = 262_144;
 
 impl<W: io::Write> Writer<W> {

@@ -630,6 +630,30 @@ impl GroBuf for Skb {
         unsafe { self.grew(tail, nb, len, truesize) };
     }
 
+    /// The headroom a prepend may use (`--headroom`): a BIG TCP IPv6
+    /// packet's jumbo header goes there.
+    #[inline(always)]
+    fn headroom(&self) -> usize {
+        self.meta().headroom as usize
+    }
+
+    #[inline(always)]
+    fn push_head(&mut self, n: usize) -> bool {
+        if n > self.meta().headroom as usize {
+            return false;
+        }
+        let m = self.as_ptr();
+        // SAFETY: n bytes of the headroom this skb may use lie in front of
+        // the head's data; &mut self owns the chain.
+        unsafe {
+            (*m).data_off -= n as u16;
+            (*m).data_len += n as u16;
+            (*m).pkt_len += n as u32;
+        }
+        self.meta_mut().headroom -= n as u16;
+        true
+    }
+
     #[inline(always)]
     fn set_gso(&mut self, info: &GsoInfo) {
         let m = self.as_ptr();

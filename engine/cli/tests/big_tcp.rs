@@ -1,0 +1,151 @@
+//! BIG TCP end to end: `grorx sink --capture` with `--gro-max-size 262144`
+//! on a replayed capture of one IPv4 and one IPv6 bulk flow, held across
+//! polls so packets grow past 64 KiB. The output must hold to Linux's rules
+//! (tests/tools/grocheck.py, which reads BIG TCP lengths), tshark must find
+//! nothing wrong in it, and the IPv4 packets must state a total length of 0
+//! and the IPv6 ones carry a jumbo header; forward refuses such sizes.
+
+use grorx_gro::traffic::{FlowSpec, Segment, TCP_ACK};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const MSS: usize = 1448;
+const SEGMENTS: u32 = 400;
+/// The size limit: an IP packet of up to 256 KiB whose frame (Ethernet and,
+/// for IPv6, the jumbo header included) stays within the 262144 bytes pcap
+/// readers take whole (tshark refuses longer records).
+const BIG: &str = "262100";
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("engine/cli is inside the repository")
+        .to_path_buf()
+}
+
+/// A capture of `SEGMENTS` full-size segments of one IPv4 flow, then as many
+/// of one IPv6 flow.
+fn write_input(path: &Path) {
+    let mut w = grorx::pcap::Writer::new(std::fs::File::create(path).unwrap()).unwrap();
+    for (i, ipv6) in [(1, false), (2, true)] {
+        let spec = FlowSpec::numbered(i, ipv6);
+        for k in 0..SEGMENTS {
+            let payload: Vec<u8> = (0..MSS).map(|b| (b as u32 * 7 + k) as u8).collect();
+            let s = Segment {
+                seq: 1 + k * MSS as u32,
+                ack: 1,
+                flags: TCP_ACK,
+                ip_id: k as u16,
+                tsval: 7,
+                tsecr: 9,
+                payload_len: MSS as u16,
+            };
+            let f = spec.frame(&s, &payload);
+            w.packet(k as u64 * 1000, f.len() as u32, std::iter::once(&f[..]))
+                .unwrap();
+        }
+    }
+}
+
+fn grorx(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_grorx"))
+        .env("GRORX_NAME", format!("test-big-{}", std::process::id()))
+        .args(args)
+        .args(["--", "--no-huge", "-m", "512"])
+        .output()
+        .expect("grorx runs")
+}
+
+fn python(tool: &str, args: &[&Path], extra: &[&str]) -> (bool, String) {
+    let o = Command::new("python3")
+        .arg(repo().join("tests/tools").join(tool))
+        .args(args)
+        .args(extra)
+        .output()
+        .expect("python3 runs");
+    let text = String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr);
+    (o.status.success(), text)
+}
+
+#[test]
+fn packets_of_up_to_256k_leave_the_capture_valid_and_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, output) = (dir.path().join("in.pcap"), dir.path().join("out.pcap"));
+    write_input(&input);
+    let port = format!("net_pcap0,rx_pcap={}", input.display());
+    let o = grorx(&[
+        "sink",
+        "--port",
+        &port,
+        "--capture",
+        output.to_str().unwrap(),
+        "--gro-max-size",
+        BIG,
+        "--max-frags",
+        "256",
+        "--gro-flush-us",
+        "5000",
+        "--json",
+        "-q",
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "grorx failed: {stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("a JSON report");
+    assert_eq!(report["mbufs_leaked"], 0, "{report}");
+    assert_eq!(report["rx_packets"], 2 * SEGMENTS as u64, "{report}");
+    let most = report["gro"]["max_segments_per_packet"].as_u64().unwrap();
+    assert!(
+        most > 46,
+        "no packet past 64 KiB: at most {most} segments ({report})"
+    );
+
+    let (ok, text) = python(
+        "grocheck.py",
+        &[&input, &output],
+        &["--strict-order", "--max-frags", "256", "--max-size", BIG],
+    );
+    assert!(ok, "grocheck:\n{text}");
+    let (ok, text) = python("tshark_check.py", &[&input, &output], &[]);
+    assert!(ok, "tshark:\n{text}");
+
+    // Past 64 KiB: IPv4 states a total length of 0, IPv6 carries a jumbo
+    // header (next header 0, payload length 0).
+    let frames = grorx::pcap::read_all(&output).unwrap();
+    let big: Vec<&Vec<u8>> = frames.iter().filter(|f| f.len() > 14 + 65535).collect();
+    let v4 = big.iter().filter(|f| f[12..14] == [0x08, 0x00]).count();
+    let v6 = big.iter().filter(|f| f[12..14] == [0x86, 0xdd]).count();
+    assert!(
+        v4 > 0 && v6 > 0,
+        "{v4} IPv4 and {v6} IPv6 packets past 64 KiB"
+    );
+    for f in big {
+        if f[12..14] == [0x08, 0x00] {
+            assert_eq!(f[16..18], [0, 0], "IPv4 total length");
+        } else {
+            assert_eq!((f[14 + 6], &f[18..20]), (0, &[0u8, 0][..]), "IPv6 jumbo");
+        }
+    }
+}
+
+#[test]
+fn forward_refuses_big_tcp_sizes_with_the_reason() {
+    let o = grorx(&[
+        "forward",
+        "--port",
+        "net_null0",
+        "--to",
+        "net_null1",
+        "--gro-max-size",
+        "262144",
+        "--duration",
+        "1",
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        stderr.contains("forward sends packets of up to 65535 bytes")
+            && stderr.contains("--gro-max-size 262144"),
+        "{stderr}"
+    );
+}
