@@ -1769,6 +1769,7 @@ fn an_ipv6_packet_counts_its_header_against_the_size_limit() {
     }
 }
 
+mod checksums;
 mod conformance;
 mod poll;
 mod reorder;

@@ -23,27 +23,27 @@ pub(super) fn spec_of(i: u32) -> TunnelSpec {
 }
 
 /// A flow's segments inside a tunnel, outer IPv4 IDs counting up.
-struct Tunnelled {
-    inner: Flow,
-    tun: TunnelSpec,
+pub(super) struct Tunnelled {
+    pub(super) inner: Flow,
+    pub(super) tun: TunnelSpec,
     outer_id: u16,
 }
 
 impl Tunnelled {
-    fn new(i: u32, ipv6: bool, tun: TunnelSpec) -> Tunnelled {
+    pub(super) fn new(i: u32, ipv6: bool, tun: TunnelSpec) -> Tunnelled {
         Tunnelled {
             inner: Flow::new(i, ipv6),
             tun,
             outer_id: 500,
         }
     }
-    fn next_with(&mut self, len: usize, edit: impl FnOnce(&mut Segment)) -> VecBuf {
+    pub(super) fn next_with(&mut self, len: usize, edit: impl FnOnce(&mut Segment)) -> VecBuf {
         let b = self.inner.next_with(len, edit);
         let f = self.tun.encapsulate(&b.bytes(), self.outer_id);
         self.outer_id = self.outer_id.wrapping_add(1);
         VecBuf::new(b.ids[0], f)
     }
-    fn next(&mut self, len: usize) -> VecBuf {
+    pub(super) fn next(&mut self, len: usize) -> VecBuf {
         self.next_with(len, |_| {})
     }
 }
