@@ -44,6 +44,7 @@
 //! A known finding can be tolerated to fuzz past it: see `allowed`.
 
 pub mod buf;
+pub mod checksums;
 pub mod flow;
 pub mod frames;
 pub mod gen;
