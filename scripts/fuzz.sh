@@ -4,8 +4,10 @@
 #   scripts/fuzz.sh [SECONDS]        # default 60, for each target
 #
 # Targets: `gro` (the GRO core alone, no DPDK needed), `udp` (its UDP GRO,
-# alone) and, when pkg-config finds libdpdk, `mbuf` (GRO on real mbufs under
-# a 4 KiB-page EAL, then the forward stage's software GSO; cargo feature
+# alone), `tunnel` (through VXLAN and Geneve, alone), `csum` (checksum
+# fields alone damaged in valid streams, verifying and trusting, alone) and,
+# when pkg-config finds libdpdk, `mbuf` (GRO on real mbufs under a 4
+# KiB-page EAL, then the forward stage's software GSO; cargo feature
 # `mbuf`).
 #
 # Stable Rust only is needed: cargo-fuzz's nightly flags (-Zsanitizer,
@@ -15,7 +17,7 @@
 #
 # Environment:
 #   FUZZ_TARGETS    targets to run, space-separated (default: gro, udp,
-#                   tunnel, and mbuf when libdpdk is there)
+#                   tunnel, csum, and mbuf when libdpdk is there)
 #   FUZZ_SANITIZER  none (default: several times the executions per second;
 #                   Rust's own checks and debug assertions stay on) or
 #                   address (ASan; DPDK's own memory, the mbufs, is not
@@ -47,10 +49,10 @@ MAX_BYTES=${FUZZ_MAX_BYTES:-100000}
 if [ -n "${FUZZ_TARGETS:-}" ]; then
     TARGETS=$FUZZ_TARGETS
 elif pkg-config --exists libdpdk 2>/dev/null; then
-    TARGETS="gro udp tunnel mbuf"
+    TARGETS="gro udp tunnel csum mbuf"
 else
-    TARGETS="gro udp tunnel"
-    echo "fuzz.sh: no libdpdk (pkg-config): fuzzing the gro, udp and tunnel targets only"
+    TARGETS="gro udp tunnel csum"
+    echo "fuzz.sh: no libdpdk (pkg-config): fuzzing the gro, udp, tunnel and csum targets only"
 fi
 TDIR=${CARGO_TARGET_DIR:-$HERE/engine/$FDIR/target}
 mkdir -p "$TDIR"

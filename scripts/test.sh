@@ -30,7 +30,7 @@ RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet -p grorx -p grorx-gro
 scripts/check-layers.sh
 PKG_CONFIG_LIBDIR=/nonexistent LIBCLANG_PATH=/nonexistent cargo test -p grorx-gro "$@"
 cargo test --workspace --exclude grorx-gro "$@"
-# The fuzz crate (outside the workspace): both targets' corpora and findings
+# The fuzz crate (outside the workspace): every target's corpus and findings
 # replayed and seeded random smoke runs, with the harness's invariants (every
 # buffer back, the held limit, valid output; for real mbufs, every pool back
 # to zero in use).

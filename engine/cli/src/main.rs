@@ -246,7 +246,8 @@ enum Switch {
 enum CsumArg {
     /// Validate IPv4 and TCP checksums in software unless the NIC vouches.
     Verify,
-    /// Validate nothing (what DPDK's rte_gro does).
+    /// Trust TCP and UDP checksums (as DPDK's rte_gro does); IPv4 header
+    /// checksums are still validated unless the NIC vouches.
     Trust,
 }
 

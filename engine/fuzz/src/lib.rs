@@ -16,8 +16,9 @@
 //!   match; nothing is held; `flush_older` leaves nothing older than its deadline;
 //! - an output of one input is that input, byte for byte;
 //! - an output of several inputs: all are TCP segments GRO accepts, of one
-//!   flow, consecutive in sequence, never one GRO had to refuse (a checksum it
-//!   verified and found bad); its headers are the first input's but for the IP
+//!   flow, consecutive in sequence, never one GRO had to refuse (a bad IPv4
+//!   header checksum, in either mode; a TCP checksum it verified and found
+//!   bad); its headers are the first input's but for the IP
 //!   length/checksum, TCP checksum and the PSH/FIN bits; its payload is the
 //!   inputs' payloads in order; its IPv4 header checksum verifies; its TCP
 //!   checksum verifies (unless some input's wrong checksum was trusted, by
@@ -44,6 +45,7 @@
 //! A known finding can be tolerated to fuzz past it: see `allowed`.
 
 pub mod buf;
+pub mod checksums;
 pub mod flow;
 pub mod frames;
 pub mod gen;
@@ -949,14 +951,16 @@ fn check_merged<O: Output>(
         if k != k0 {
             return e(format!("input {id} is of another flow"));
         }
-        // Checksums GRO had to check and reject.
-        if verify && p.hints.ip == CsumHint::Bad {
+        // Checksums GRO had to check and reject: an IPv4 header's in
+        // either mode (trust covers the L4 checksum only), the TCP one
+        // verifying.
+        if p.hints.ip == CsumHint::Bad {
             return e(format!("input {id} has the NIC's bad-IP-checksum flag"));
         }
         if verify && p.hints.l4 == CsumHint::Bad {
             return e(format!("input {id} has the NIC's bad-L4-checksum flag"));
         }
-        if verify && p.hints.ip == CsumHint::Unknown && !p.ip_ok {
+        if p.hints.ip == CsumHint::Unknown && !p.ip_ok {
             return e(format!("input {id} has a bad IPv4 header checksum"));
         }
         if verify && p.hints.l4 == CsumHint::Unknown && !p.tcp_ok {

@@ -411,6 +411,8 @@ struct Outer {
     df: bool,
     id: u16,
     csum_set: bool,
+    /// The IPv4 header checksum verifies (or the header is IPv6).
+    ip_ok: bool,
     /// IPv4 header checksum, UDP length and UDP checksum (when set) verify.
     ok: bool,
 }
@@ -449,6 +451,7 @@ fn parse(f: &[u8]) -> Option<Seg> {
                 df: ip.fields.2,
                 id: ip.id,
                 csum_set: field != 0,
+                ip_ok: ip.ok,
                 ok: ip.ok && ulen == f.len() - l4 && sum_ok,
             };
             (Some(o), tflow, inner, ip.l3)
@@ -537,6 +540,11 @@ fn check_merged(cfg: &GroConfig, ins: &[&Seg], bytes: &[u8]) -> Result<(), Strin
         }
         if k > 0 && (s.flags ^ first.flags) & !0x89 != 0 {
             return Err(format!("segment {k}: flags {:#x} differ", s.flags));
+        }
+        // An IPv4 header checksum, outer or inner, in either mode: trust
+        // covers the L4 checksums only.
+        if !(s.inner.3 && s.tunnel.as_ref().is_none_or(|o| o.ip_ok)) {
+            return Err(format!("segment {k}: a bad IPv4 header checksum"));
         }
         if verify && !(s.tcp_ok && s.inner.3 && s.tunnel.as_ref().is_none_or(|o| o.ok)) {
             return Err(format!("segment {k}: a bad checksum, verifying"));

@@ -4,9 +4,10 @@
 //! random bursts and flushes. The oracle reads the frames with a parser of
 //! its own (not GRO's): every frame out once; one that left alone is
 //! untouched; a merged packet is consecutive datagrams of one flow that
-//! Linux's rules merge (sizes, IDs, checksums present and, verifying, valid;
-//! at most `max_frags`), its payload theirs, its lengths and checksums
-//! right; each flow's datagrams leave in arrival order.
+//! Linux's rules merge (sizes, IDs, checksums present, IPv4 header
+//! checksums valid, UDP ones too verifying; at most `max_frags`), its
+//! payload theirs, its lengths and checksums right; each flow's datagrams
+//! leave in arrival order.
 
 use crate::frames::{self, After, Summary};
 use arbitrary::{Arbitrary, Unstructured};
@@ -282,7 +283,10 @@ fn check_merged(cfg: &GroConfig, ins: &[&Dg], bytes: &[u8]) -> Result<(), String
         if d.zero {
             return Err(format!("datagram {k} has no checksum"));
         }
-        if verify && !(d.csum_ok && d.ip_ok) {
+        if !d.ip_ok {
+            return Err(format!("datagram {k}: a bad IPv4 header checksum"));
+        }
+        if verify && !d.csum_ok {
             return Err(format!("datagram {k}: a bad checksum, verifying"));
         }
         if d.payload.is_empty() || d.payload.len() > first.payload.len() {

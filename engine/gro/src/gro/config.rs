@@ -6,7 +6,10 @@ pub enum CsumMode {
     /// Validate IPv4 header and TCP checksums, unless the NIC vouches.
     #[default]
     Verify,
-    /// Trust the traffic (what rte_gro does): validate nothing.
+    /// Trust the TCP and UDP checksums (as rte_gro does, and as behind a
+    /// NIC's RX checksum offload); IPv4 header checksums, outer and inner,
+    /// are still validated unless the NIC vouches, as Linux's
+    /// `inet_gro_receive` does.
     Trust,
 }
 

@@ -1770,6 +1770,7 @@ fn an_ipv6_packet_counts_its_header_against_the_size_limit() {
 }
 
 mod big;
+mod checksums;
 mod conformance;
 mod poll;
 mod reorder;

@@ -24,8 +24,8 @@ pub(super) fn spec_of(i: u32) -> TunnelSpec {
 
 /// A flow's segments inside a tunnel, outer IPv4 IDs counting up.
 pub(super) struct Tunnelled {
-    inner: Flow,
-    tun: TunnelSpec,
+    pub(super) inner: Flow,
+    pub(super) tun: TunnelSpec,
     outer_id: u16,
 }
 
@@ -37,7 +37,7 @@ impl Tunnelled {
             outer_id: 500,
         }
     }
-    fn next_with(&mut self, len: usize, edit: impl FnOnce(&mut Segment)) -> VecBuf {
+    pub(super) fn next_with(&mut self, len: usize, edit: impl FnOnce(&mut Segment)) -> VecBuf {
         let b = self.inner.next_with(len, edit);
         let f = self.tun.encapsulate(&b.bytes(), self.outer_id);
         self.outer_id = self.outer_id.wrapping_add(1);

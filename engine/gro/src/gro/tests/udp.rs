@@ -3,9 +3,9 @@
 use super::*;
 use crate::wire::field::udp;
 
-const DGRAM: usize = 1200;
+pub(super) const DGRAM: usize = 1200;
 
-fn udp_cfg() -> GroConfig {
+pub(super) fn udp_cfg() -> GroConfig {
     GroConfig {
         udp: true,
         ..GroConfig::default()
@@ -13,8 +13,8 @@ fn udp_cfg() -> GroConfig {
 }
 
 /// Datagrams of one flow: payloads from a pattern, IPv4 IDs counting up.
-struct Dgrams {
-    spec: FlowSpec,
+pub(super) struct Dgrams {
+    pub(super) spec: FlowSpec,
     flow: u32,
     off: u64,
     ip_id: u16,
@@ -22,7 +22,7 @@ struct Dgrams {
 }
 
 impl Dgrams {
-    fn new(i: u32, ipv6: bool) -> Dgrams {
+    pub(super) fn new(i: u32, ipv6: bool) -> Dgrams {
         Dgrams {
             spec: FlowSpec::numbered(i, ipv6),
             flow: i,
@@ -45,7 +45,7 @@ impl Dgrams {
         self.tag += 1;
         VecBuf::new(self.tag, f)
     }
-    fn next(&mut self, len: usize) -> VecBuf {
+    pub(super) fn next(&mut self, len: usize) -> VecBuf {
         self.next_csum(len, true)
     }
 }
