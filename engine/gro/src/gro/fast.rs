@@ -76,20 +76,15 @@ impl<B: GroBuf> Gro<B> {
         let Some(h) = self.table.try_get_mut(s) else {
             return self.restart(s, pkt, csum, out);
         };
-        if !h.finished {
-            // A head new to the table, and a segment its lookup found it
-            // for: what a merge needs is made now (as the full path would
-            // before merging), so the template judges this one.
-            let verify = self.cfg.csum == CsumMode::Verify;
-            self.finish_head(s, verify);
-        }
-        let h = self.table.get_mut(s);
         let id = h.next_id as u16;
         // A bad checksum: the full path counts and passes it.
         let Some((seq, c, psh)) =
             h.template_match(&pkt, Some(h.next_seq), Some(id), csum, &self.masks)
         else {
-            return Some(pkt);
+            if h.finished {
+                return Some(pkt);
+            }
+            return self.finish_then_merge(s, pkt, csum, out);
         };
         // In a tunnel, the outer ID (counting up by one without DF) and
         // header checksum.
@@ -119,6 +114,24 @@ impl<B: GroBuf> Gro<B> {
             self.flush_slot(s, Flush::Psh, out);
         }
         None
+    }
+
+    /// A head new to the table (no template yet) and a segment its lookup
+    /// found it for: what a merge needs is made now, as the full path would
+    /// before merging, and the new template judges the segment. Out of
+    /// line: once per new flow that merges.
+    #[inline(never)]
+    fn finish_then_merge(
+        &mut self,
+        s: u16,
+        pkt: B,
+        csum: FastCsum,
+        out: &mut impl FnMut(B),
+    ) -> Option<B> {
+        let verify = self.cfg.csum == CsumMode::Verify;
+        self.finish_head(s, verify);
+        // Finished now: a refusal goes to the full path.
+        self.fast_merge(s, pkt, csum, out)
     }
 
     /// After a segment went to the held packet in slot `s`: the segments
