@@ -60,24 +60,15 @@
 pub mod baseline;
 #[doc(hidden)]
 pub mod capture;
-#[doc(hidden)]
-pub mod eal;
-#[doc(hidden)]
-pub mod eal_args;
-mod eal_log;
+mod dpdk;
 pub mod forward;
 #[doc(hidden)]
 pub mod gate;
 pub mod gen;
 pub mod hist;
-#[doc(hidden)]
-pub mod lcores;
-#[doc(hidden)]
-pub mod mbuf;
 #[cfg(feature = "measure")]
 #[doc(hidden)]
 pub mod measure;
-pub mod mempool;
 #[doc(hidden)]
 pub mod pcap;
 #[doc(hidden)]
@@ -85,8 +76,6 @@ pub mod pool_sizing;
 pub mod port;
 pub mod port_spec;
 pub mod report;
-#[doc(hidden)]
-pub mod ring_port;
 pub mod run;
 pub mod skb;
 pub mod stage;
@@ -95,6 +84,10 @@ pub mod stats;
 pub mod telemetry;
 #[doc(hidden)]
 pub mod worker;
+
+pub use dpdk::mempool;
+#[doc(hidden)]
+pub use dpdk::{eal, eal_args, lcores, mbuf, ring_port};
 
 // The GRO core, header views, checksums and test traffic live in grorx-gro
 // (no DPDK); the engine uses them under these names.

@@ -2,8 +2,8 @@
 //! offloads masked against what the device offers, RSS), start, observe
 //! (link, stats, xstats), stop and close.
 
-use crate::eal::{cstring, rte_errno, strerror};
-use crate::mempool::Mempool;
+use crate::dpdk::eal::{cstring, rte_errno, strerror};
+use crate::dpdk::mempool::Mempool;
 use crate::port_spec::PortSpec;
 use anyhow::{bail, Context, Result};
 use dpdk_sys as sys;

@@ -1,9 +1,9 @@
 //! The final report of a run: printed for people, or as one JSON object.
 
 use crate::capture::CaptureReport;
+use crate::dpdk::mempool::PoolUsage;
 use crate::gro::GroReport;
 use crate::hist::HistReport;
-use crate::mempool::PoolUsage;
 use crate::port::{Link, PortStats};
 use crate::stats::fmt_pps;
 use serde::Serialize;

@@ -26,7 +26,7 @@
 //! panic (no indexing, no unwrap, saturating sums); `catch_unwind` guards
 //! the test and debug builds only.
 
-use crate::eal::{self, Eal};
+use crate::dpdk::eal::{self, Eal};
 use crate::gro::GroStats;
 use crate::stats::{QueueCounters, QueueCounts};
 use anyhow::{anyhow, bail, Result};

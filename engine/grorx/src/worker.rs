@@ -6,11 +6,11 @@
 //! single-writer. A port whose link is down (or whose PMD may be tearing
 //! its queues down) is not polled: see `crate::gate`.
 
-use crate::eal::tsc;
+use crate::dpdk::eal::tsc;
+use crate::dpdk::mbuf::{BulkFree, Burst};
 use crate::gate::PollGate;
 use crate::gro::{Gro, GroConfig};
 use crate::hist::{Counts, QueueHist};
-use crate::mbuf::{BulkFree, Burst};
 use crate::skb::{Skb, SkbConf, SkbStats};
 use crate::stage::{Ctx, Stage, StageCounters, StageCounts};
 use crate::stats::{QueueCounters, QueueCounts};

@@ -36,9 +36,9 @@
 //! `vxlan` (outer headers), `chain` (walking and summing mbuf chains).
 
 use crate::csum;
+use crate::dpdk::mempool::Mempool;
 use crate::gate::TxGate;
 use crate::gro::GroBuf;
-use crate::mempool::Mempool;
 use crate::skb::{self, Skb, SkbMeta, SkbStats};
 use crate::wire::{TCP_CWR, TCP_FIN, TCP_PSH};
 use anyhow::{bail, Context, Result};

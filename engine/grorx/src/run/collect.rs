@@ -4,7 +4,7 @@ use super::launch::Workers;
 use super::options::RunOptions;
 use super::ports::Ports;
 use crate::capture::CaptureReport;
-use crate::eal::Eal;
+use crate::dpdk::eal::Eal;
 use crate::gro::GroStats;
 use crate::hist::{HistReport, QueueHist};
 use crate::port;
@@ -98,7 +98,7 @@ pub(super) fn report(
     }
     queues.sort_by_key(|q| (q.port, q.queue));
     let mut notes = Vec::new();
-    let hugepages_on = !crate::eal_args::has_flag(eal.args(), "--no-huge");
+    let hugepages_on = !crate::dpdk::eal_args::has_flag(eal.args(), "--no-huge");
     let port_reports = ports
         .slots
         .iter()

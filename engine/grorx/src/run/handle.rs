@@ -9,7 +9,7 @@ use super::options::RunOptions;
 use super::ports::{self, Ports};
 use super::{collect, watch};
 use crate::capture::Capture;
-use crate::eal::Eal;
+use crate::dpdk::eal::Eal;
 use crate::forward::ForwardCounters;
 use crate::gro::GroStats;
 use crate::hist::QueueHist;

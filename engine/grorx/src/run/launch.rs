@@ -3,11 +3,11 @@
 
 use super::options::RunOptions;
 use super::ports::Ports;
-use crate::eal::{Eal, Launched};
+use crate::dpdk::eal::{Eal, Launched};
+use crate::dpdk::ring_port::PoolPtr;
 use crate::forward::ForwardCounters;
 use crate::gen::{self, GenStats};
 use crate::hist::QueueHist;
-use crate::ring_port::PoolPtr;
 use crate::stage::{QueueSetup, Stage, StageCounters};
 use crate::stats::QueueCounters;
 use crate::worker::{self, Assignment, QueueJob, Shared, WorkerConf};

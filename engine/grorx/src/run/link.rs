@@ -377,7 +377,7 @@ impl LinkWatch {
             if r != 0 {
                 notes.push(format!(
                     "link watch: cannot arm an EAL alarm ({}): memif ports are not polled",
-                    crate::eal::strerror(-r)
+                    crate::dpdk::eal::strerror(-r)
                 ));
             }
         }

@@ -42,7 +42,7 @@ pub use handle::{QueueStats, Running, Stats, Stopper};
 pub use link::LinkStats;
 pub use options::{EalSetup, ForwardOptions, PoolScope, RunOptions, Topology, PRIV_SIZE};
 
-use crate::eal::{self, Eal};
+use crate::dpdk::eal::{self, Eal};
 use crate::forward::ForwardCounters;
 use crate::report::Report;
 use crate::stage::{CaptureStage, ForwardStage, QueueSetup, Sink, Stage};

@@ -3,13 +3,13 @@
 //! and start the ports; at the end close them and count every mbuf.
 
 use super::options::{PoolScope, RunOptions, CAPTURE_SLOTS, COPY_BREAK, PRIV_SIZE};
+use crate::dpdk::mempool::{Mempool, PoolParams, PoolUsage};
+use crate::dpdk::ring_port::RingPort;
 use crate::gen;
-use crate::mempool::{Mempool, PoolParams, PoolUsage};
 use crate::pcap;
 use crate::pool_sizing;
 use crate::port::{self, Port, PortConf};
 use crate::report::Report;
-use crate::ring_port::RingPort;
 use crate::skb::{self, SkbConf, SkbMode};
 use anyhow::{bail, Context, Result};
 use dpdk_sys as sys;

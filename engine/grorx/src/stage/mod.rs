@@ -21,9 +21,9 @@ pub use forward::ForwardStage;
 pub use sink::Sink;
 pub use tx::{TxQueue, TxStats};
 
+use crate::dpdk::mbuf::BulkFree;
+use crate::dpdk::mempool::Mempool;
 use crate::forward::{Encap, ForwardConf, Forwarder, TxOffloads};
-use crate::mbuf::BulkFree;
-use crate::mempool::Mempool;
 use crate::skb::Skb;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;

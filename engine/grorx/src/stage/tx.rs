@@ -3,8 +3,8 @@
 //! times and what it still refuses freed and counted (never an unbounded
 //! spin, never a silent loss).
 
+use crate::dpdk::mbuf::BulkFree;
 use crate::gate::TxGate;
-use crate::mbuf::BulkFree;
 use crate::skb::Skb;
 use anyhow::{bail, Result};
 use dpdk_sys::{self as sys, inline as mb};

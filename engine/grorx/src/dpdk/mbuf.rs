@@ -60,7 +60,7 @@ impl Mbuf {
     }
 
     /// Allocates one mbuf (a control-path helper; the data path allocates in bulk).
-    pub fn alloc(pool: &crate::mempool::Mempool) -> Option<Mbuf> {
+    pub fn alloc(pool: &super::mempool::Mempool) -> Option<Mbuf> {
         // SAFETY: valid pool.
         unsafe { Mbuf::from_raw(sys::rte_pktmbuf_alloc(pool.as_ptr())) }
     }

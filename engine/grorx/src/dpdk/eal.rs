@@ -85,7 +85,7 @@ impl Eal {
         let argc = ptrs.len() as c_int;
         ptrs.push(std::ptr::null_mut());
         let ptrs = Box::leak(ptrs.into_boxed_slice());
-        let caught = crate::eal_log::Caught::start();
+        let caught = super::eal_log::Caught::start();
         // SAFETY: argc/argv are valid, NUL-terminated, and live forever.
         let ret = unsafe { sys::rte_eal_init(argc, ptrs.as_mut_ptr()) };
         let errno = rte_errno();
@@ -97,7 +97,7 @@ impl Eal {
             let _ = std::io::stderr().write_all(log.as_bytes());
         }
         if ret < 0 {
-            let why = match (crate::eal_log::reason(&log), errno) {
+            let why = match (super::eal_log::reason(&log), errno) {
                 (Some(r), 0) => r,
                 (Some(r), e) => format!("{r} ({}, errno {e})", strerror(e)),
                 (None, e) => format!("{} (errno {e})", strerror(e)),
