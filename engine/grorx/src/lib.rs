@@ -62,8 +62,6 @@ pub mod baseline;
 pub mod capture;
 mod dpdk;
 pub mod forward;
-#[doc(hidden)]
-pub mod gate;
 pub mod gen;
 pub mod hist;
 #[cfg(feature = "measure")]
@@ -74,7 +72,6 @@ pub mod pcap;
 #[doc(hidden)]
 pub mod pool_sizing;
 pub mod port;
-pub mod port_spec;
 pub mod report;
 pub mod run;
 pub mod skb;
@@ -88,6 +85,9 @@ pub mod worker;
 pub use dpdk::mempool;
 #[doc(hidden)]
 pub use dpdk::{eal, eal_args, lcores, mbuf, ring_port};
+#[doc(hidden)]
+pub use port::gate;
+pub use port::spec as port_spec;
 
 // The GRO core, header views, checksums and test traffic live in grorx-gro
 // (no DPDK); the engine uses them under these names.

@@ -4,13 +4,13 @@
 //! packet, to the queue's stage (`crate::stage`), which delivers at the end
 //! of the poll; freed buffers go back in bulk. Counters are per queue and
 //! single-writer. A port whose link is down (or whose PMD may be tearing
-//! its queues down) is not polled: see `crate::gate`.
+//! its queues down) is not polled: see `crate::port::gate`.
 
 use crate::dpdk::eal::tsc;
 use crate::dpdk::mbuf::{BulkFree, Burst};
-use crate::gate::PollGate;
 use crate::gro::{Gro, GroConfig};
 use crate::hist::{Counts, QueueHist};
+use crate::port::gate::PollGate;
 use crate::skb::{Skb, SkbConf, SkbStats};
 use crate::stage::{Ctx, Stage, StageCounters, StageCounts};
 use crate::stats::{QueueCounters, QueueCounts};

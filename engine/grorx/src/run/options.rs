@@ -4,7 +4,7 @@
 use crate::gen::{self, GenConfig};
 use crate::gro::GroConfig;
 use crate::pool_sizing::{self, Demand};
-use crate::port_spec::PortSpec;
+use crate::port::spec::PortSpec;
 use crate::skb::{self, SkbMode};
 use crate::worker;
 use anyhow::{bail, Result};

@@ -515,7 +515,7 @@ fn too_few_tx(port: &Port, workers: u16) -> String {
 /// and software segments.
 fn forward_port(
     opts: &RunOptions,
-    spec: &crate::port_spec::PortSpec,
+    spec: &crate::port::spec::PortSpec,
     id: u16,
     encap: &crate::forward::Encap,
     lcore_count: u32,

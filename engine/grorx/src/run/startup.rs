@@ -138,7 +138,7 @@ fn device_args(opts: &RunOptions) -> (Option<EalOpt>, Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::port_spec::PortSpec;
+    use crate::port::spec::PortSpec;
     use crate::run::ForwardOptions;
 
     fn spec(s: &str) -> PortSpec {

@@ -86,7 +86,7 @@ pub struct QueueSetup {
     /// mbufs and software segments (for an RX port, this queue's own pool).
     pub outputs: Vec<(u16, Arc<Mempool>)>,
     /// The run's port words: transmits wait while a port is closed.
-    pub(crate) gate: Arc<crate::gate::PollGate>,
+    pub(crate) gate: Arc<crate::port::gate::PollGate>,
 }
 
 impl QueueSetup {
@@ -97,8 +97,8 @@ impl QueueSetup {
         Ok(TxQueue::new(port, self.tx_queue)?.gated(self.tx_gate(port)))
     }
 
-    fn tx_gate(&self, port: u16) -> crate::gate::TxGate {
-        crate::gate::TxGate::new(self.gate.clone(), port)
+    fn tx_gate(&self, port: u16) -> crate::port::gate::TxGate {
+        crate::port::gate::TxGate::new(self.gate.clone(), port)
     }
 
     /// The id of output port `i` (`RunOptions::outputs[i]`; an RX port of

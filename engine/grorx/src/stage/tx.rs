@@ -4,7 +4,7 @@
 //! spin, never a silent loss).
 
 use crate::dpdk::mbuf::BulkFree;
-use crate::gate::TxGate;
+use crate::port::gate::TxGate;
 use crate::skb::Skb;
 use anyhow::{bail, Result};
 use dpdk_sys::{self as sys, inline as mb};
@@ -35,7 +35,7 @@ pub struct TxQueue {
     pending: [*mut sys::rte_mbuf; BATCH],
     n: usize,
     stats: TxStats,
-    /// The run's word for the port, when it has one (see `crate::gate`).
+    /// The run's word for the port, when it has one (see `crate::port::gate`).
     gate: Option<TxGate>,
 }
 

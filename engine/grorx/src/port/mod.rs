@@ -2,11 +2,15 @@
 //! offloads masked against what the device offers, RSS), start, observe
 //! (link, stats, xstats), stop and close.
 
+#[doc(hidden)]
+pub mod gate;
+pub mod spec;
+
 use crate::dpdk::eal::{cstring, rte_errno, strerror};
 use crate::dpdk::mempool::Mempool;
-use crate::port_spec::PortSpec;
 use anyhow::{bail, Context, Result};
 use dpdk_sys as sys;
+use spec::PortSpec;
 use std::ffi::{c_char, CStr};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
@@ -240,7 +244,7 @@ pub fn open(spec: &PortSpec) -> Result<u16> {
         }
         PortSpec::Pci { addr, .. } => {
             // The form EAL names the device by (and its allow list has).
-            let full = crate::port_spec::pci_full(addr);
+            let full = spec::pci_full(addr);
             id_by_name(&full)
                 .or_else(|| id_by_name(addr))
                 .with_context(|| {
