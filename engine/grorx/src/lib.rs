@@ -60,10 +60,10 @@
 pub mod baseline;
 #[doc(hidden)]
 pub mod capture;
+mod counters;
 mod dpdk;
 pub mod forward;
 pub mod gen;
-pub mod hist;
 #[cfg(feature = "measure")]
 #[doc(hidden)]
 pub mod measure;
@@ -76,12 +76,12 @@ pub mod report;
 pub mod run;
 pub mod skb;
 pub mod stage;
-pub mod stats;
 #[doc(hidden)]
 pub mod telemetry;
 #[doc(hidden)]
 pub mod worker;
 
+pub use counters::{hist, stats};
 pub use dpdk::mempool;
 #[doc(hidden)]
 pub use dpdk::{eal, eal_args, lcores, mbuf, ring_port};

@@ -6,7 +6,7 @@
 //! worker: what they cost is measured the same way as grorx's own path.
 
 use crate::baseline::{self, RteGro, MAX_ITEMS};
-use crate::hist::{move_into, new_hist};
+use crate::counters::hist::{move_into, new_hist};
 use crate::run::RunOptions;
 use crate::skb::Skb;
 use crate::stage::{CaptureStage, Ctx, Stage};

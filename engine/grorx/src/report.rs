@@ -1,11 +1,11 @@
 //! The final report of a run: printed for people, or as one JSON object.
 
 use crate::capture::CaptureReport;
+use crate::counters::hist::HistReport;
+use crate::counters::stats::fmt_pps;
 use crate::dpdk::mempool::PoolUsage;
 use crate::gro::GroReport;
-use crate::hist::HistReport;
 use crate::port::{Link, PortStats};
-use crate::stats::fmt_pps;
 use serde::Serialize;
 
 /// One RX queue's share of the run.

@@ -6,14 +6,14 @@
 //! single-writer. A port whose link is down (or whose PMD may be tearing
 //! its queues down) is not polled: see `crate::port::gate`.
 
+use crate::counters::hist::{Counts, QueueHist};
+use crate::counters::stats::{QueueCounters, QueueCounts};
 use crate::dpdk::eal::tsc;
 use crate::dpdk::mbuf::{BulkFree, Burst};
 use crate::gro::{Gro, GroConfig};
-use crate::hist::{Counts, QueueHist};
 use crate::port::gate::PollGate;
 use crate::skb::{Skb, SkbConf, SkbStats};
 use crate::stage::{Ctx, Stage, StageCounters, StageCounts};
-use crate::stats::{QueueCounters, QueueCounts};
 use dpdk_sys::inline as mb;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
