@@ -68,8 +68,6 @@ pub mod gen;
 #[doc(hidden)]
 pub mod measure;
 #[doc(hidden)]
-pub mod pcap;
-#[doc(hidden)]
 pub mod pool_sizing;
 pub mod port;
 pub mod report;
@@ -81,6 +79,8 @@ pub mod telemetry;
 #[doc(hidden)]
 pub mod worker;
 
+#[doc(hidden)]
+pub use capture::pcap;
 pub use counters::{hist, stats};
 pub use dpdk::mempool;
 #[doc(hidden)]

@@ -3,10 +3,10 @@
 //! and start the ports; at the end close them and count every mbuf.
 
 use super::options::{PoolScope, RunOptions, CAPTURE_SLOTS, COPY_BREAK, PRIV_SIZE};
+use crate::capture::pcap;
 use crate::dpdk::mempool::{Mempool, PoolParams, PoolUsage};
 use crate::dpdk::ring_port::RingPort;
 use crate::gen;
-use crate::pcap;
 use crate::pool_sizing;
 use crate::port::{self, Port, PortConf};
 use crate::report::Report;
