@@ -55,9 +55,6 @@
 
 #![warn(missing_docs)]
 
-#[cfg(feature = "measure")]
-#[doc(hidden)]
-pub mod baseline;
 #[doc(hidden)]
 pub mod capture;
 mod counters;
@@ -85,6 +82,9 @@ pub use counters::{hist, stats};
 pub use dpdk::mempool;
 #[doc(hidden)]
 pub use dpdk::{eal, eal_args, lcores, mbuf, ring_port};
+#[cfg(feature = "measure")]
+#[doc(hidden)]
+pub use measure::baseline;
 #[doc(hidden)]
 pub use port::gate;
 pub use port::spec as port_spec;

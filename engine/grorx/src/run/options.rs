@@ -3,6 +3,8 @@
 
 use crate::gen::{self, GenConfig};
 use crate::gro::GroConfig;
+#[cfg(feature = "measure")]
+use crate::measure::Measure;
 use crate::pool_sizing::{self, Demand};
 use crate::port::spec::PortSpec;
 use crate::skb::{self, SkbMode};
@@ -86,7 +88,7 @@ pub struct RunOptions {
     pub outputs: Vec<PortSpec>,
     /// A measurement-only stage instead of the sink (`start` only).
     #[cfg(feature = "measure")]
-    pub measure: Option<crate::measure::Measure>,
+    pub measure: Option<Measure>,
     /// Count TSC cycles per phase (RX, GRO, stage) per packet.
     pub cycles: bool,
 }
@@ -443,6 +445,26 @@ fn twice(specs: &[PortSpec]) -> Option<(&PortSpec, &PortSpec)> {
 
 /// The mbuf private area reserved for the skb (built in place).
 pub const PRIV_SIZE: u16 = skb::PRIV_SIZE;
+
+// Which runs a measurement stage fits is a rule of the options, stated
+// here with the others: measure/ sits below run/ and does not see them.
+#[cfg(feature = "measure")]
+impl Measure {
+    pub(crate) fn validate(&self, opts: &RunOptions) -> Result<()> {
+        if opts.forward.is_some() {
+            bail!("forward is a stage of its own: use it without --gro rte or --free per-packet");
+        }
+        match self {
+            Measure::RteGro if opts.gro.is_some() => bail!(
+                "DPDK's rte_gro and grorx's GRO are alternatives: give --gro rte or --gro on, not both"
+            ),
+            Measure::FreePerPacket if opts.capture.is_some() => {
+                bail!("--free per-packet is a sink: use it without --capture")
+            }
+            _ => Ok(()),
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
