@@ -72,8 +72,6 @@ pub mod run;
 pub mod skb;
 pub mod stage;
 #[doc(hidden)]
-pub mod telemetry;
-#[doc(hidden)]
 pub mod worker;
 
 #[doc(hidden)]
@@ -88,6 +86,8 @@ pub use measure::baseline;
 #[doc(hidden)]
 pub use port::gate;
 pub use port::spec as port_spec;
+#[doc(hidden)]
+pub use report::telemetry;
 
 // The GRO core, header views, checksums and test traffic live in grorx-gro
 // (no DPDK); the engine uses them under these names.

@@ -1,4 +1,8 @@
 //! The final report of a run: printed for people, or as one JSON object.
+//! While the run goes on, `telemetry` answers DPDK telemetry commands.
+
+#[doc(hidden)]
+pub mod telemetry;
 
 use crate::capture::CaptureReport;
 use crate::counters::hist::HistReport;
