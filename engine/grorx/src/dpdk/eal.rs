@@ -257,6 +257,21 @@ pub fn cstring(what: &str, s: &str) -> Result<CString> {
     CString::new(s).map_err(|_| anyhow!("{what} '{s}' contains a NUL byte"))
 }
 
+/// The NUMA socket of the calling thread.
+pub fn socket_id() -> i32 {
+    // SAFETY: plain query of the calling thread's socket.
+    unsafe { sys::rte_socket_id() as i32 }
+}
+
+/// Releases what EAL holds (hugepages, devices, its threads' state).
+///
+/// # Safety
+/// No lcore is running a job any more, and EAL is not used after this.
+pub unsafe fn cleanup() {
+    // SAFETY: the caller's promise above.
+    unsafe { sys::rte_eal_cleanup() };
+}
+
 /// EAL's runtime directory (`/var/run/dpdk/<prefix>`), for cleanup at exit.
 pub fn runtime_dir() -> Option<std::path::PathBuf> {
     // SAFETY: returns a pointer to EAL's static buffer.

@@ -8,6 +8,10 @@
 use dpdk_sys::{self as sys, inline as mb};
 use std::ptr::NonNull;
 
+/// The headroom DPDK leaves in front of a received frame (the most a
+/// prepend may take without another mbuf).
+pub use dpdk_sys::RTE_PKTMBUF_HEADROOM;
+
 /// Whether `m` is as `rte_pktmbuf_alloc` leaves it and nothing filled it
 /// since: one segment, no data, no flags, refcnt 1, no port. What a driver
 /// allocated for its RX ring and never handed up looks like this; a packet

@@ -143,6 +143,20 @@ pub fn dev_info(id: u16) -> Result<sys::rte_eth_dev_info> {
     Ok(info)
 }
 
+/// The port's MTU as its device reports it (0: it reports none).
+pub fn mtu(id: u16) -> u16 {
+    let mut cur = 0u16;
+    // SAFETY: valid out-pointer.
+    unsafe { sys::rte_eth_dev_get_mtu(id, &mut cur) };
+    cur
+}
+
+/// The NUMA socket of the port's device (-1: unknown).
+pub fn socket(id: u16) -> i32 {
+    // SAFETY: plain query.
+    unsafe { sys::rte_eth_dev_socket_id(id) }
+}
+
 /// The ethdev name of port `id` (`port<id>` if DPDK has none).
 pub fn port_name(id: u16) -> String {
     let mut buf = [0 as c_char; sys::RTE_ETH_NAME_MAX_LEN as usize];

@@ -47,7 +47,6 @@ use crate::forward::ForwardCounters;
 use crate::report::Report;
 use crate::stage::{CaptureStage, ForwardStage, QueueSetup, Sink, Stage};
 use anyhow::{Context, Result};
-use dpdk_sys as sys;
 use std::sync::Arc;
 
 /// Starts a run with a stage of the caller's per RX queue: `make` is called
@@ -130,7 +129,7 @@ pub fn shutdown() {
     }
     let dir = eal::runtime_dir();
     // SAFETY: no lcore is running a job any more; EAL is not used after this.
-    unsafe { sys::rte_eal_cleanup() };
+    unsafe { eal::cleanup() };
     if let (Some(d), Some(ours)) = (dir, instance::claimed_dir()) {
         if d == ours {
             let _ = std::fs::remove_dir_all(d);

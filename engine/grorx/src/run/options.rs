@@ -1,6 +1,7 @@
 //! What a run is asked to do, and the checks that refuse bad settings with a
 //! message that says what to do.
 
+use crate::dpdk::mbuf::RTE_PKTMBUF_HEADROOM;
 use crate::gen::{self, GenConfig};
 use crate::gro::GroConfig;
 #[cfg(feature = "measure")]
@@ -10,7 +11,6 @@ use crate::port::spec::PortSpec;
 use crate::skb::{self, SkbMode};
 use crate::worker;
 use anyhow::{bail, Result};
-use dpdk_sys as sys;
 
 /// How EAL is brought up.
 #[derive(Debug, Clone)]
@@ -202,7 +202,7 @@ impl Default for RunOptions {
             gro: Some(GroConfig::default()),
             gro_flush_us: 0,
             gro_reorder_us: 100,
-            headroom: sys::RTE_PKTMBUF_HEADROOM as u16,
+            headroom: RTE_PKTMBUF_HEADROOM as u16,
             skb_mode: SkbMode::Build,
             capture: None,
             cached_frames: 0,
@@ -266,10 +266,10 @@ impl RunOptions {
             }
         }
         if let Some(r) = self.data_room {
-            if (r as u32) < sys::RTE_PKTMBUF_HEADROOM + 64 {
+            if (r as u32) < RTE_PKTMBUF_HEADROOM + 64 {
                 bail!(
                     "--data-room {r} leaves no room for a frame after the {} B headroom",
-                    sys::RTE_PKTMBUF_HEADROOM
+                    RTE_PKTMBUF_HEADROOM
                 );
             }
         }
@@ -286,13 +286,13 @@ impl RunOptions {
         if let Some(g) = &self.gro {
             g.validate().map_err(anyhow::Error::msg)?;
         }
-        if self.headroom as u32 > sys::RTE_PKTMBUF_HEADROOM {
+        if self.headroom as u32 > RTE_PKTMBUF_HEADROOM {
             bail!(
                 "--headroom {} is more than DPDK leaves in front of received data ({} B, RTE_PKTMBUF_HEADROOM, \
                  fixed when DPDK is built): give 0..={}",
                 self.headroom,
-                sys::RTE_PKTMBUF_HEADROOM,
-                sys::RTE_PKTMBUF_HEADROOM
+                RTE_PKTMBUF_HEADROOM,
+                RTE_PKTMBUF_HEADROOM
             );
         }
         #[cfg(feature = "measure")]
@@ -376,7 +376,7 @@ impl RunOptions {
     pub(super) fn data_room_for(&self, mtu: u16) -> Result<u16> {
         match self.data_room {
             Some(r) => Ok(r),
-            None => pool_sizing::auto_data_room(mtu as u32, sys::RTE_PKTMBUF_HEADROOM)
+            None => pool_sizing::auto_data_room(mtu as u32, RTE_PKTMBUF_HEADROOM)
                 .map_err(anyhow::Error::msg),
         }
     }
