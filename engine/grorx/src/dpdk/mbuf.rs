@@ -10,7 +10,7 @@ use std::ptr::NonNull;
 
 /// The headroom DPDK leaves in front of a received frame (the most a
 /// prepend may take without another mbuf).
-pub use dpdk_sys::RTE_PKTMBUF_HEADROOM;
+pub(crate) use dpdk_sys::RTE_PKTMBUF_HEADROOM;
 
 /// Whether `m` is as `rte_pktmbuf_alloc` leaves it and nothing filled it
 /// since: one segment, no data, no flags, refcnt 1, no port. What a driver

@@ -15,6 +15,12 @@ use std::ffi::{c_char, CStr};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 
+/// The TX offloads a stage may ask of a port, as DPDK names them.
+pub(crate) use dpdk_sys::{
+    RTE_ETH_TX_OFFLOAD_IPV4_CKSUM, RTE_ETH_TX_OFFLOAD_MULTI_SEGS, RTE_ETH_TX_OFFLOAD_TCP_CKSUM,
+    RTE_ETH_TX_OFFLOAD_TCP_TSO,
+};
+
 /// What the engine asks of a port.
 #[derive(Debug, Clone)]
 pub struct PortConf {
