@@ -55,25 +55,45 @@
 
 #![warn(missing_docs)]
 
-#[doc(hidden)]
-pub mod capture;
+// The engine's folders, one layer to a group, the bottom first: a module
+// imports from its own layer or below (scripts/check-modules.py holds the
+// order; docs/design.md draws it).
+
+// No DPDK: buffer sizing, what the workers count.
 mod counters;
-mod dpdk;
-pub mod forward;
-pub mod gen;
-#[cfg(feature = "measure")]
-#[doc(hidden)]
-pub mod measure;
 #[doc(hidden)]
 pub mod pool_sizing;
+
+// DPDK, wrapped.
+mod dpdk;
+
+// A port, its spec and gate; the skb built in an mbuf.
 pub mod port;
-pub mod report;
-pub mod run;
 pub mod skb;
+
+// What stages and the source use: the capture writer, the forwarder, the
+// generator.
+#[doc(hidden)]
+pub mod capture;
+pub mod forward;
+pub mod gen;
+
+// The Stage trait and the built-in stages; the poll loop that runs them.
 pub mod stage;
 #[doc(hidden)]
 pub mod worker;
 
+// Measurement-only stages.
+#[cfg(feature = "measure")]
+#[doc(hidden)]
+pub mod measure;
+
+// What a run reports; a run, start to finish.
+pub mod report;
+pub mod run;
+
+// Modules of the folders under the flat paths the command, the examples
+// and the tests use.
 #[doc(hidden)]
 pub use capture::pcap;
 pub use counters::{hist, stats};
