@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The crates' layers, checked on their dependency trees (normal dependencies):
 # grorx-gro (the GRO core) has no DPDK in it; grorx (the engine library) has
-# no command-line, config-file, charting or metrics-serving crates.
+# no command-line, config-file, charting or metrics-serving crates. Inside
+# grorx, its folders' layers (scripts/check-modules.py): no import circle
+# between them, none up a layer, dpdk-sys only under dpdk/ and where listed.
 set -euo pipefail
 case "${1:-}" in -h | --help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 cd "$(dirname "$0")/.."
@@ -20,5 +22,6 @@ check() {
 }
 check grorx-gro dpdk-sys hugepages
 check grorx clap toml plotters dejavu prometheus-client tiny_http
+python3 scripts/check-modules.py || fail=1
 [ "$fail" -eq 0 ] && echo "check-layers: grorx-gro has no DPDK; grorx has no CLI crates"
 exit "$fail"

@@ -10,5 +10,5 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
 /// them on purpose when it starts EAL, once.
 #[no_mangle]
 pub extern "C" fn __lsan_default_suppressions() -> *const std::ffi::c_char {
-    c"leak:grorx/src/eal.rs\n".as_ptr()
+    c"leak:grorx/src/dpdk/eal.rs\n".as_ptr()
 }

@@ -16,10 +16,10 @@
 //! packet: alloc and enqueue are per burst.
 
 use crate::csum;
-use crate::eal::tsc;
-use crate::mbuf::Burst;
-use crate::mempool::Mempool;
-use crate::ring_port::{PoolPtr, RingPtr};
+use crate::dpdk::eal::tsc;
+use crate::dpdk::mbuf::Burst;
+use crate::dpdk::mempool::Mempool;
+use crate::dpdk::ring_port::{PoolPtr, RingPtr};
 use crate::traffic::{self, FlowSpec, Segment};
 use crate::wire::field::{self, ipv4, tcp};
 use dpdk_sys::{self as sys, inline as mb};

@@ -55,46 +55,59 @@
 
 #![warn(missing_docs)]
 
-#[cfg(feature = "measure")]
+// The engine's folders, one layer to a group, the bottom first: a module
+// imports from its own layer or below (scripts/check-modules.py holds the
+// order; docs/design.md draws it).
+
+// No DPDK: buffer sizing, what the workers count.
+mod counters;
 #[doc(hidden)]
-pub mod baseline;
+pub mod pool_sizing;
+
+// DPDK, wrapped.
+mod dpdk;
+
+// A port, its spec and gate; the skb built in an mbuf.
+pub mod port;
+pub mod skb;
+
+// What stages and the source use: the capture writer, the forwarder, the
+// generator.
 #[doc(hidden)]
 pub mod capture;
-#[doc(hidden)]
-pub mod eal;
-#[doc(hidden)]
-pub mod eal_args;
-mod eal_log;
 pub mod forward;
-#[doc(hidden)]
-pub mod gate;
 pub mod gen;
-pub mod hist;
+
+// The Stage trait and the built-in stages; the poll loop that runs them.
+pub mod stage;
 #[doc(hidden)]
-pub mod lcores;
-#[doc(hidden)]
-pub mod mbuf;
+pub mod worker;
+
+// Measurement-only stages.
 #[cfg(feature = "measure")]
 #[doc(hidden)]
 pub mod measure;
-pub mod mempool;
-#[doc(hidden)]
-pub mod pcap;
-#[doc(hidden)]
-pub mod pool_sizing;
-pub mod port;
-pub mod port_spec;
+
+// What a run reports; a run, start to finish.
 pub mod report;
-#[doc(hidden)]
-pub mod ring_port;
 pub mod run;
-pub mod skb;
-pub mod stage;
-pub mod stats;
+
+// Modules of the folders under the flat paths the command, the examples
+// and the tests use.
 #[doc(hidden)]
-pub mod telemetry;
+pub use capture::pcap;
+pub use counters::{hist, stats};
+pub use dpdk::mempool;
 #[doc(hidden)]
-pub mod worker;
+pub use dpdk::{eal, eal_args, lcores, mbuf, ring_port};
+#[cfg(feature = "measure")]
+#[doc(hidden)]
+pub use measure::baseline;
+#[doc(hidden)]
+pub use port::gate;
+pub use port::spec as port_spec;
+#[doc(hidden)]
+pub use report::telemetry;
 
 // The GRO core, header views, checksums and test traffic live in grorx-gro
 // (no DPDK); the engine uses them under these names.

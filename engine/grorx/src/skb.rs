@@ -10,8 +10,8 @@
 //! the head is a separate allocation from its own pool and the headers are
 //! copied into it, as drivers did before build_skb.
 
+use crate::dpdk::mempool::Mempool;
 use crate::gro::{CsumHint, GroBuf, GsoInfo, RxHints};
-use crate::mempool::Mempool;
 use dpdk_sys::{self as sys, inline as mb};
 use std::ptr::NonNull;
 
@@ -547,7 +547,7 @@ impl GroBuf for Skb {
     fn for_each_chunk<F: FnMut(&[u8])>(&self, off: usize, len: usize, mut f: F) {
         // SAFETY: walking our own chain; each slice stays within data_len.
         unsafe {
-            crate::mbuf::for_chunks(self.as_ptr(), off, len, |p, n| {
+            crate::dpdk::mbuf::for_chunks(self.as_ptr(), off, len, |p, n| {
                 f(std::slice::from_raw_parts(p, n))
             });
         }

@@ -4,16 +4,15 @@
 //! packet, to the queue's stage (`crate::stage`), which delivers at the end
 //! of the poll; freed buffers go back in bulk. Counters are per queue and
 //! single-writer. A port whose link is down (or whose PMD may be tearing
-//! its queues down) is not polled: see `crate::gate`.
+//! its queues down) is not polled: see `crate::port::gate`.
 
-use crate::eal::tsc;
-use crate::gate::PollGate;
+use crate::counters::hist::{Counts, QueueHist};
+use crate::counters::stats::QueueCounts;
+use crate::dpdk::eal::tsc;
+use crate::dpdk::mbuf::{BulkFree, Burst};
 use crate::gro::{Gro, GroConfig};
-use crate::hist::{Counts, QueueHist};
-use crate::mbuf::{BulkFree, Burst};
 use crate::skb::{Skb, SkbConf, SkbStats};
-use crate::stage::{Ctx, Stage, StageCounters, StageCounts};
-use crate::stats::{QueueCounters, QueueCounts};
+use crate::stage::{Ctx, Shared, Stage, StageCounts};
 use dpdk_sys::inline as mb;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -78,16 +77,6 @@ pub struct WorkerConf {
     /// gap, in TSC ticks (0: the window is off).
     pub reorder_tsc: u64,
     pub tsc_hz: u64,
-}
-
-/// What a worker's queue shares with the rest of the run.
-#[derive(Clone)]
-pub struct Shared {
-    pub counters: Arc<[QueueCounters]>,
-    pub hists: Arc<[Mutex<QueueHist>]>,
-    pub stage: Arc<[StageCounters]>,
-    /// Which ports may be polled; each worker acknowledges changes.
-    pub gate: Arc<PollGate>,
 }
 
 /// One queue a worker polls: where it is, how its skbs are built, its stage.

@@ -1,7 +1,7 @@
 //! Walking, reading and writing mbuf chains the forwarder owns.
 
 use super::*;
-use crate::mbuf::for_chunks;
+use crate::dpdk::mbuf::for_chunks;
 
 /// A read position in an mbuf chain the forwarder owns from `m` on.
 pub(super) struct Cursor {

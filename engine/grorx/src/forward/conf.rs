@@ -1,8 +1,11 @@
 //! What the forward stage is asked to do: the encapsulation, the TX port's
 //! offloads and what they allow, the stage's settings.
 
+use crate::port::{
+    RTE_ETH_TX_OFFLOAD_IPV4_CKSUM, RTE_ETH_TX_OFFLOAD_MULTI_SEGS, RTE_ETH_TX_OFFLOAD_TCP_CKSUM,
+    RTE_ETH_TX_OFFLOAD_TCP_TSO,
+};
 use anyhow::Result;
-use dpdk_sys as sys;
 
 /// `RTE_ETH_TX_OFFLOAD_OUTER_IPV4_CKSUM`, which dpdk-sys does not name
 /// (`RTE_BIT64` in rte_ethdev.h, 22.11).
@@ -186,10 +189,10 @@ impl Default for ForwardConf {
 /// The TX offloads a forward port should be configured with (mask them with
 /// `dev_info.tx_offload_capa`, as for every offload).
 pub fn tx_offloads_wanted(encap: &Encap) -> u64 {
-    let mut w = sys::RTE_ETH_TX_OFFLOAD_MULTI_SEGS
-        | sys::RTE_ETH_TX_OFFLOAD_TCP_TSO
-        | sys::RTE_ETH_TX_OFFLOAD_IPV4_CKSUM
-        | sys::RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
+    let mut w = RTE_ETH_TX_OFFLOAD_MULTI_SEGS
+        | RTE_ETH_TX_OFFLOAD_TCP_TSO
+        | RTE_ETH_TX_OFFLOAD_IPV4_CKSUM
+        | RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
     if let Encap::Vxlan(_) = encap {
         w |= TX_OFFLOAD_VXLAN_TNL_TSO | TX_OFFLOAD_OUTER_IPV4_CKSUM;
     }
@@ -216,8 +219,8 @@ impl TxCaps {
     /// as in [`TxCaps::max_segs`].
     pub fn from_offloads(bits: u64, max_segs: u16) -> TxCaps {
         let has = |b: u64| bits & b == b;
-        let v4csum = has(sys::RTE_ETH_TX_OFFLOAD_IPV4_CKSUM);
-        let tso = has(sys::RTE_ETH_TX_OFFLOAD_TCP_TSO);
+        let v4csum = has(RTE_ETH_TX_OFFLOAD_IPV4_CKSUM);
+        let tso = has(RTE_ETH_TX_OFFLOAD_TCP_TSO);
         let tnl = has(TX_OFFLOAD_VXLAN_TNL_TSO | TX_OFFLOAD_OUTER_IPV4_CKSUM);
         TxCaps {
             tso_v4: tso && v4csum,

@@ -36,9 +36,9 @@
 //! `vxlan` (outer headers), `chain` (walking and summing mbuf chains).
 
 use crate::csum;
-use crate::gate::TxGate;
+use crate::dpdk::mempool::Mempool;
 use crate::gro::GroBuf;
-use crate::mempool::Mempool;
+use crate::port::gate::TxGate;
 use crate::skb::{self, Skb, SkbMeta, SkbStats};
 use crate::wire::{TCP_CWR, TCP_FIN, TCP_PSH};
 use anyhow::{bail, Context, Result};
@@ -128,7 +128,7 @@ pub struct Forwarder {
     needs_prepare: bool,
     stats: ForwardStats,
     skb_stats: SkbStats,
-    /// The run's word for the port, when it has one (see `crate::gate`).
+    /// The run's word for the port, when it has one (see `crate::port::gate`).
     gate: Option<TxGate>,
 }
 
@@ -259,7 +259,7 @@ impl Forwarder {
     }
 
     /// Transmits everything pending (call once per poll, after the pushes).
-    /// While the port is closed to transmits (see [`crate::gate`]) what is
+    /// While the port is closed to transmits (see [`crate::port::gate`]) what is
     /// pending waits.
     #[inline]
     pub fn flush(&mut self) {

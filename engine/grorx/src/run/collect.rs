@@ -4,9 +4,10 @@ use super::launch::Workers;
 use super::options::RunOptions;
 use super::ports::Ports;
 use crate::capture::CaptureReport;
-use crate::eal::Eal;
+use crate::counters::hist::{HistReport, QueueHist};
+use crate::counters::stats::rates;
+use crate::dpdk::eal::Eal;
 use crate::gro::GroStats;
-use crate::hist::{HistReport, QueueHist};
 use crate::port;
 use crate::report::{
     Cycles, Delivered, ForwardReport, PoolReport, PortReport, QueueReport, Report, SkbReport,
@@ -14,7 +15,6 @@ use crate::report::{
 };
 use crate::skb::SkbMode;
 use crate::stage::StageCounts;
-use crate::stats::rates;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// What the run loop knows when the workers have stopped.
@@ -98,7 +98,7 @@ pub(super) fn report(
     }
     queues.sort_by_key(|q| (q.port, q.queue));
     let mut notes = Vec::new();
-    let hugepages_on = !crate::eal_args::has_flag(eal.args(), "--no-huge");
+    let hugepages_on = !crate::dpdk::eal_args::has_flag(eal.args(), "--no-huge");
     let port_reports = ports
         .slots
         .iter()
@@ -271,7 +271,7 @@ fn hold_limit_us(opts: &RunOptions) -> Option<u64> {
 /// A note when GRO held packets well past the hold limit, with the reason:
 /// the age is checked once a poll, so a hold runs over by as long as a poll
 /// of its worker lasts (its transmits, or the worker losing its CPU).
-fn hold_overrun(opts: &RunOptions, hold_ns: &crate::hist::Summary) -> Option<String> {
+fn hold_overrun(opts: &RunOptions, hold_ns: &crate::counters::hist::Summary) -> Option<String> {
     let limit_us = hold_limit_us(opts)?;
     // 1.5x the limit, in ns.
     if hold_ns.max <= limit_us * 1500 {
@@ -289,7 +289,7 @@ fn hold_overrun(opts: &RunOptions, hold_ns: &crate::hist::Summary) -> Option<Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hist::Summary;
+    use crate::counters::hist::Summary;
 
     fn hold(max_us: u64) -> Summary {
         Summary {

@@ -3,14 +3,14 @@
 
 use super::options::RunOptions;
 use super::ports::Ports;
-use crate::eal::{Eal, Launched};
+use crate::counters::hist::QueueHist;
+use crate::counters::stats::QueueCounters;
+use crate::dpdk::eal::{Eal, Launched};
+use crate::dpdk::ring_port::PoolPtr;
 use crate::forward::ForwardCounters;
 use crate::gen::{self, GenStats};
-use crate::hist::QueueHist;
-use crate::ring_port::PoolPtr;
-use crate::stage::{QueueSetup, Stage, StageCounters};
-use crate::stats::QueueCounters;
-use crate::worker::{self, Assignment, QueueJob, Shared, WorkerConf};
+use crate::stage::{QueueSetup, Shared, Stage, StageCounters};
+use crate::worker::{self, Assignment, QueueJob, WorkerConf};
 use anyhow::{bail, Result};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};

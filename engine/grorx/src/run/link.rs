@@ -26,9 +26,9 @@
 //! started the same way.
 
 use super::ports::Ports;
-use crate::gate::{PollGate, HELD, LINK};
 use crate::port;
-use crate::port_spec::PortSpec;
+use crate::port::gate::{PollGate, HELD, LINK};
+use crate::port::spec::PortSpec;
 use dpdk_sys as sys;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -377,7 +377,7 @@ impl LinkWatch {
             if r != 0 {
                 notes.push(format!(
                     "link watch: cannot arm an EAL alarm ({}): memif ports are not polled",
-                    crate::eal::strerror(-r)
+                    crate::dpdk::eal::strerror(-r)
                 ));
             }
         }

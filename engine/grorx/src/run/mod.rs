@@ -42,12 +42,11 @@ pub use handle::{QueueStats, Running, Stats, Stopper};
 pub use link::LinkStats;
 pub use options::{EalSetup, ForwardOptions, PoolScope, RunOptions, Topology, PRIV_SIZE};
 
-use crate::eal::{self, Eal};
+use crate::dpdk::eal::{self, Eal};
 use crate::forward::ForwardCounters;
 use crate::report::Report;
 use crate::stage::{CaptureStage, ForwardStage, QueueSetup, Sink, Stage};
 use anyhow::{Context, Result};
-use dpdk_sys as sys;
 use std::sync::Arc;
 
 /// Starts a run with a stage of the caller's per RX queue: `make` is called
@@ -130,7 +129,7 @@ pub fn shutdown() {
     }
     let dir = eal::runtime_dir();
     // SAFETY: no lcore is running a job any more; EAL is not used after this.
-    unsafe { sys::rte_eal_cleanup() };
+    unsafe { eal::cleanup() };
     if let (Some(d), Some(ours)) = (dir, instance::claimed_dir()) {
         if d == ours {
             let _ = std::fs::remove_dir_all(d);

@@ -1,14 +1,16 @@
 //! What a run is asked to do, and the checks that refuse bad settings with a
 //! message that says what to do.
 
+use crate::dpdk::mbuf::RTE_PKTMBUF_HEADROOM;
 use crate::gen::{self, GenConfig};
 use crate::gro::GroConfig;
+#[cfg(feature = "measure")]
+use crate::measure::Measure;
 use crate::pool_sizing::{self, Demand};
-use crate::port_spec::PortSpec;
+use crate::port::spec::PortSpec;
 use crate::skb::{self, SkbMode};
 use crate::worker;
 use anyhow::{bail, Result};
-use dpdk_sys as sys;
 
 /// How EAL is brought up.
 #[derive(Debug, Clone)]
@@ -86,7 +88,7 @@ pub struct RunOptions {
     pub outputs: Vec<PortSpec>,
     /// A measurement-only stage instead of the sink (`start` only).
     #[cfg(feature = "measure")]
-    pub measure: Option<crate::measure::Measure>,
+    pub measure: Option<Measure>,
     /// Count TSC cycles per phase (RX, GRO, stage) per packet.
     pub cycles: bool,
 }
@@ -200,7 +202,7 @@ impl Default for RunOptions {
             gro: Some(GroConfig::default()),
             gro_flush_us: 0,
             gro_reorder_us: 100,
-            headroom: sys::RTE_PKTMBUF_HEADROOM as u16,
+            headroom: RTE_PKTMBUF_HEADROOM as u16,
             skb_mode: SkbMode::Build,
             capture: None,
             cached_frames: 0,
@@ -264,10 +266,10 @@ impl RunOptions {
             }
         }
         if let Some(r) = self.data_room {
-            if (r as u32) < sys::RTE_PKTMBUF_HEADROOM + 64 {
+            if (r as u32) < RTE_PKTMBUF_HEADROOM + 64 {
                 bail!(
                     "--data-room {r} leaves no room for a frame after the {} B headroom",
-                    sys::RTE_PKTMBUF_HEADROOM
+                    RTE_PKTMBUF_HEADROOM
                 );
             }
         }
@@ -284,13 +286,13 @@ impl RunOptions {
         if let Some(g) = &self.gro {
             g.validate().map_err(anyhow::Error::msg)?;
         }
-        if self.headroom as u32 > sys::RTE_PKTMBUF_HEADROOM {
+        if self.headroom as u32 > RTE_PKTMBUF_HEADROOM {
             bail!(
                 "--headroom {} is more than DPDK leaves in front of received data ({} B, RTE_PKTMBUF_HEADROOM, \
                  fixed when DPDK is built): give 0..={}",
                 self.headroom,
-                sys::RTE_PKTMBUF_HEADROOM,
-                sys::RTE_PKTMBUF_HEADROOM
+                RTE_PKTMBUF_HEADROOM,
+                RTE_PKTMBUF_HEADROOM
             );
         }
         #[cfg(feature = "measure")]
@@ -383,7 +385,7 @@ impl RunOptions {
     pub(super) fn data_room_for(&self, mtu: u16) -> Result<u16> {
         match self.data_room {
             Some(r) => Ok(r),
-            None => pool_sizing::auto_data_room(mtu as u32, sys::RTE_PKTMBUF_HEADROOM)
+            None => pool_sizing::auto_data_room(mtu as u32, RTE_PKTMBUF_HEADROOM)
                 .map_err(anyhow::Error::msg),
         }
     }
@@ -452,6 +454,26 @@ fn twice(specs: &[PortSpec]) -> Option<(&PortSpec, &PortSpec)> {
 
 /// The mbuf private area reserved for the skb (built in place).
 pub const PRIV_SIZE: u16 = skb::PRIV_SIZE;
+
+// Which runs a measurement stage fits is a rule of the options, stated
+// here with the others: measure/ sits below run/ and does not see them.
+#[cfg(feature = "measure")]
+impl Measure {
+    pub(crate) fn validate(&self, opts: &RunOptions) -> Result<()> {
+        if opts.forward.is_some() {
+            bail!("forward is a stage of its own: use it without --gro rte or --free per-packet");
+        }
+        match self {
+            Measure::RteGro if opts.gro.is_some() => bail!(
+                "DPDK's rte_gro and grorx's GRO are alternatives: give --gro rte or --gro on, not both"
+            ),
+            Measure::FreePerPacket if opts.capture.is_some() => {
+                bail!("--free per-packet is a sink: use it without --capture")
+            }
+            _ => Ok(()),
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -3,16 +3,17 @@
 //! and start the ports; at the end close them and count every mbuf.
 
 use super::options::{PoolScope, RunOptions, CAPTURE_SLOTS, COPY_BREAK, PRIV_SIZE};
+use crate::capture::pcap;
+use crate::dpdk::eal;
+use crate::dpdk::mbuf::RTE_PKTMBUF_HEADROOM;
+use crate::dpdk::mempool::{Mempool, PoolParams, PoolUsage};
+use crate::dpdk::ring_port::RingPort;
 use crate::gen;
-use crate::mempool::{Mempool, PoolParams, PoolUsage};
-use crate::pcap;
 use crate::pool_sizing;
 use crate::port::{self, Port, PortConf};
 use crate::report::Report;
-use crate::ring_port::RingPort;
 use crate::skb::{self, SkbConf, SkbMode};
 use anyhow::{bail, Context, Result};
-use dpdk_sys as sys;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::sync::Arc;
 
@@ -108,8 +109,7 @@ impl Ports {
         let mut ring_port = None;
         let mut ids = Vec::new();
         if opts.uses_generator() {
-            // SAFETY: plain query of the calling thread's socket.
-            let socket = unsafe { sys::rte_socket_id() } as i32;
+            let socket = eal::socket_id();
             let rp = RingPort::create(opts.queues, opts.rx_desc as u32, socket)?;
             ids.push(rp.port_id);
             once.push(None);
@@ -160,13 +160,10 @@ impl Ports {
         let workers = workers.max(1);
         let mut plans = Vec::new();
         for &id in &ids {
-            let mut cur = 0u16;
-            // SAFETY: valid out-pointer.
-            unsafe { sys::rte_eth_dev_get_mtu(id, &mut cur) };
+            let cur = port::mtu(id);
             let mtu = opts.mtu.unwrap_or(if cur == 0 { 1500 } else { cur });
             let room = opts.data_room_for(mtu)?;
-            // SAFETY: plain query.
-            let socket = unsafe { sys::rte_eth_dev_socket_id(id) };
+            let socket = port::socket(id);
             plans.push((id, mtu, room, socket));
         }
         let mut groups: Vec<PoolGroup> = Vec::new();
@@ -228,13 +225,13 @@ impl Ports {
                     elements: n,
                     cache,
                     priv_size: PRIV_SIZE,
-                    data_room: (sys::RTE_PKTMBUF_HEADROOM as u16) + 2 * COPY_BREAK,
+                    data_room: (RTE_PKTMBUF_HEADROOM as u16) + 2 * COPY_BREAK,
                     socket,
                 })?);
             }
         }
         for (pi, &(id, mtu, room, _)) in plans.iter().enumerate() {
-            let segs = pool_sizing::segments_per_frame(mtu as u32, room, sys::RTE_PKTMBUF_HEADROOM);
+            let segs = pool_sizing::segments_per_frame(mtu as u32, room, RTE_PKTMBUF_HEADROOM);
             let output = out_ids.contains(&id);
             let conf = PortConf {
                 rx_queues: opts.queues,
@@ -515,7 +512,7 @@ fn too_few_tx(port: &Port, workers: u16) -> String {
 /// and software segments.
 fn forward_port(
     opts: &RunOptions,
-    spec: &crate::port_spec::PortSpec,
+    spec: &crate::port::spec::PortSpec,
     id: u16,
     encap: &crate::forward::Encap,
     lcore_count: u32,
@@ -533,8 +530,7 @@ fn forward_port(
         held_per_queue: 0,
         extra: 0,
     });
-    // SAFETY: plain query.
-    let socket = unsafe { sys::rte_eth_dev_socket_id(id) };
+    let socket = port::socket(id);
     let pool = Arc::new(Mempool::create(&PoolParams {
         name: format!("grorx-f{id}-{}", POOL_SEQ.fetch_add(1, Relaxed)),
         elements: n,

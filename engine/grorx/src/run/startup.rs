@@ -3,9 +3,9 @@
 //! instance's name as file prefix (claimed first), device allow-lists, then the user's own EAL arguments.
 
 use super::options::{RunOptions, NO_HUGE_MIN_MB};
-use crate::eal::Eal;
-use crate::eal_args::{self, EalOpt};
-use crate::lcores::{self, LcorePlan};
+use crate::dpdk::eal::Eal;
+use crate::dpdk::eal_args::{self, EalOpt};
+use crate::dpdk::lcores::{self, LcorePlan};
 use anyhow::{bail, Result};
 
 /// Starts EAL from the options; returns it and the hugepage summary.
@@ -138,7 +138,7 @@ fn device_args(opts: &RunOptions) -> (Option<EalOpt>, Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::port_spec::PortSpec;
+    use crate::port::spec::PortSpec;
     use crate::run::ForwardOptions;
 
     fn spec(s: &str) -> PortSpec {

@@ -21,12 +21,15 @@ pub use forward::ForwardStage;
 pub use sink::Sink;
 pub use tx::{TxQueue, TxStats};
 
+use crate::counters::hist::QueueHist;
+use crate::counters::stats::QueueCounters;
+use crate::dpdk::mbuf::BulkFree;
+use crate::dpdk::mempool::Mempool;
 use crate::forward::{Encap, ForwardConf, Forwarder, TxOffloads};
-use crate::mbuf::BulkFree;
-use crate::mempool::Mempool;
+use crate::port::gate::PollGate;
 use crate::skb::Skb;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// The most drop reasons a stage may name.
 pub const MAX_DROP_REASONS: usize = 8;
@@ -86,7 +89,7 @@ pub struct QueueSetup {
     /// mbufs and software segments (for an RX port, this queue's own pool).
     pub outputs: Vec<(u16, Arc<Mempool>)>,
     /// The run's port words: transmits wait while a port is closed.
-    pub(crate) gate: Arc<crate::gate::PollGate>,
+    pub(crate) gate: Arc<crate::port::gate::PollGate>,
 }
 
 impl QueueSetup {
@@ -97,8 +100,8 @@ impl QueueSetup {
         Ok(TxQueue::new(port, self.tx_queue)?.gated(self.tx_gate(port)))
     }
 
-    fn tx_gate(&self, port: u16) -> crate::gate::TxGate {
-        crate::gate::TxGate::new(self.gate.clone(), port)
+    fn tx_gate(&self, port: u16) -> crate::port::gate::TxGate {
+        crate::port::gate::TxGate::new(self.gate.clone(), port)
     }
 
     /// The id of output port `i` (`RunOptions::outputs[i]`; an RX port of
@@ -131,6 +134,19 @@ impl QueueSetup {
     }
 }
 
+/// What a worker's queue shares with the rest of the run.
+// Here, not in worker/, because a stage's Ctx holds it: the worker imports
+// the stage layer, never the other way round.
+#[doc(hidden)]
+#[derive(Clone)]
+pub struct Shared {
+    pub counters: Arc<[QueueCounters]>,
+    pub hists: Arc<[Mutex<QueueHist>]>,
+    pub stage: Arc<[StageCounters]>,
+    /// Which ports may be polled; each worker acknowledges changes.
+    pub gate: Arc<PollGate>,
+}
+
 /// What a stage may do with packets besides keeping them: free them
 /// (in bulk, once per poll) under a counted reason.
 pub struct Ctx<'a> {
@@ -138,7 +154,7 @@ pub struct Ctx<'a> {
     pub(crate) counts: &'a mut StageCounts,
     /// The run's shared counters and this queue's slot in them (for the
     /// measurement stages that keep GRO counters of their own).
-    pub(crate) shared: &'a crate::worker::Shared,
+    pub(crate) shared: &'a Shared,
     pub(crate) slot: usize,
     pub(crate) port: u16,
     pub(crate) queue: u16,

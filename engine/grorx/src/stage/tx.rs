@@ -3,8 +3,8 @@
 //! times and what it still refuses freed and counted (never an unbounded
 //! spin, never a silent loss).
 
-use crate::gate::TxGate;
-use crate::mbuf::BulkFree;
+use crate::dpdk::mbuf::BulkFree;
+use crate::port::gate::TxGate;
 use crate::skb::Skb;
 use anyhow::{bail, Result};
 use dpdk_sys::{self as sys, inline as mb};
@@ -35,7 +35,7 @@ pub struct TxQueue {
     pending: [*mut sys::rte_mbuf; BATCH],
     n: usize,
     stats: TxStats,
-    /// The run's word for the port, when it has one (see `crate::gate`).
+    /// The run's word for the port, when it has one (see `crate::port::gate`).
     gate: Option<TxGate>,
 }
 

@@ -2,14 +2,24 @@
 //! offloads masked against what the device offers, RSS), start, observe
 //! (link, stats, xstats), stop and close.
 
-use crate::eal::{cstring, rte_errno, strerror};
-use crate::mempool::Mempool;
-use crate::port_spec::PortSpec;
+#[doc(hidden)]
+pub mod gate;
+pub mod spec;
+
+use crate::dpdk::eal::{cstring, rte_errno, strerror};
+use crate::dpdk::mempool::Mempool;
 use anyhow::{bail, Context, Result};
 use dpdk_sys as sys;
+use spec::PortSpec;
 use std::ffi::{c_char, CStr};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
+
+/// The TX offloads a stage may ask of a port, as DPDK names them.
+pub(crate) use dpdk_sys::{
+    RTE_ETH_TX_OFFLOAD_IPV4_CKSUM, RTE_ETH_TX_OFFLOAD_MULTI_SEGS, RTE_ETH_TX_OFFLOAD_TCP_CKSUM,
+    RTE_ETH_TX_OFFLOAD_TCP_TSO,
+};
 
 /// What the engine asks of a port.
 #[derive(Debug, Clone)]
@@ -139,6 +149,20 @@ pub fn dev_info(id: u16) -> Result<sys::rte_eth_dev_info> {
     Ok(info)
 }
 
+/// The port's MTU as its device reports it (0: it reports none).
+pub fn mtu(id: u16) -> u16 {
+    let mut cur = 0u16;
+    // SAFETY: valid out-pointer.
+    unsafe { sys::rte_eth_dev_get_mtu(id, &mut cur) };
+    cur
+}
+
+/// The NUMA socket of the port's device (-1: unknown).
+pub fn socket(id: u16) -> i32 {
+    // SAFETY: plain query.
+    unsafe { sys::rte_eth_dev_socket_id(id) }
+}
+
 /// The ethdev name of port `id` (`port<id>` if DPDK has none).
 pub fn port_name(id: u16) -> String {
     let mut buf = [0 as c_char; sys::RTE_ETH_NAME_MAX_LEN as usize];
@@ -240,7 +264,7 @@ pub fn open(spec: &PortSpec) -> Result<u16> {
         }
         PortSpec::Pci { addr, .. } => {
             // The form EAL names the device by (and its allow list has).
-            let full = crate::port_spec::pci_full(addr);
+            let full = spec::pci_full(addr);
             id_by_name(&full)
                 .or_else(|| id_by_name(addr))
                 .with_context(|| {

@@ -3,8 +3,8 @@
 //! through the real `rte_eth_rx_burst` path. TX queues get rings of their own
 //! (nothing reads them; whatever a stage sends there is freed at teardown).
 
-use crate::eal::{cstring, rte_errno, strerror};
-use crate::mbuf::Burst;
+use super::eal::{cstring, rte_errno, strerror};
+use super::mbuf::Burst;
 use anyhow::{bail, Result};
 use dpdk_sys as sys;
 use std::sync::atomic::{AtomicU32, Ordering};

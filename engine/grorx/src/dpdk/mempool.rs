@@ -1,7 +1,7 @@
 //! Packet mbuf pools: hugepage-backed, per-lcore caches, sized for one frame
 //! per mbuf (see `pool_sizing`), with a private area that holds the skb.
 
-use crate::eal::{cstring, rte_errno, strerror};
+use super::eal::{cstring, rte_errno, strerror};
 use anyhow::{bail, Result};
 use dpdk_sys as sys;
 use std::ptr::NonNull;
@@ -232,7 +232,7 @@ impl Mempool {
             if !seen.contains_key(&(m as usize)) {
                 // SAFETY: an mbuf of this pool that nobody uses any more
                 // (the caller's promise): its header is plain memory.
-                if (back.len() as u64) < kept_by_driver && unsafe { crate::mbuf::untouched(m) } {
+                if (back.len() as u64) < kept_by_driver && unsafe { super::mbuf::untouched(m) } {
                     back.push(m);
                 } else {
                     missing += 1;

@@ -12,12 +12,15 @@
 //! worker frees what the ring cannot take. The writer never holds an mbuf
 //! while it writes, so leaving it behind leaves no mbuf out.
 
-use crate::eal::{cstring, rte_errno, strerror, tsc, Eal};
-use crate::mbuf::{BulkFree, Burst};
-use crate::pcap::Writer;
-use crate::ring_port::RingPtr;
+#[doc(hidden)]
+pub mod pcap;
+
+use crate::dpdk::eal::{cstring, rte_errno, strerror, tsc, Eal};
+use crate::dpdk::mbuf::{BulkFree, Burst};
+use crate::dpdk::ring_port::RingPtr;
 use anyhow::{bail, Context, Result};
 use dpdk_sys::{self as sys, inline as mb};
+use pcap::Writer;
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};

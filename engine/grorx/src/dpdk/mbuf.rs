@@ -8,6 +8,10 @@
 use dpdk_sys::{self as sys, inline as mb};
 use std::ptr::NonNull;
 
+/// The headroom DPDK leaves in front of a received frame (the most a
+/// prepend may take without another mbuf).
+pub(crate) use dpdk_sys::RTE_PKTMBUF_HEADROOM;
+
 /// Whether `m` is as `rte_pktmbuf_alloc` leaves it and nothing filled it
 /// since: one segment, no data, no flags, refcnt 1, no port. What a driver
 /// allocated for its RX ring and never handed up looks like this; a packet
@@ -60,7 +64,7 @@ impl Mbuf {
     }
 
     /// Allocates one mbuf (a control-path helper; the data path allocates in bulk).
-    pub fn alloc(pool: &crate::mempool::Mempool) -> Option<Mbuf> {
+    pub fn alloc(pool: &super::mempool::Mempool) -> Option<Mbuf> {
         // SAFETY: valid pool.
         unsafe { Mbuf::from_raw(sys::rte_pktmbuf_alloc(pool.as_ptr())) }
     }

@@ -5,13 +5,13 @@
 //! Both run on the [`Stage`] trait like any stage, with GRO off in the
 //! worker: what they cost is measured the same way as grorx's own path.
 
-use crate::baseline::{self, RteGro, MAX_ITEMS};
-use crate::hist::{move_into, new_hist};
-use crate::run::RunOptions;
+pub mod baseline;
+
+use crate::counters::hist::{move_into, new_hist};
 use crate::skb::Skb;
 use crate::stage::{CaptureStage, Ctx, Stage};
 use crate::worker::MAX_BURST;
-use anyhow::{bail, Result};
+use baseline::{RteGro, MAX_ITEMS};
 use dpdk_sys::{self as sys, inline as mb};
 
 /// A measurement-only stage instead of the sink.
@@ -23,23 +23,6 @@ pub enum Measure {
     /// The sink frees each packet with its own `rte_pktmbuf_free` (what bulk
     /// freeing saves).
     FreePerPacket,
-}
-
-impl Measure {
-    pub(crate) fn validate(&self, opts: &RunOptions) -> Result<()> {
-        if opts.forward.is_some() {
-            bail!("forward is a stage of its own: use it without --gro rte or --free per-packet");
-        }
-        match self {
-            Measure::RteGro if opts.gro.is_some() => bail!(
-                "DPDK's rte_gro and grorx's GRO are alternatives: give --gro rte or --gro on, not both"
-            ),
-            Measure::FreePerPacket if opts.capture.is_some() => {
-                bail!("--free per-packet is a sink: use it without --capture")
-            }
-            _ => Ok(()),
-        }
-    }
 }
 
 /// Frees every packet with its own call (dropping the skb).

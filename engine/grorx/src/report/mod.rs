@@ -1,11 +1,15 @@
 //! The final report of a run: printed for people, or as one JSON object.
+//! While the run goes on, `telemetry` answers DPDK telemetry commands.
+
+#[doc(hidden)]
+pub mod telemetry;
 
 use crate::capture::CaptureReport;
+use crate::counters::hist::HistReport;
+use crate::counters::stats::fmt_pps;
+use crate::dpdk::mempool::PoolUsage;
 use crate::gro::GroReport;
-use crate::hist::HistReport;
-use crate::mempool::PoolUsage;
 use crate::port::{Link, PortStats};
-use crate::stats::fmt_pps;
 use serde::Serialize;
 
 /// One RX queue's share of the run.

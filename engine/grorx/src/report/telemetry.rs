@@ -26,9 +26,9 @@
 //! panic (no indexing, no unwrap, saturating sums); `catch_unwind` guards
 //! the test and debug builds only.
 
-use crate::eal::{self, Eal};
+use crate::counters::stats::{QueueCounters, QueueCounts};
+use crate::dpdk::eal::{self, Eal};
 use crate::gro::GroStats;
-use crate::stats::{QueueCounters, QueueCounts};
 use anyhow::{anyhow, bail, Result};
 use dpdk_sys as sys;
 use std::ffi::{c_char, c_int, CStr, CString};

@@ -85,7 +85,7 @@ impl Eal {
         let argc = ptrs.len() as c_int;
         ptrs.push(std::ptr::null_mut());
         let ptrs = Box::leak(ptrs.into_boxed_slice());
-        let caught = crate::eal_log::Caught::start();
+        let caught = super::eal_log::Caught::start();
         // SAFETY: argc/argv are valid, NUL-terminated, and live forever.
         let ret = unsafe { sys::rte_eal_init(argc, ptrs.as_mut_ptr()) };
         let errno = rte_errno();
@@ -97,7 +97,7 @@ impl Eal {
             let _ = std::io::stderr().write_all(log.as_bytes());
         }
         if ret < 0 {
-            let why = match (crate::eal_log::reason(&log), errno) {
+            let why = match (super::eal_log::reason(&log), errno) {
                 (Some(r), 0) => r,
                 (Some(r), e) => format!("{r} ({}, errno {e})", strerror(e)),
                 (None, e) => format!("{} (errno {e})", strerror(e)),
@@ -255,6 +255,21 @@ impl Launched {
 /// A C string from a Rust one, or an error naming what it was for.
 pub fn cstring(what: &str, s: &str) -> Result<CString> {
     CString::new(s).map_err(|_| anyhow!("{what} '{s}' contains a NUL byte"))
+}
+
+/// The NUMA socket of the calling thread.
+pub fn socket_id() -> i32 {
+    // SAFETY: plain query of the calling thread's socket.
+    unsafe { sys::rte_socket_id() as i32 }
+}
+
+/// Releases what EAL holds (hugepages, devices, its threads' state).
+///
+/// # Safety
+/// No lcore is running a job any more, and EAL is not used after this.
+pub unsafe fn cleanup() {
+    // SAFETY: the caller's promise above.
+    unsafe { sys::rte_eal_cleanup() };
 }
 
 /// EAL's runtime directory (`/var/run/dpdk/<prefix>`), for cleanup at exit.
