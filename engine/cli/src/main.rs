@@ -265,10 +265,10 @@ struct GroArgs {
     /// Software GRO per RX queue (rte: DPDK's rte_gro, for comparison).
     #[arg(long, value_enum, default_value = "on")]
     gro: OnOff,
-    /// Buffers one merged packet may span (1-512; Linux's MAX_SKB_FRAGS is 17; past 64 for BIG TCP: sink, capture or a stage of your own).
+    /// Buffers one merged packet may span (1-512; Linux's MAX_SKB_FRAGS is 17; past 64 for BIG TCP packets).
     #[arg(long, default_value_t = 17)]
     max_frags: u16,
-    /// Largest merged IP packet in bytes (1500-524288; past 65535 plain TCP merges into BIG TCP packets, as Linux's: sink, capture or a stage of your own).
+    /// Largest merged IP packet in bytes (1500-524288; past 65535 plain TCP merges into BIG TCP packets, as Linux's; forward segments them back in software).
     #[arg(long, default_value_t = 65535)]
     gro_max_size: u32,
     /// Flows held at once per queue (the oldest is flushed when full).

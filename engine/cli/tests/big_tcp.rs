@@ -3,7 +3,8 @@
 //! polls so packets grow past 64 KiB. The output must hold to Linux's rules
 //! (tests/tools/grocheck.py, which reads BIG TCP lengths), tshark must find
 //! nothing wrong in it, and the IPv4 packets must state a total length of 0
-//! and the IPv6 ones carry a jumbo header; forward refuses such sizes.
+//! and the IPv6 ones carry a jumbo header; forward segments them back to
+//! the very segments that came in.
 
 use grorx_gro::traffic::{FlowSpec, Segment, TCP_ACK};
 use std::path::{Path, PathBuf};
@@ -48,9 +49,14 @@ fn write_input(path: &Path) {
     }
 }
 
+/// Runs grorx under an instance name of this test's own (`args[0]`, the
+/// subcommand, tells the tests apart).
 fn grorx(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_grorx"))
-        .env("GRORX_NAME", format!("test-big-{}", std::process::id()))
+        .env(
+            "GRORX_NAME",
+            format!("test-big-{}-{}", args[0], std::process::id()),
+        )
         .args(args)
         .args(["--", "--no-huge", "-m", "512"])
         .output()
@@ -129,23 +135,63 @@ fn packets_of_up_to_256k_leave_the_capture_valid_and_whole() {
 }
 
 #[test]
-fn forward_refuses_big_tcp_sizes_with_the_reason() {
+fn forward_segments_big_tcp_packets_back_to_the_very_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, output) = (dir.path().join("in.pcap"), dir.path().join("out.pcap"));
+    write_input(&input);
+    let port = format!("net_pcap0,rx_pcap={}", input.display());
+    let to = format!("net_pcap1,tx_pcap={}", output.display());
     let o = grorx(&[
         "forward",
         "--port",
-        "net_null0",
+        &port,
         "--to",
-        "net_null1",
+        &to,
         "--gro-max-size",
-        "262144",
-        "--duration",
-        "1",
+        BIG,
+        "--max-frags",
+        "256",
+        "--gro-flush-us",
+        "5000",
+        "--json",
+        "-q",
     ]);
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success());
+    assert!(o.status.success(), "grorx failed: {stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("a JSON report");
+    assert_eq!(report["mbufs_leaked"], 0, "{report}");
+    let most = report["gro"]["max_segments_per_packet"].as_u64().unwrap();
     assert!(
-        stderr.contains("forward sends packets of up to 65535 bytes")
-            && stderr.contains("--gro-max-size 262144"),
-        "{stderr}"
+        most > 46,
+        "no packet past 64 KiB: at most {most} segments ({report})"
     );
+    let fwd = &report["forward"];
+    assert_eq!(fwd["tx_packets"], 2 * SEGMENTS as u64, "{fwd}");
+    assert_eq!(fwd["tx_dropped"], 0, "{fwd}");
+    let (ok, text) = python(
+        "grocheck.py",
+        &[&input, &output],
+        &["--same-segments", "--strict-order"],
+    );
+    assert!(ok, "forwarded segments differ:\n{text}");
+    // Byte for byte: the jumbo header gone, every length and checksum as
+    // the sender wrote it, each flow's frames in arrival order (the two
+    // flows, one IPv4 and one IPv6, told apart by their ethertype).
+    let by_flow = |path: &Path, ipv6: bool| -> Vec<Vec<u8>> {
+        let et = if ipv6 { [0x86, 0xdd] } else { [0x08, 0x00] };
+        let frames = grorx::pcap::read_all(path).unwrap();
+        frames.into_iter().filter(|f| f[12..14] == et).collect()
+    };
+    for ipv6 in [false, true] {
+        let (sent, got) = (by_flow(&input, ipv6), by_flow(&output, ipv6));
+        assert_eq!(got.len(), sent.len(), "ipv6 {ipv6}");
+        for (i, (g, s)) in got.iter().zip(&sent).enumerate() {
+            assert!(
+                g == s,
+                "ipv6 {ipv6}, frame {i}: {} B out, {} B in, or other bytes",
+                g.len(),
+                s.len()
+            );
+        }
+    }
 }

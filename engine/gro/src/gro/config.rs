@@ -31,7 +31,7 @@ pub struct GroConfig {
     pub max_frags: u16,
     /// Largest IP packet (IP + TCP headers + payload) a merge may build:
     /// 1500..=524288; past 65535, plain TCP merges into BIG TCP packets
-    /// (see the `big` module), whatever carries them must take them.
+    /// (see the `big` module): what a stage does with them is its own.
     pub max_size: u32,
     /// Flows held at once per queue.
     pub flows: usize,

@@ -45,6 +45,7 @@ use anyhow::{bail, Context, Result};
 use dpdk_sys::{self as sys, inline as mb};
 use std::sync::Arc;
 
+mod big;
 mod chain;
 mod conf;
 mod gso;
@@ -311,9 +312,16 @@ impl Forwarder {
     /// A merged packet: encapsulate, then (TCP) TSO, software GSO or
     /// (virtio) the GSO layout in the header; (UDP) software segmentation.
     fn push_merged(&mut self, mut skb: Skb, meta: &SkbMeta) {
-        let head = skb.head();
         let (ol2, ol3) = (meta.outer_l2_len as usize, meta.outer_l3_len as usize);
         let l2 = ol2 + ol3 + meta.l2_len as usize;
+        // A BIG TCP packet (past 64 KiB) leaves in segments of software's
+        // making, its IPv6 jumbo header taken out first.
+        let big = skb.len() - l2 > big::IP_MAX as usize;
+        let mut l3 = meta.l3_len as usize;
+        if big && ol3 == 0 {
+            l3 -= big::strip_jumbo(&mut skb, l2);
+        }
+        let head = skb.head();
         let version = |at: usize| match head.get(at) {
             Some(b) if b >> 4 == 6 => Some(true),
             Some(b) if b >> 4 == 4 => Some(false),
@@ -335,7 +343,7 @@ impl Forwarder {
         let lay = Layout {
             elen: self.encap.header_len() as usize,
             l2,
-            l3: meta.l3_len as usize,
+            l3,
             l4: meta.l4_len as usize,
             mss: meta.gso_size as usize,
             ipv6,
@@ -372,7 +380,7 @@ impl Forwarder {
             match self.encap {
                 // Datagrams go back to datagrams in software, whatever the
                 // port or peer offers; so do segments received in a tunnel.
-                _ if lay.udp || lay.outer.is_some() => self.gso(m, &h, &lay, sport, reserve),
+                _ if lay.udp || lay.outer.is_some() || big => self.gso(m, &h, &lay, sport, reserve),
                 Encap::VirtioNet => self.virtio_gso(m, &mut h, &lay),
                 Encap::None | Encap::Vxlan(_) => {
                     let vx = lay.elen > 0;

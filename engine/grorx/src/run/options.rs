@@ -322,15 +322,6 @@ impl RunOptions {
                     f.to.len()
                 );
             }
-            if let Some(g) = self.gro.filter(|g| g.max_size > 65535 || g.max_frags > 64) {
-                bail!(
-                    "forward sends packets of up to 65535 bytes and 64 buffers, which GRO's limits \
-                     (--gro-max-size {}, --max-frags {}) pass: give at most 65535 and 64 \
-                     (BIG TCP packets go to the sink, a capture or a stage of your own)",
-                    g.max_size,
-                    g.max_frags
-                );
-            }
             if let Some((a, b)) = twice(&f.to) {
                 bail!(
                     "--to {a} and --to {b} name the same device: give each output once \
