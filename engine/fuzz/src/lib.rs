@@ -24,7 +24,10 @@
 //!   checksum verifies (unless some input's wrong checksum was trusted, by
 //!   `CsumMode::Trust` or a NIC hint) or holds the pseudo-header sum
 //!   (`OutCsum::Pseudo`); at most `max_frags` buffers and `max_size` bytes
-//!   of IP packet (IPv6: of IPv6 payload);
+//!   of IP packet (IPv6: of IPv6 payload); past 64 KiB (BIG TCP, one input
+//!   in 16 allows it) an IPv4 total length of 0, an IPv6 jumbo header (RFC
+//!   2675) with the length (`FuzzBuf` has no headroom for one: only real
+//!   mbufs make them);
 //! - per flow (Linux's identity: MACs, VLAN tags with their types, IP
 //!   version, flow label, addresses, ports), the output payload bytes, in
 //!   output order, equal the input payload bytes in arrival order (frames GRO
@@ -285,7 +288,11 @@ pub fn decode(data: &[u8]) -> Input {
         } else {
             OutCsum::Full
         },
-        max_size: 1500 + (rc.max_size as u32 % (65535 - 1500 + 1)),
+        // One input in 16 past 64 KiB (BIG TCP), up to 512 KiB.
+        max_size: match rc.max_size {
+            n @ 0xf000.. => 65536 + (n - 0xf000) as u32 * 112,
+            n => 1500 + (n as u32 % (65535 - 1500 + 1)),
+        },
         // The top two bits of max_frags: the reorder window, off for half
         // the inputs (then every flow is held to arrival order; with it,
         // to leaving no more reordered than it came). Off, half of those
@@ -458,6 +465,29 @@ impl Rec {
         let (t, _) = self.tcp.as_ref().expect("a TCP input");
         Fields::new(&self.bytes, *t).seq()
     }
+}
+
+/// A BIG TCP IPv6 packet (its IPv6 header at `l3`, TCP right after it)
+/// with its jumbo header checked and taken out: the packet as it would be
+/// but for its length, its payload length field 0.
+fn big_ipv6(b: &[u8], l3: usize) -> Result<Vec<u8>, String> {
+    let hbh = l3 + 40;
+    let plen = u16::from_be_bytes([b[l3 + 4], b[l3 + 5]]);
+    let jlen = u32::from_be_bytes([b[hbh + 4], b[hbh + 5], b[hbh + 6], b[hbh + 7]]) as usize;
+    if b[l3 + 6] != 0 || plen != 0 || b[hbh + 1..hbh + 4] != [0, 0xc2, 4] {
+        return Err("IPv6 past 64 KiB without a jumbo header and a payload length of 0".into());
+    }
+    if jlen != b.len() - hbh {
+        return Err(format!(
+            "jumbo length {jlen}, {} bytes follow",
+            b.len() - hbh
+        ));
+    }
+    let mut out = Vec::with_capacity(b.len() - 8);
+    out.extend_from_slice(&b[..hbh]);
+    out.extend_from_slice(&b[hbh + 8..]);
+    out[l3 + 6] = b[hbh];
+    Ok(out)
 }
 
 /// The TCP checksum of a frame parsed as `t`, the slow way: true if it verifies.
@@ -836,9 +866,14 @@ pub fn check_outputs<B, O: Output>(fed: &Fed<B>, outs: &[O]) -> Result<Summary, 
             merged += 1;
             ob = o.bytes();
             check_merged(cfg, oi, o, &ob, recs)?;
-            let (_, k) = first.tcp.unwrap();
-            let ot = Tcp::parse(&ob, ob.len(), false).unwrap();
-            (k, &ob[ot.payload as usize..])
+            let (t0, k) = first.tcp.unwrap();
+            // A BIG TCP packet (checked above) does not parse: the first
+            // input's layout, past the jumbo header of an IPv6 one.
+            let at = match Tcp::parse(&ob, ob.len(), false) {
+                Ok(ot) => ot.payload as usize,
+                Err(_) => t0.payload as usize + if t0.ipv6 { 8 } else { 0 },
+            };
+            (k, &ob[at..])
         };
         if window {
             if !payload.is_empty() {
@@ -978,9 +1013,34 @@ fn check_merged<O: Output>(
         }
     }
     // Parses whole, IPv4 header checksum included, with the first's layout.
-    let t = match Tcp::parse(ob, ob.len(), true) {
-        Ok(t) => t,
-        Err(why) => return e(format!("does not parse with its IP checksum: {why:?}")),
+    // Past 64 KiB (BIG TCP), IPv4 states a total length of 0, its header
+    // checksum made with it; IPv6 a payload length of 0 and a jumbo
+    // hop-by-hop header (RFC 2675), checked, then taken out of `ob` for
+    // the checks below.
+    let (l3_0, l4_0) = (t0.l3 as usize, t0.l4 as usize);
+    let unjumbo;
+    let (ob, t) = if !t0.ipv6 && ob.len() - l3_0 > 65535 {
+        let total = u16::from_be_bytes([ob[l3_0 + 2], ob[l3_0 + 3]]);
+        if total != 0 {
+            return e(format!(
+                "a BIG TCP packet with a total length of {total}, not 0"
+            ));
+        }
+        if csum::sum(&ob[l3_0..l4_0]) != 0xffff {
+            return e("a BIG TCP packet whose IPv4 header checksum does not verify".into());
+        }
+        (ob, *t0)
+    } else if t0.ipv6 && ob.len() - l3_0 - 48 > 65535 {
+        match big_ipv6(ob, l3_0) {
+            Ok(b) => unjumbo = b,
+            Err(m) => return e(m),
+        }
+        (&unjumbo[..], *t0)
+    } else {
+        match Tcp::parse(ob, ob.len(), true) {
+            Ok(t) => (ob, t),
+            Err(why) => return e(format!("does not parse with its IP checksum: {why:?}")),
+        }
     };
     if (t.l3, t.l4, t.payload, t.ipv6, t.vlans, t.tci)
         != (t0.l3, t0.l4, t0.payload, t0.ipv6, t0.vlans, t0.tci)
