@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The crates' layers, checked on their dependency trees (normal dependencies):
 # grorx-gro (the GRO core) has no DPDK in it; grorx (the engine library) has
-# no command-line, config-file, charting or metrics-serving crates. Inside
+# no command-line, config-file, charting or metrics-serving crates; the
+# command (grorx-cli) does not depend on dpdk-sys itself. Inside
 # grorx, its folders' layers (scripts/check-modules.py): no import circle
 # between them, none up a layer, dpdk-sys only under dpdk/ and where listed.
 set -euo pipefail
@@ -22,6 +23,11 @@ check() {
 }
 check grorx-gro dpdk-sys hugepages
 check grorx clap toml plotters dejavu prometheus-client tiny_http
+# The command reaches DPDK only through the engine library.
+if cargo tree -q -p grorx-cli -e normal --depth 1 --prefix none --format '{p}' | cut -d' ' -f1 | grep -qx dpdk-sys; then
+    echo "check-layers: grorx-cli depends on dpdk-sys itself: reach DPDK through grorx" >&2
+    fail=1
+fi
 python3 scripts/check-modules.py || fail=1
-[ "$fail" -eq 0 ] && echo "check-layers: grorx-gro has no DPDK; grorx has no CLI crates"
+[ "$fail" -eq 0 ] && echo "check-layers: grorx-gro has no DPDK; grorx has no CLI crates; the CLI reaches DPDK through grorx"
 exit "$fail"
