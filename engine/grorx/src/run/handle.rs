@@ -348,14 +348,8 @@ impl Running {
     }
 
     fn finish(&mut self, stop_reason: String) -> Result<Report> {
+        self.stop_in_order();
         let inner = self.inner.as_mut().expect("a running handle");
-        if let Some(c) = &self.capture {
-            c.stopping();
-        }
-        // The workers first (they drain their queues while the links are
-        // still watched), then the watch: held ports end closed.
-        inner.workers.stop();
-        inner.links.stop();
         let links = inner.links.stats();
         let duration_s = inner.workers.started.elapsed().as_secs_f64();
         let capture = self.capture.take().map(Capture::finish);
@@ -384,9 +378,22 @@ impl Running {
                 p.link_down_s = l.down_s;
             }
         }
-        drop(inner.workers);
-        inner.ports.teardown().fill(&mut report);
+        inner.teardown().fill(&mut report);
         Ok(report)
+    }
+
+    /// Stops what runs, in the one order every ending takes: the capture
+    /// told (its writer takes what the workers still hand it), the workers
+    /// (they drain their queues while the links are still watched), then
+    /// the link watch, so that held ports end closed.
+    fn stop_in_order(&mut self) {
+        if let Some(c) = &self.capture {
+            c.stopping();
+        }
+        if let Some(i) = self.inner.as_mut() {
+            i.workers.stop();
+            i.links.stop();
+        }
     }
 
     /// The stage merges on its own (rte_gro): the report shows GRO counters.
@@ -406,15 +413,22 @@ impl Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
-        if let Some(mut i) = self.inner.take() {
-            if let Some(c) = &self.capture {
-                c.stopping();
-            }
-            i.workers.stop();
-            i.links.stop();
-            drop(self.capture.take());
-            drop(i.workers);
-            i.ports.teardown();
+        if self.inner.is_none() {
+            return;
         }
+        self.stop_in_order();
+        drop(self.capture.take());
+        if let Some(i) = self.inner.take() {
+            i.teardown();
+        }
+    }
+}
+
+impl Inner {
+    /// After `Running::stop_in_order`: the workers let go of their queues' state,
+    /// then the ports close and every pool is counted.
+    fn teardown(self) -> ports::Teardown {
+        drop(self.workers);
+        self.ports.teardown()
     }
 }
