@@ -49,6 +49,40 @@ fn write_input(path: &Path) {
     }
 }
 
+/// `grorx CMD` on `input` replayed, its packets to `stage` (`--capture
+/// FILE` or `--to PORT`), held across polls so that they grow past 64 KiB;
+/// the run's JSON report, after what every run must show: success, every
+/// frame received, 0 leaked, a packet past 64 KiB.
+fn run_big(cmd: &str, input: &Path, stage: [&str; 2]) -> serde_json::Value {
+    let port = format!("net_pcap0,rx_pcap={}", input.display());
+    let o = grorx(&[
+        cmd,
+        "--port",
+        &port,
+        stage[0],
+        stage[1],
+        "--gro-max-size",
+        BIG,
+        "--max-frags",
+        "256",
+        "--gro-flush-us",
+        "5000",
+        "--json",
+        "-q",
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "grorx {cmd} failed: {stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("a JSON report");
+    assert_eq!(report["mbufs_leaked"], 0, "{report}");
+    assert_eq!(report["rx_packets"], 2 * SEGMENTS as u64, "{report}");
+    let most = report["gro"]["max_segments_per_packet"].as_u64().unwrap();
+    assert!(
+        most > 46,
+        "no packet past 64 KiB: at most {most} segments ({report})"
+    );
+    report
+}
+
 /// Runs grorx under an instance name of this test's own (`args[0]`, the
 /// subcommand, tells the tests apart).
 fn grorx(args: &[&str]) -> std::process::Output {
@@ -79,32 +113,7 @@ fn packets_of_up_to_256k_leave_the_capture_valid_and_whole() {
     let dir = tempfile::tempdir().unwrap();
     let (input, output) = (dir.path().join("in.pcap"), dir.path().join("out.pcap"));
     write_input(&input);
-    let port = format!("net_pcap0,rx_pcap={}", input.display());
-    let o = grorx(&[
-        "sink",
-        "--port",
-        &port,
-        "--capture",
-        output.to_str().unwrap(),
-        "--gro-max-size",
-        BIG,
-        "--max-frags",
-        "256",
-        "--gro-flush-us",
-        "5000",
-        "--json",
-        "-q",
-    ]);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "grorx failed: {stderr}");
-    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("a JSON report");
-    assert_eq!(report["mbufs_leaked"], 0, "{report}");
-    assert_eq!(report["rx_packets"], 2 * SEGMENTS as u64, "{report}");
-    let most = report["gro"]["max_segments_per_packet"].as_u64().unwrap();
-    assert!(
-        most > 46,
-        "no packet past 64 KiB: at most {most} segments ({report})"
-    );
+    run_big("sink", &input, ["--capture", output.to_str().unwrap()]);
 
     let (ok, text) = python(
         "grocheck.py",
@@ -139,32 +148,8 @@ fn forward_segments_big_tcp_packets_back_to_the_very_segments() {
     let dir = tempfile::tempdir().unwrap();
     let (input, output) = (dir.path().join("in.pcap"), dir.path().join("out.pcap"));
     write_input(&input);
-    let port = format!("net_pcap0,rx_pcap={}", input.display());
     let to = format!("net_pcap1,tx_pcap={}", output.display());
-    let o = grorx(&[
-        "forward",
-        "--port",
-        &port,
-        "--to",
-        &to,
-        "--gro-max-size",
-        BIG,
-        "--max-frags",
-        "256",
-        "--gro-flush-us",
-        "5000",
-        "--json",
-        "-q",
-    ]);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "grorx failed: {stderr}");
-    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("a JSON report");
-    assert_eq!(report["mbufs_leaked"], 0, "{report}");
-    let most = report["gro"]["max_segments_per_packet"].as_u64().unwrap();
-    assert!(
-        most > 46,
-        "no packet past 64 KiB: at most {most} segments ({report})"
-    );
+    let report = run_big("forward", &input, ["--to", &to]);
     let fwd = &report["forward"];
     assert_eq!(fwd["tx_packets"], 2 * SEGMENTS as u64, "{fwd}");
     assert_eq!(fwd["tx_dropped"], 0, "{fwd}");
