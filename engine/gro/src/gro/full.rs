@@ -4,6 +4,7 @@
 //! work before and after it.
 
 use super::*;
+use crate::wire::Outer;
 
 impl<B: GroBuf> Gro<B> {
     /// The full path from the wire. The reorder window works on it alone
@@ -48,34 +49,8 @@ impl<B: GroBuf> Gro<B> {
         lookup: Option<Lookup>,
         out: &mut impl FnMut(B),
     ) {
-        // An IPv4 header that fails its checksum is never merged, verifying
-        // or trusting: trust covers the L4 checksum only.
-        if hints.ip == CsumHint::Bad {
-            return self.pass_in_order(Pass::Frame(NotTcp::BadIpChecksum), pkt, out);
-        }
-        let (t, outer) = match Tcp::parse(pkt.head(), pkt.len(), hints.ip == CsumHint::Unknown) {
-            Ok(t) => (t, None),
-            // Both IPv4 headers are checked in software: what a NIC's
-            // flags say of a tunnelled frame depends on whether it parsed
-            // the tunnel.
-            Err(NotTcp::NotTcp) if self.cfg.tunnels.on => {
-                match Tcp::parse_tunnel(pkt.head(), pkt.len(), true, &self.cfg.tunnels) {
-                    Ok((t, o)) => (t, Some(o)),
-                    Err(TunnelErr::Bad(why)) => {
-                        return self.pass_in_order(Pass::Frame(why), pkt, out)
-                    }
-                    Err(TunnelErr::NotTunnel) if self.udp.is_some() => {
-                        return self.receive_udp(pkt, now, verify, hints, out)
-                    }
-                    Err(TunnelErr::NotTunnel) => {
-                        return self.pass_in_order(Pass::Frame(NotTcp::NotTcp), pkt, out)
-                    }
-                }
-            }
-            Err(NotTcp::NotTcp) if self.udp.is_some() => {
-                return self.receive_udp(pkt, now, verify, hints, out)
-            }
-            Err(why) => return self.pass_in_order(Pass::Frame(why), pkt, out),
+        let Some((pkt, t, outer)) = self.parse_slow(pkt, now, verify, hints, out) else {
+            return;
         };
         let f = Fields::new(pkt.head(), t);
         let mut seg = Seg::read(&f, pkt.segs_from(t.payload as usize));
@@ -93,143 +68,263 @@ impl<B: GroBuf> Gro<B> {
                 return self.pass(why, pkt, out);
             }
         }
-        // A lookup with the layout this parse found is this one's.
-        let lookup = lookup.filter(|l| {
-            let e = self.table.entry(l.from);
-            e.outer == outer && e.t.same_layout(&t)
-        });
         let key = match &outer {
             Some(o) => FlowKey::tunneled(&f, o, &self.hash_key),
             None => FlowKey::new(&f),
         };
+        let (hash, found) = self.find_flow(&key, &t, outer, lookup);
         let csum = CsumCheck::of(&t, outer.is_some(), hints.l4, verify);
-
-        // The flow's slot, live or a ghost: keys are unique in the table,
-        // so a new head of a flow it knows goes back to that slot.
-        let (hash, found) = match lookup {
-            Some(l) => (l.hash, l.slot(&self.table, &key)),
-            None => {
-                let hit = self
-                    .last
-                    .filter(|&s| self.table.try_get(s).is_some_and(|h| h.key == key));
-                let hash = if hit.is_some() {
-                    0
-                } else {
-                    key.hash(&self.hash_key)
-                };
-                (
-                    hash,
-                    hit.or_else(|| self.table.find(hash, |h| h.key == key)),
-                )
-            }
+        let flow = Slow {
+            t,
+            outer,
+            seg,
+            csum,
         };
+        let mut pkt = pkt;
         if let Some(s) = found.filter(|&s| self.table.is_live(s)) {
-            let h = self.table.get(s);
-            let refused = self.refusals(h, &seg, f.options(), f.ipv6_ext())
-                | h.outer_refusals(outer, f.header(), &t);
-            // A segment that continues the held data into bytes of one that
-            // waited (and arrived first), merged or starting the next packet,
-            // would overtake it: what waited leaves first, then this one.
-            if self.ahead_flows != 0
-                && seg.seq == h.next_seq
-                && self.overlaps_waiting(s, seg.seq, seg.payload)
-            {
-                return self.give_up_for(s, Flush::ReorderFull, pkt, now, verify, hints, out);
+            match self.with_held(s, pkt, &flow, now, verify, hints, out) {
+                Some(p) => pkt = p,
+                None => return,
             }
-            if refused == 0 {
-                if !h.finished {
-                    self.finish_head(s, verify);
-                }
-                let h = self.table.get(s);
-                // The header equals the head's but for seq, checksum, urgent
-                // pointer and PSH/FIN: its sum follows from the head's.
-                let Some(psum) = csum.payload_sum(&pkt, h.pbase, seg.var_sum(h.hconst), seg.csum)
-                else {
-                    if self.waiting_go_first(s, seg.seq) {
-                        // What waited arrived first: it leaves first.
-                        return self.give_up_for(
-                            s,
-                            Flush::BadChecksum,
-                            pkt,
-                            now,
-                            verify,
-                            hints,
-                            out,
-                        );
-                    }
-                    self.flush_slot(s, Flush::BadChecksum, out);
-                    return self.pass(Pass::BadTcpChecksum, pkt, out);
-                };
-                return self.merge(s, pkt, &seg, psum, out);
-            }
-            let mut go_first = true;
-            if self.reorder.is_some() {
-                match self.window(s, &seg, f.ipv6_ext()) {
-                    Window::Wait => return self.wait_ahead(s, pkt, seg.seq, seg.payload, now),
-                    Window::Retransmission => {
-                        // The held data arrived first: it leaves first (the
-                        // copy must not overtake it), then the copy passes,
-                        // not held: the flow goes on from the held data's
-                        // end, where its ghost restarts it.
-                        self.flush_slot(s, why(refused), out);
-                        return self.pass(Pass::Retransmission, pkt, out);
-                    }
-                    Window::BeforeHeld => {
-                        // The delivered data now ends where the held packet
-                        // starts.
-                        let h = self.table.get_mut(s);
-                        h.high = h.head_seq;
-                        return self.pass(Pass::BeforeHeld, pkt, out);
-                    }
-                    Window::Full => {
-                        // The held packet and what waited leave first, in
-                        // sequence order; then this one is taken afresh.
-                        return self.give_up_for(
-                            s,
-                            Flush::ReorderFull,
-                            pkt,
-                            now,
-                            verify,
-                            hints,
-                            out,
-                        );
-                    }
-                    Window::Continues => go_first = false,
-                    Window::No => {}
-                }
-            }
-            let why = why(refused);
-            // What waited arrived before this one: it leaves first, in
-            // sequence order, then this one is taken afresh.
-            if go_first && self.waiting_go_first(s, seg.seq) {
-                return self.give_up_for(s, why, pkt, now, verify, hints, out);
-            }
-            self.flush_slot(s, why, out);
         }
-        // Not merged: hold it as the start of a new packet, unless it cannot
-        // start one or would only wait for nothing.
-        if let Some(why) = self.not_held(&seg, &t) {
+        self.hold_new(pkt, &flow, key, hash, found, now, verify, out);
+    }
+
+    /// The layout of a segment on the full path (plain TCP, or TCP in a
+    /// tunnel), with the packet back; or None when it was passed (not TCP,
+    /// malformed, a bad IPv4 header) or went to UDP GRO.
+    #[inline(always)]
+    fn parse_slow(
+        &mut self,
+        pkt: B,
+        now: u64,
+        verify: bool,
+        hints: RxHints,
+        out: &mut impl FnMut(B),
+    ) -> Option<(B, Tcp, Option<Outer>)> {
+        // An IPv4 header that fails its checksum is never merged, verifying
+        // or trusting: trust covers the L4 checksum only.
+        if hints.ip == CsumHint::Bad {
+            self.pass_in_order(Pass::Frame(NotTcp::BadIpChecksum), pkt, out);
+            return None;
+        }
+        let parsed = match Tcp::parse(pkt.head(), pkt.len(), hints.ip == CsumHint::Unknown) {
+            Ok(t) => Ok((t, None)),
+            // Both IPv4 headers are checked in software: what a NIC's
+            // flags say of a tunnelled frame depends on whether it parsed
+            // the tunnel.
+            Err(NotTcp::NotTcp) if self.cfg.tunnels.on => {
+                match Tcp::parse_tunnel(pkt.head(), pkt.len(), true, &self.cfg.tunnels) {
+                    Ok((t, o)) => Ok((t, Some(o))),
+                    Err(TunnelErr::Bad(why)) => Err(Some(why)),
+                    Err(TunnelErr::NotTunnel) if self.udp.is_some() => Err(None),
+                    Err(TunnelErr::NotTunnel) => Err(Some(NotTcp::NotTcp)),
+                }
+            }
+            Err(NotTcp::NotTcp) if self.udp.is_some() => Err(None),
+            Err(why) => Err(Some(why)),
+        };
+        match parsed {
+            Ok((t, outer)) => Some((pkt, t, outer)),
+            Err(Some(why)) => {
+                self.pass_in_order(Pass::Frame(why), pkt, out);
+                None
+            }
+            Err(None) => {
+                self.receive_udp(pkt, now, verify, hints, out);
+                None
+            }
+        }
+    }
+
+    /// The flow's slot, live or a ghost (keys are unique in the table, so
+    /// a new head of a flow it knows goes back to that slot), and the hash
+    /// a new entry takes: through the fast path's lookup when it guessed
+    /// this layout, else the previous segment's slot, else the index.
+    #[inline(always)]
+    fn find_flow(
+        &self,
+        key: &FlowKey,
+        t: &Tcp,
+        outer: Option<Outer>,
+        lookup: Option<Lookup>,
+    ) -> (u32, Option<u16>) {
+        // A lookup with the layout this parse found is this one's.
+        let lookup = lookup.filter(|l| {
+            let e = self.table.entry(l.from);
+            e.outer == outer && e.t.same_layout(t)
+        });
+        if let Some(l) = lookup {
+            return (l.hash, l.slot(&self.table, key));
+        }
+        let hit = self
+            .last
+            .filter(|&s| self.table.try_get(s).is_some_and(|h| h.key == *key));
+        let hash = if hit.is_some() {
+            0
+        } else {
+            key.hash(&self.hash_key)
+        };
+        (
+            hash,
+            hit.or_else(|| self.table.find(hash, |h| h.key == *key)),
+        )
+    }
+
+    /// A segment of the flow held in slot `s`: Linux's rules, then merged,
+    /// or (the reorder window's) made to wait, or passed after what came
+    /// first; None when so taken. Refused, the held packet leaves and the
+    /// segment comes back, to start the flow's next packet.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn with_held(
+        &mut self,
+        s: u16,
+        pkt: B,
+        flow: &Slow,
+        now: u64,
+        verify: bool,
+        hints: RxHints,
+        out: &mut impl FnMut(B),
+    ) -> Option<B> {
+        let (seg, t) = (&flow.seg, &flow.t);
+        let f = Fields::new(pkt.head(), *t);
+        let h = self.table.get(s);
+        let refused = self.refusals(h, seg, f.options(), f.ipv6_ext())
+            | h.outer_refusals(flow.outer, f.header(), t);
+        // A segment that continues the held data into bytes of one that
+        // waited (and arrived first), merged or starting the next packet,
+        // would overtake it: what waited leaves first, then this one.
+        if self.ahead_flows != 0
+            && seg.seq == h.next_seq
+            && self.overlaps_waiting(s, seg.seq, seg.payload)
+        {
+            self.give_up_for(s, Flush::ReorderFull, pkt, now, verify, hints, out);
+            return None;
+        }
+        if refused == 0 {
+            self.merge_checked(s, pkt, seg, &flow.csum, now, verify, hints, out);
+            return None;
+        }
+        let mut go_first = true;
+        if self.reorder.is_some() {
+            match self.window(s, seg, f.ipv6_ext()) {
+                Window::Wait => {
+                    self.wait_ahead(s, pkt, seg.seq, seg.payload, now);
+                    return None;
+                }
+                Window::Retransmission => {
+                    // The held data arrived first: it leaves first (the
+                    // copy must not overtake it), then the copy passes,
+                    // not held: the flow goes on from the held data's
+                    // end, where its ghost restarts it.
+                    self.flush_slot(s, why(refused), out);
+                    self.pass(Pass::Retransmission, pkt, out);
+                    return None;
+                }
+                Window::BeforeHeld => {
+                    // The delivered data now ends where the held packet
+                    // starts.
+                    let h = self.table.get_mut(s);
+                    h.high = h.head_seq;
+                    self.pass(Pass::BeforeHeld, pkt, out);
+                    return None;
+                }
+                Window::Full => {
+                    // The held packet and what waited leave first, in
+                    // sequence order; then this one is taken afresh.
+                    self.give_up_for(s, Flush::ReorderFull, pkt, now, verify, hints, out);
+                    return None;
+                }
+                Window::Continues => go_first = false,
+                Window::No => {}
+            }
+        }
+        let why = why(refused);
+        // What waited arrived before this one: it leaves first, in
+        // sequence order, then this one is taken afresh.
+        if go_first && self.waiting_go_first(s, seg.seq) {
+            self.give_up_for(s, why, pkt, now, verify, hints, out);
+            return None;
+        }
+        self.flush_slot(s, why, out);
+        Some(pkt)
+    }
+
+    /// A segment the rules let merge into slot `s`: merged once its
+    /// checksum holds (the head's sums made first if it has none yet);
+    /// a bad one leaves the held packet first, then passes.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn merge_checked(
+        &mut self,
+        s: u16,
+        pkt: B,
+        seg: &Seg,
+        csum: &CsumCheck,
+        now: u64,
+        verify: bool,
+        hints: RxHints,
+        out: &mut impl FnMut(B),
+    ) {
+        if !self.table.get(s).finished {
+            self.finish_head(s, verify);
+        }
+        let h = self.table.get(s);
+        // The header equals the head's but for seq, checksum, urgent
+        // pointer and PSH/FIN: its sum follows from the head's.
+        let Some(psum) = csum.payload_sum(&pkt, h.pbase, seg.var_sum(h.hconst), seg.csum) else {
+            if self.waiting_go_first(s, seg.seq) {
+                // What waited arrived first: it leaves first.
+                return self.give_up_for(s, Flush::BadChecksum, pkt, now, verify, hints, out);
+            }
+            self.flush_slot(s, Flush::BadChecksum, out);
+            return self.pass(Pass::BadTcpChecksum, pkt, out);
+        };
+        self.merge(s, pkt, seg, psum, out)
+    }
+
+    /// A segment no held packet took: held as the start of a new packet,
+    /// in its flow's ghost slot (`found`) or a new entry under `hash`,
+    /// unless it cannot start one or would only wait for nothing.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn hold_new(
+        &mut self,
+        pkt: B,
+        flow: &Slow,
+        key: FlowKey,
+        hash: u32,
+        found: Option<u16>,
+        now: u64,
+        verify: bool,
+        out: &mut impl FnMut(B),
+    ) {
+        let (t, outer, seg, csum) = (flow.t, flow.outer, &flow.seg, &flow.csum);
+        if let Some(why) = self.not_held(seg, &t) {
             return self.pass(why, pkt, out);
         }
         // Verifying, the checksum is checked now, from the sums a merge
         // needs; trusting (or taking the NIC's word), a flow new to the
         // table makes them (and its template) only once a second segment
         // comes (`finish_head`).
-        let (mut pbase, mut hconst, mut psum) = (0, 0, Contrib { pos: 0, neg: 0 });
+        let f = Fields::new(pkt.head(), t);
+        let mut sums = HeadSums::default();
         if csum.judged_now() {
-            pbase = f.pseudo_base();
-            hconst = header_const(&f, &seg);
-            let Some(p) = csum.payload_sum(&pkt, pbase, seg.var_sum(hconst), seg.csum) else {
+            sums.pbase = f.pseudo_base();
+            sums.hconst = header_const(&f, seg);
+            let Some(p) = csum.payload_sum(&pkt, sums.pbase, seg.var_sum(sums.hconst), seg.csum)
+            else {
                 return self.pass(Pass::BadTcpChecksum, pkt, out);
             };
-            psum = p;
+            sums.psum = p;
         }
         let mut opts = [0u32; 10];
         let o = f.options();
         for (i, w) in o.chunks_exact(4).enumerate() {
             opts[i] = u32::from_ne_bytes([w[0], w[1], w[2], w[3]]);
         }
-        let held_frags = pkt.segs();
+        let opt_words = (o.len() / 4) as u8;
         self.make_room(out);
         let (slot, h) = match found {
             // Its key and hash are this flow's already.
@@ -257,42 +352,12 @@ impl<B: GroBuf> Gro<B> {
             h.gapless = true;
             h.high = seg.seq;
         }
-        h.next_seq = seg.seq.wrapping_add(seg.payload);
-        h.ack = seg.ack;
-        h.word = seg.word;
-        h.ip_word = seg.ip_word;
-        h.last_id = seg.id;
-        h.next_id = seg.id.wrapping_add(1) as u32;
-        h.id_mode = IdMode::Open;
-        h.df = seg.df;
-        h.opt_words = (o.len() / 4) as u8;
+        h.opt_words = opt_words;
         h.opts = opts;
-        h.mss = seg.payload;
-        h.segs = 1;
-        // Every buffer of the held chain counts, its header-only first
-        // buffer included (what a TX NIC's segment limit counts).
-        h.frags = held_frags;
-        h.ip_len = t.l3_len() as u32 + tcp_len;
-        h.payload_len = seg.payload;
-        h.psum_pos = psum.pos;
-        h.psum_neg = psum.neg;
-        h.pbase = pbase;
-        h.hconst = hconst;
-        h.head_seq = seg.seq;
-        h.head_urg = seg.urg;
-        h.head_flags = seg.flags;
         // The whole IP packet, an IPv6 header included (as Linux counts,
         // and as a TSO port's 64 KiB limit does); in a tunnel, the outer one.
         h.max_ip = big::max_ip(self.cfg.max_size, &t, outer, pkt.headroom());
-        h.outer = outer;
-        h.o_last_id = seg.outer_id;
-        h.o_id_mode = IdMode::Open;
-        h.flags_or = 0;
-        h.t = t;
-        h.since = now;
-        h.tmpl.on = false;
-        h.finished = false;
-        h.pkt = Some(pkt);
+        start_head(h, pkt, t, outer, seg, &sums, now);
         self.went_to(slot);
         // A flow the table remembered will likely merge again: its template
         // at once, so that its next segment takes the fast path.
@@ -300,7 +365,6 @@ impl<B: GroBuf> Gro<B> {
             self.finish_head(slot, verify);
         }
     }
-
     /// A segment went to slot `s` on the full path: the next is tried
     /// there first.
     #[inline(always)]
@@ -331,4 +395,65 @@ impl<B: GroBuf> Gro<B> {
         }
         None
     }
+}
+
+/// What the full path keeps of a segment for the rules of its held flow.
+struct Slow {
+    t: Tcp,
+    outer: Option<Outer>,
+    seg: Seg,
+    csum: CsumCheck,
+}
+
+/// A new head's checksum sums, made at once when its checksum is judged
+/// as it arrives (`CsumCheck::judged_now`), else zero until `finish_head`.
+#[derive(Default)]
+struct HeadSums {
+    pbase: u16,
+    hconst: u16,
+    psum: Contrib,
+}
+
+/// Everything a held packet starts from: its first segment `pkt` (layout
+/// `t`, in a tunnel `outer`; read as `seg`), its sums, the time.
+fn start_head<B: GroBuf>(
+    h: &mut Held<B>,
+    pkt: B,
+    t: Tcp,
+    outer: Option<Outer>,
+    seg: &Seg,
+    sums: &HeadSums,
+    now: u64,
+) {
+    h.next_seq = seg.seq.wrapping_add(seg.payload);
+    h.ack = seg.ack;
+    h.word = seg.word;
+    h.ip_word = seg.ip_word;
+    h.last_id = seg.id;
+    h.next_id = seg.id.wrapping_add(1) as u32;
+    h.id_mode = IdMode::Open;
+    h.df = seg.df;
+    h.mss = seg.payload;
+    h.segs = 1;
+    // Every buffer of the held chain counts, its header-only first
+    // buffer included (what a TX NIC's segment limit counts).
+    h.frags = pkt.segs();
+    h.ip_len = t.l3_len() as u32 + t.l4_len() as u32 + t.payload_len;
+    h.payload_len = seg.payload;
+    h.psum_pos = sums.psum.pos;
+    h.psum_neg = sums.psum.neg;
+    h.pbase = sums.pbase;
+    h.hconst = sums.hconst;
+    h.head_seq = seg.seq;
+    h.head_urg = seg.urg;
+    h.head_flags = seg.flags;
+    h.outer = outer;
+    h.o_last_id = seg.outer_id;
+    h.o_id_mode = IdMode::Open;
+    h.flags_or = 0;
+    h.t = t;
+    h.since = now;
+    h.tmpl.on = false;
+    h.finished = false;
+    h.pkt = Some(pkt);
 }
