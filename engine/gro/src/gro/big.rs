@@ -33,10 +33,23 @@ pub(super) fn max_ip(
     limit - outer.map_or(0, |o| (t.l3 - o.l3) as u32)
 }
 
+/// Whether an IP packet of `ip_len` bytes (its header included) is past
+/// what its length field states: IPv4's total length, IPv6's payload
+/// length (which leaves the 40-byte header out).
+#[inline(always)]
+fn past_length_field(ipv6: bool, ip_len: u32) -> bool {
+    let stated = if ipv6 {
+        ip_len - ipv6::HEADER_LEN as u32
+    } else {
+        ip_len
+    };
+    stated > IP_MAX
+}
+
 /// An IPv4 total length field for a packet of `ip_len` bytes.
 #[inline(always)]
 pub(super) fn ipv4_total_len(ip_len: u32) -> u16 {
-    if ip_len > IP_MAX {
+    if past_length_field(false, ip_len) {
         0
     } else {
         ip_len as u16
@@ -47,7 +60,7 @@ pub(super) fn ipv4_total_len(ip_len: u32) -> u16 {
 /// packet of layout `t` and `ip_len` bytes: 8 for IPv6 past 64 KiB.
 #[inline(always)]
 pub(super) fn jumbo_header(t: &Tcp, ip_len: u32) -> u16 {
-    if t.ipv6 && ip_len - ipv6::HEADER_LEN as u32 > IP_MAX {
+    if t.ipv6 && past_length_field(true, ip_len) {
         jumbo::HEADER_LEN as u16
     } else {
         0
@@ -55,12 +68,13 @@ pub(super) fn jumbo_header(t: &Tcp, ip_len: u32) -> u16 {
 }
 
 /// Writes the IPv6 payload length of the packet in `pkt` (its IPv6 header at
-/// `l3`, TCP right after it), `plen` bytes past that header: past 64 KiB,
+/// `l3`, TCP right after it), `ip_len` bytes with that header: past 64 KiB,
 /// the jumbo header goes in between, the Ethernet and IPv6 headers moving
 /// into the headroom `max_ip` saw (the TCP header and payload stay put).
 #[inline]
-pub(super) fn write_ipv6_len<B: GroBuf>(pkt: &mut B, l3: usize, plen: u32) {
-    if plen <= IP_MAX {
+pub(super) fn write_ipv6_len<B: GroBuf>(pkt: &mut B, l3: usize, ip_len: u32) {
+    let plen = ip_len - ipv6::HEADER_LEN as u32;
+    if !past_length_field(true, ip_len) {
         field::write16(pkt.head_mut(), l3, ipv6::PAYLOAD_LEN, plen as u16);
         return;
     }

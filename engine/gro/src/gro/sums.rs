@@ -205,6 +205,6 @@ pub(super) fn fix_headers<B: GroBuf>(h: &mut Held<B>, tso: bool) {
     if t.ipv6 {
         // The payload length counts extension headers too; written last,
         // as past 64 KiB the headers in front of TCP move.
-        big::write_ipv6_len(pkt, l3, h.ip_len - ipv6::HEADER_LEN as u32);
+        big::write_ipv6_len(pkt, l3, h.ip_len);
     }
 }

@@ -26,9 +26,10 @@ pub(super) fn strip_jumbo(skb: &mut Skb, l3: usize) -> usize {
     }
     let next = b[hdrs + jumbo::NEXT_HEADER];
     b.copy_within(0..hdrs, jumbo::HEADER_LEN);
-    if !skb.pull(jumbo::HEADER_LEN as u16) {
-        return 0;
-    }
+    // The head holds the jumbo header and more (checked above), so the
+    // pull cannot fail once the headers have moved.
+    let pulled = skb.pull(jumbo::HEADER_LEN as u16);
+    debug_assert!(pulled, "the head held the jumbo header");
     skb.head_mut()[l3 + ipv6::NEXT_HEADER] = next;
     jumbo::HEADER_LEN
 }
