@@ -16,6 +16,7 @@ use anyhow::{Context, Result};
 use grorx::gro::{Flush, Pass};
 use grorx::hist::QueueHist;
 use grorx::run::{Running, Stats};
+use grorx::stats::QUEUE_COUNTERS;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
@@ -423,19 +424,12 @@ impl Collector for Snapshot {
                 1u64,
             )],
         )?;
-        self.per_queue(e, "rx_packets", "Packets received (before GRO)", |q| {
-            q.counts.rx_packets
-        })?;
-        self.per_queue(e, "rx_bytes", "Bytes of the packets received", |q| {
-            q.counts.rx_bytes
-        })?;
-        self.per_queue(e, "rx_bursts", "Polls that returned packets", |q| {
-            q.counts.rx_bursts
-        })?;
-        self.per_queue(e, "rx_polls", "Polls, empty or not", |q| q.counts.rx_polls)?;
-        self.per_queue(e, "out_packets", "Packets the stage got (after GRO)", |q| {
-            q.counts.out_packets
-        })?;
+        // The engine's per-queue counters, as its table declares them.
+        for (i, d) in QUEUE_COUNTERS.iter().enumerate() {
+            if d.exported() {
+                self.per_queue(e, d.name, d.help, |q| q.counts.values()[i])?;
+            }
+        }
         if self.gro {
             self.per_queue(e, "gro_segments_in", "Packets given to GRO", |q| {
                 q.gro.segments_in
@@ -582,6 +576,65 @@ mod tests {
         let b = Buckets::of(&h.gro_hold_ns, HOLD_BUCKETS, 1e-9);
         let at = |le: f64| b.counts.iter().find(|(b, _)| *b == le).unwrap().1;
         assert_eq!((at(1e-6), at(2.5e-6)), (0, 1), "2 us in (1 us, 2.5 us]");
+    }
+
+    /// The metric names docs/metrics.md's tables list.
+    fn documented() -> std::collections::BTreeSet<String> {
+        let p = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/metrics.md");
+        let doc = std::fs::read_to_string(p).unwrap();
+        doc.lines()
+            .filter_map(|l| l.strip_prefix("| `grorx_"))
+            .filter_map(|l| l.split_once('`'))
+            .map(|(name, _)| format!("grorx_{name}"))
+            .collect()
+    }
+
+    #[test]
+    fn the_metrics_document_lists_every_family_served_and_no_other() {
+        let q = QueueStats {
+            port: 0,
+            queue: 0,
+            lcore: 1,
+            counts: Default::default(),
+            gro: Default::default(),
+            stage: Default::default(),
+            drop_reasons: &[],
+        };
+        let stats = Stats {
+            elapsed: Duration::from_secs(1),
+            queues: vec![q],
+            ports: vec![(0, Default::default())],
+            links: vec![grorx::run::LinkStats {
+                port: 0,
+                up: true,
+                downs: 0,
+                down_s: 0.0,
+            }],
+        };
+        let snap = Snapshot {
+            stats,
+            hists: Histograms::new(1).buckets(),
+            gro: true,
+            http: Counts::default().by_event(),
+        };
+        let t = text(snap, "x").unwrap();
+        let served: std::collections::BTreeSet<String> = t
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split_whitespace().next())
+            .map(String::from)
+            .collect();
+        let doc = documented();
+        let undocumented: Vec<_> = served.difference(&doc).collect();
+        let unserved: Vec<_> = doc.difference(&served).collect();
+        assert!(
+            undocumented.is_empty() && unserved.is_empty(),
+            "served but not in docs/metrics.md: {undocumented:?}; documented but not served: {unserved:?}"
+        );
+        for d in QUEUE_COUNTERS.iter().filter(|d| d.exported()) {
+            let name = format!("grorx_{}_total", d.name);
+            assert!(doc.contains(&name), "{name} is not documented");
+        }
     }
 
     #[test]

@@ -93,11 +93,11 @@ fn flows_stay_on_their_queue_and_every_mbuf_returns() {
     assert_ne!(r.queues[0].lcore, r.queues[1].lcore);
     for q in &r.queues {
         assert_eq!(
-            q.rx_packets, expect_per_queue[q.queue as usize],
+            q.counts.rx_packets, expect_per_queue[q.queue as usize],
             "queue {}",
             q.queue
         );
-        assert_eq!(q.gro.as_ref().unwrap().segments_in, q.rx_packets);
+        assert_eq!(q.gro.as_ref().unwrap().segments_in, q.counts.rx_packets);
     }
     // Each flow whole and in order; merged well (the rings hold runs of 5).
     let mut got: HashMap<u16, Vec<u8>> = HashMap::new();

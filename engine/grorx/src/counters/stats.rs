@@ -5,43 +5,150 @@
 //! read-modify-write atomics are needed.
 
 use crate::gro::{Flush, GroStats, Pass};
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// One RX queue's counters, as its worker publishes them for the stats thread.
-#[derive(Default)]
-#[repr(C, align(64))]
-pub struct QueueCounters {
-    /// Packets received (before GRO).
-    pub rx_packets: AtomicU64,
-    /// Bytes of those packets, as received.
-    pub rx_bytes: AtomicU64,
-    /// Polls that returned at least one packet.
-    pub rx_bursts: AtomicU64,
-    /// Every poll, empty or not.
-    pub rx_polls: AtomicU64,
-    /// Packets the stage delivered (after GRO).
-    pub out_packets: AtomicU64,
-    /// Bytes of those packets.
-    pub out_bytes: AtomicU64,
-    /// Buffer bytes the delivered packets pinned (skb truesize).
-    pub truesize: AtomicU64,
-    /// Times the capture ring was full and the worker waited (written by
-    /// the capture stage, not by `publish`).
-    pub capture_waits: AtomicU64,
-    /// Prepends that did not fit the headroom (a header mbuf was chained).
-    pub headroom_miss: AtomicU64,
-    /// Copy-mode heads the head pool could not supply.
-    pub head_alloc_fail: AtomicU64,
-    /// Received chains whose lengths did not hold: freed before GRO.
-    pub malformed: AtomicU64,
-    /// TSC cycles in RX, over polls that received packets (`--cycles`).
-    pub cycles_rx: AtomicU64,
-    /// TSC cycles in skb build and GRO (merge, flush), over the same polls.
-    pub cycles_gro: AtomicU64,
-    /// TSC cycles in the stage, over the same polls.
-    pub cycles_stage: AtomicU64,
-    /// The queue's GRO counters, published every few polls.
-    pub gro: GroCounters,
+/// What a counter counts: exporters choose by it (cycle counts are
+/// measurement, kept out of the live exporters and the JSON queue objects).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// Packets (or frames, or chains of mbufs).
+    Packets,
+    /// Bytes of packets or of buffers.
+    Bytes,
+    /// Polls of the queue.
+    Polls,
+    /// Times something happened (a wait, a miss, a failure).
+    Events,
+    /// TSC cycles, counted only when the run measures them.
+    Cycles,
+}
+
+/// One per-queue counter as every exporter names it: the text report, the
+/// JSON report's queue objects, DPDK telemetry, Prometheus
+/// (`grorx_<name>_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CounterDef {
+    /// The field's name, and the counter's key in every exporter.
+    pub name: &'static str,
+    /// What it counts.
+    pub unit: Unit,
+    /// One line, a sentence.
+    pub help: &'static str,
+}
+
+impl CounterDef {
+    /// Whether the live exporters and the JSON queue objects carry it.
+    pub fn exported(&self) -> bool {
+        self.unit != Unit::Cycles
+    }
+}
+
+/// Stores one counter, unless the stage writes it itself.
+macro_rules! publish_one {
+    ($to:ident, $from:ident, $field:ident) => {
+        $to.$field.store($from.$field, Relaxed)
+    };
+    ($to:ident, $from:ident, $field:ident, stage_writes) => {};
+}
+
+/// Declares the per-queue counters once: each line gives the field (its
+/// name everywhere), the unit, `stage_writes` for a counter the stage
+/// stores itself (the worker never publishes it), and the help text. From
+/// it come the
+/// worker's plain counts, the shared atomics, publishing, reading, sums and
+/// the table the exporters walk.
+macro_rules! queue_counters {
+    ($($field:ident $unit:ident $($writer:ident)? $help:literal;)*) => {
+        /// A worker's running totals, published to its [`QueueCounters`].
+        #[derive(Default, Clone, Copy, Debug, PartialEq, Eq)]
+        pub struct QueueCounts {
+            $(#[doc = $help] pub $field: u64,)*
+        }
+
+        /// One RX queue's counters, as its worker publishes them for the
+        /// stats thread.
+        #[derive(Default)]
+        #[repr(C, align(64))]
+        pub struct QueueCounters {
+            $(#[doc = $help] pub $field: AtomicU64,)*
+            /// The queue's GRO counters, published every few polls.
+            pub gro: GroCounters,
+        }
+
+        /// Every per-queue counter, in declaration order.
+        pub const QUEUE_COUNTERS: &[CounterDef] = &[
+            $(CounterDef { name: stringify!($field), unit: Unit::$unit, help: $help },)*
+        ];
+
+        impl QueueCounts {
+            /// The values in [`QUEUE_COUNTERS`]' order.
+            pub fn values(&self) -> [u64; QUEUE_COUNTERS.len()] {
+                [$(self.$field,)*]
+            }
+
+            /// Adds another queue's counts (saturating: a sum for a report
+            /// or the telemetry thread never panics).
+            pub fn add(&mut self, o: &QueueCounts) {
+                $(self.$field = self.$field.saturating_add(o.$field);)*
+            }
+        }
+
+        impl QueueCounters {
+            /// Publishes the worker's running totals (all but those the
+            /// stage writes itself).
+            #[inline(always)]
+            pub fn publish(&self, l: &QueueCounts) {
+                $(publish_one!(self, l, $field $(, $writer)?);)*
+            }
+
+            /// The counters as last published.
+            pub fn read(&self) -> QueueCounts {
+                QueueCounts { $($field: self.$field.load(Relaxed),)* }
+            }
+        }
+    };
+}
+
+queue_counters! {
+    rx_packets Packets "Packets received (before GRO).";
+    rx_bytes Bytes "Bytes of the packets received, as received (frames without FCS).";
+    rx_bursts Polls "Polls that returned at least one packet.";
+    rx_polls Polls "Polls, empty or not.";
+    out_packets Packets "Packets the stage was given (after GRO).";
+    out_bytes Bytes "Bytes of the packets the stage was given, headers included.";
+    truesize Bytes "Buffer bytes the packets the stage was given pinned (skb truesize).";
+    capture_waits Events stage_writes "Times the capture ring was full and the worker waited for the writer.";
+    headroom_miss Events "Prepends that did not fit the headroom: a header mbuf was chained in front.";
+    head_alloc_fail Events "Copy mode: heads the head pool could not supply.";
+    malformed Packets "Received chains whose lengths did not hold: freed before GRO.";
+    cycles_rx Cycles "TSC cycles in RX, over polls that received packets.";
+    cycles_gro Cycles "TSC cycles in skb build and GRO (merge, flush), over the same polls.";
+    cycles_stage Cycles "TSC cycles in the stage, over the same polls.";
+}
+
+impl QueueCounts {
+    /// Each counter with its declaration, in table order.
+    pub fn each(&self) -> impl Iterator<Item = (&'static CounterDef, u64)> {
+        QUEUE_COUNTERS.iter().zip(self.values())
+    }
+
+    /// The exported counters (cycle counts left out), in table order.
+    pub fn exported(&self) -> impl Iterator<Item = (&'static CounterDef, u64)> {
+        self.each().filter(|(d, _)| d.exported())
+    }
+}
+
+/// The exported counters as fields of the object they are flattened into
+/// (a queue in the JSON report).
+impl Serialize for QueueCounts {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        for (d, v) in self.exported() {
+            m.serialize_entry(d.name, &v)?;
+        }
+        m.end()
+    }
 }
 
 /// `GroStats` as single-writer atomics.
@@ -59,59 +166,7 @@ pub struct GroCounters {
     pass: [AtomicU64; Pass::N],
 }
 
-/// A worker's private running totals, published to the shared block.
-#[derive(Default, Clone, Copy, Debug)]
-pub struct QueueCounts {
-    /// Packets received (before GRO).
-    pub rx_packets: u64,
-    /// Bytes of those packets, as received.
-    pub rx_bytes: u64,
-    /// Polls that returned at least one packet.
-    pub rx_bursts: u64,
-    /// Every poll, empty or not.
-    pub rx_polls: u64,
-    /// Packets the stage delivered (after GRO).
-    pub out_packets: u64,
-    /// Bytes of those packets.
-    pub out_bytes: u64,
-    /// Buffer bytes the delivered packets pinned (skb truesize).
-    pub truesize: u64,
-    /// Times the capture ring was full and the worker waited.
-    pub capture_waits: u64,
-    /// Prepends that did not fit the headroom (a header mbuf was chained).
-    pub headroom_miss: u64,
-    /// Copy-mode heads the head pool could not supply.
-    pub head_alloc_fail: u64,
-    /// Received chains whose lengths did not hold: freed before GRO.
-    pub malformed: u64,
-    /// TSC cycles in RX, over polls that received packets (`--cycles`).
-    pub cycles_rx: u64,
-    /// TSC cycles in skb build and GRO (merge, flush), over the same polls.
-    pub cycles_gro: u64,
-    /// TSC cycles in the stage, over the same polls.
-    pub cycles_stage: u64,
-}
-
 impl QueueCounters {
-    /// Publishes the worker's running totals (all but `capture_waits`, which the
-    /// capture stage writes itself).
-    #[inline(always)]
-    pub fn publish(&self, l: &QueueCounts) {
-        self.rx_packets.store(l.rx_packets, Relaxed);
-        self.rx_bytes.store(l.rx_bytes, Relaxed);
-        self.rx_bursts.store(l.rx_bursts, Relaxed);
-        self.rx_polls.store(l.rx_polls, Relaxed);
-        self.out_packets.store(l.out_packets, Relaxed);
-        self.out_bytes.store(l.out_bytes, Relaxed);
-        self.truesize.store(l.truesize, Relaxed);
-        self.headroom_miss.store(l.headroom_miss, Relaxed);
-        self.head_alloc_fail.store(l.head_alloc_fail, Relaxed);
-        self.malformed.store(l.malformed, Relaxed);
-        self.cycles_rx.store(l.cycles_rx, Relaxed);
-        self.cycles_gro.store(l.cycles_gro, Relaxed);
-        self.cycles_stage.store(l.cycles_stage, Relaxed);
-    }
-
     /// Publishes the queue's GRO counters.
     pub fn publish_gro(&self, g: &GroStats) {
         let c = &self.gro;
@@ -152,26 +207,6 @@ impl QueueCounters {
             *v = a.load(Relaxed);
         }
         g
-    }
-
-    /// The counters as last published.
-    pub fn read(&self) -> QueueCounts {
-        QueueCounts {
-            rx_packets: self.rx_packets.load(Relaxed),
-            rx_bytes: self.rx_bytes.load(Relaxed),
-            rx_bursts: self.rx_bursts.load(Relaxed),
-            rx_polls: self.rx_polls.load(Relaxed),
-            out_packets: self.out_packets.load(Relaxed),
-            out_bytes: self.out_bytes.load(Relaxed),
-            truesize: self.truesize.load(Relaxed),
-            capture_waits: self.capture_waits.load(Relaxed),
-            headroom_miss: self.headroom_miss.load(Relaxed),
-            head_alloc_fail: self.head_alloc_fail.load(Relaxed),
-            malformed: self.malformed.load(Relaxed),
-            cycles_rx: self.cycles_rx.load(Relaxed),
-            cycles_gro: self.cycles_gro.load(Relaxed),
-            cycles_stage: self.cycles_stage.load(Relaxed),
-        }
     }
 }
 

@@ -6,7 +6,7 @@ pub mod telemetry;
 
 use crate::capture::CaptureReport;
 use crate::counters::hist::HistReport;
-use crate::counters::stats::fmt_pps;
+use crate::counters::stats::{fmt_pps, QueueCounts, Unit};
 use crate::dpdk::mempool::PoolUsage;
 use crate::gro::GroReport;
 use crate::port::{Link, PortStats};
@@ -23,22 +23,17 @@ pub struct QueueReport {
     pub lcore: u32,
     /// CPU that lcore ran on.
     pub cpu: i32,
-    /// Packets received on the queue (before GRO).
-    pub rx_packets: u64,
-    /// Bytes of those packets, as received (frames without FCS).
-    pub rx_bytes: u64,
+    /// The queue's counters by their table names (`rx_packets`,
+    /// `rx_bytes`...; cycle counts are in `cycles`), inline in the JSON
+    /// object.
+    #[serde(flatten)]
+    pub counts: QueueCounts,
     /// Receive rate over the run, packets per second.
     pub rx_pps: f64,
     /// Receive rate over the run, Gbit/s of frame bytes.
     pub rx_gbps: f64,
-    /// Polls that returned at least one packet.
-    pub rx_bursts: u64,
-    /// Polls of the queue, empty or not.
-    pub rx_polls: u64,
     /// Packets per non-empty poll.
     pub avg_burst: f64,
-    /// Packets the stage delivered (after GRO).
-    pub out_packets: u64,
     /// The queue's GRO counters; absent with GRO off.
     pub gro: Option<GroReport>,
     /// The queue's percentiles: packets per burst, segments per packet, hold times (ns).
@@ -99,12 +94,10 @@ pub struct PortReport {
     pub driver: String,
     /// Link state when the run ended.
     pub link: Link,
-    /// Times the link went down while the run went on (the port was not
-    /// polled until it came back).
-    pub link_downs: u64,
-    /// Seconds the link was down, in all (from the start if it started
-    /// down).
-    pub link_down_s: f64,
+    /// What the link watch saw (filled in when it has stopped; inline in
+    /// the JSON object).
+    #[serde(flatten)]
+    pub link_history: LinkHistory,
     /// MTU the port was configured with, bytes.
     pub mtu: u16,
     /// RX queues configured.
@@ -125,6 +118,17 @@ pub struct PortReport {
     /// one object: name -> value).
     #[serde(serialize_with = "pairs_as_object")]
     pub xstats: Vec<(String, u64)>,
+}
+
+/// What the link watch saw of a port over the run.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct LinkHistory {
+    /// Times the link went down while the run went on (the port was not
+    /// polled until it came back).
+    pub link_downs: u64,
+    /// Seconds the link was down, in all (from the start if it started
+    /// down).
+    pub link_down_s: f64,
 }
 
 /// An mbuf pool's geometry.
@@ -282,223 +286,224 @@ impl Report {
         (!v.is_empty()).then(|| v.join("; "))
     }
 
-    /// The human-readable report.
+    /// The human-readable report: a headline, then a line per port, per
+    /// queue and per part of the run that has something to say.
     pub fn text(&self) -> String {
-        let mut s = String::new();
-        let push = |s: &mut String, l: String| {
-            s.push_str(&l);
+        let mut v = vec![self.headline()];
+        v.extend(self.ports.iter().flat_map(PortReport::lines));
+        v.extend(self.queues.iter().map(QueueReport::line));
+        v.extend(self.gro.as_ref().map(gro_line));
+        v.push(self.delivered_line());
+        v.push(self.stage.line());
+        v.push(format!("  histograms: {}", self.histograms.text()));
+        if let Some(n) = self.gro_holds_over_limit {
+            v.push(format!("  gro: {n} hold(s) past the hold limit"));
+        }
+        if let Some(c) = &self.cycles {
+            v.push(format!(
+                "  cycles per packet: rx {:.1}, process {:.1}, stage {:.1} (TSC)",
+                c.rx, c.process, c.stage
+            ));
+        }
+        v.extend(self.forward.as_ref().map(ForwardReport::line));
+        v.extend(self.capture.as_ref().map(capture_line));
+        v.extend(self.source.as_ref().map(SourceReport::line));
+        v.push(self.mbufs_line());
+        v.extend(self.notes.iter().map(|n| format!("  note: {n}")));
+        v.iter().fold(String::new(), |mut s, l| {
+            s.push_str(l);
             s.push('\n');
+            s
+        })
+    }
+
+    fn headline(&self) -> String {
+        format!(
+            "grorx {}: {:.2} s, {} packets, {} bytes: {}, {:.2} Gbit/s (stopped: {})",
+            self.command,
+            self.duration_s,
+            self.rx_packets,
+            self.rx_bytes,
+            fmt_pps(self.rx_pps),
+            self.rx_gbps,
+            self.stop_reason
+        )
+    }
+
+    fn delivered_line(&self) -> String {
+        let (d, k) = (&self.delivered, &self.skb);
+        let truesize = if d.truesize_per_byte > 0.0 {
+            format!(", truesize {:.2} B per byte", d.truesize_per_byte)
+        } else {
+            String::new()
         };
-        push(
-            &mut s,
+        let malformed = if k.malformed > 0 {
+            format!("; {} malformed chains freed", k.malformed)
+        } else {
+            String::new()
+        };
+        format!(
+            "  delivered: {} packets, {} bytes{truesize}; skb {} (headroom {}, misses {}){malformed}",
+            d.packets, d.bytes, k.mode, k.headroom, k.headroom_miss
+        )
+    }
+
+    fn mbufs_line(&self) -> String {
+        let twice = if self.mbufs_freed_twice > 0 {
+            format!(", freed twice: {}", self.mbufs_freed_twice)
+        } else {
+            String::new()
+        };
+        let teardown = if self.freed_at_teardown > 0 {
             format!(
-                "grorx {}: {:.2} s, {} packets, {} bytes: {}, {:.2} Gbit/s (stopped: {})",
-                self.command,
-                self.duration_s,
-                self.rx_packets,
-                self.rx_bytes,
-                fmt_pps(self.rx_pps),
-                self.rx_gbps,
-                self.stop_reason
-            ),
-        );
-        for p in &self.ports {
-            push(
-                &mut s,
-                format!(
-                    "  port {} {} ({}): rx {} pkts {} B; missed {} errors {} no-mbuf {}; pool {} x {} B (1 frame = {} seg)",
-                    p.id,
-                    p.name,
-                    p.driver,
-                    p.rx_packets,
-                    p.rx_bytes,
-                    p.stats.imissed,
-                    p.stats.ierrors,
-                    p.stats.rx_nombuf,
-                    p.pool.mbufs,
-                    p.pool.data_room,
-                    p.pool.segments_per_frame
-                ),
-            );
-            if p.link_downs > 0 || !p.link.up {
-                push(
-                    &mut s,
-                    format!(
-                        "    link went down {} time(s), {:.1} s down in all (not polled meanwhile); {} at the end",
-                        p.link_downs,
-                        p.link_down_s,
-                        if p.link.up { "up" } else { "down" }
-                    ),
-                );
-            }
+                " ({} freed from queues at teardown)",
+                self.freed_at_teardown
+            )
+        } else {
+            String::new()
+        };
+        format!("  mbufs leaked: {}{twice}{teardown}", self.mbufs_leaked)
+    }
+}
+
+impl PortReport {
+    fn lines(&self) -> Vec<String> {
+        let p = self;
+        let mut v = vec![format!(
+            "  port {} {} ({}): rx {} pkts {} B; missed {} errors {} no-mbuf {}; pool {} x {} B (1 frame = {} seg)",
+            p.id,
+            p.name,
+            p.driver,
+            p.rx_packets,
+            p.rx_bytes,
+            p.stats.imissed,
+            p.stats.ierrors,
+            p.stats.rx_nombuf,
+            p.pool.mbufs,
+            p.pool.data_room,
+            p.pool.segments_per_frame
+        )];
+        let h = &p.link_history;
+        if h.link_downs > 0 || !p.link.up {
+            v.push(format!(
+                "    link went down {} time(s), {:.1} s down in all (not polled meanwhile); {} at the end",
+                h.link_downs,
+                h.link_down_s,
+                if p.link.up { "up" } else { "down" }
+            ));
         }
-        for q in &self.queues {
-            push(
-                &mut s,
-                format!(
-                    "  port {} queue {} on lcore {} (cpu {}): {} pkts, {}, {:.2} Gbit/s, {:.1} pkts/burst",
-                    q.port,
-                    q.queue,
-                    q.lcore,
-                    q.cpu,
-                    q.rx_packets,
-                    fmt_pps(q.rx_pps),
-                    q.rx_gbps,
-                    q.avg_burst
-                ),
-            );
-        }
-        if let Some(g) = &self.gro {
-            let reasons: Vec<String> = g
-                .flush_reasons
-                .iter()
-                .filter(|(_, v)| **v > 0)
-                .map(|(k, v)| format!("{k} {v}"))
-                .collect();
-            let pass: Vec<String> = g
-                .passthrough
-                .iter()
-                .filter(|(_, v)| **v > 0)
-                .map(|(k, v)| format!("{k} {v}"))
-                .collect();
-            push(
-                &mut s,
-                format!(
-                    "  gro: {} segments in, {} packets out, {:.2} segments/packet (max {}); packets started {} new, {} from the flow cache; flushes: {}{}",
-                    g.segments_in,
-                    g.packets_out,
-                    g.avg_segments_per_packet,
-                    g.max_segments_per_packet,
-                    g.heads_built,
-                    g.heads_cached,
-                    if reasons.is_empty() { "none".into() } else { reasons.join(", ") },
-                    if pass.is_empty() { String::new() } else { format!("; passed through: {}", pass.join(", ")) }
-                ),
-            );
-        }
-        push(
-            &mut s,
-            format!(
-                "  delivered: {} packets, {} bytes{}; skb {} (headroom {}, misses {}){}",
-                self.delivered.packets,
-                self.delivered.bytes,
-                if self.delivered.truesize_per_byte > 0.0 {
-                    format!(
-                        ", truesize {:.2} B per byte",
-                        self.delivered.truesize_per_byte
-                    )
-                } else {
-                    String::new()
-                },
-                self.skb.mode,
-                self.skb.headroom,
-                self.skb.headroom_miss,
-                if self.skb.malformed > 0 {
-                    format!("; {} malformed chains freed", self.skb.malformed)
-                } else {
-                    String::new()
-                }
-            ),
-        );
+        v
+    }
+}
+
+impl QueueReport {
+    /// The queue's rates, then every event counter that is not zero (a
+    /// counter added to the table shows here without more code).
+    fn line(&self) -> String {
+        let q = self;
+        let events: String = q
+            .counts
+            .exported()
+            .filter(|(d, v)| d.unit == Unit::Events && *v > 0)
+            .map(|(d, v)| format!(", {} {v}", d.name))
+            .collect();
+        format!(
+            "  port {} queue {} on lcore {} (cpu {}): {} pkts, {}, {:.2} Gbit/s, {:.1} pkts/burst{events}",
+            q.port,
+            q.queue,
+            q.lcore,
+            q.cpu,
+            q.counts.rx_packets,
+            fmt_pps(q.rx_pps),
+            q.rx_gbps,
+            q.avg_burst
+        )
+    }
+}
+
+/// `name n, name n` of the non-zero entries.
+fn nonzero(m: &std::collections::BTreeMap<String, u64>) -> Vec<String> {
+    m.iter()
+        .filter(|(_, v)| **v > 0)
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect()
+}
+
+fn gro_line(g: &GroReport) -> String {
+    let reasons = nonzero(&g.flush_reasons);
+    let pass = nonzero(&g.passthrough);
+    format!(
+        "  gro: {} segments in, {} packets out, {:.2} segments/packet (max {}); packets started {} new, {} from the flow cache; flushes: {}{}",
+        g.segments_in,
+        g.packets_out,
+        g.avg_segments_per_packet,
+        g.max_segments_per_packet,
+        g.heads_built,
+        g.heads_cached,
+        if reasons.is_empty() { "none".into() } else { reasons.join(", ") },
+        if pass.is_empty() { String::new() } else { format!("; passed through: {}", pass.join(", ")) }
+    )
+}
+
+impl StageReport {
+    fn line(&self) -> String {
         let dropped: Vec<String> = self
-            .stage
             .dropped
             .iter()
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
-        push(
-            &mut s,
-            format!(
-                "  stage {}: consumed {}, dropped {}",
-                self.stage.name,
-                self.stage.consumed,
-                if dropped.is_empty() {
-                    "0".to_string()
-                } else {
-                    dropped.join(", ")
-                }
-            ),
-        );
-        push(&mut s, format!("  histograms: {}", self.histograms.text()));
-        if let Some(n) = self.gro_holds_over_limit {
-            push(&mut s, format!("  gro: {n} hold(s) past the hold limit"));
+        format!(
+            "  stage {}: consumed {}, dropped {}",
+            self.name,
+            self.consumed,
+            if dropped.is_empty() {
+                "0".to_string()
+            } else {
+                dropped.join(", ")
+            }
+        )
+    }
+}
+
+impl ForwardReport {
+    fn line(&self) -> String {
+        let st = &self.stats;
+        format!(
+            "  forward to {} ({}): {} packets, {} bytes sent; {} dropped, {} unsent (link down); {} TSO, {} GSO packets into {} segments; headroom misses {}",
+            self.port,
+            self.encap,
+            st.tx_packets,
+            st.tx_bytes,
+            st.tx_dropped,
+            st.link_down,
+            st.tso_packets,
+            st.gso_packets,
+            st.gso_segments,
+            st.headroom_miss
+        )
+    }
+}
+
+fn capture_line(c: &CaptureReport) -> String {
+    format!(
+        "  capture: {} packets, {} bytes to {}{}",
+        c.packets,
+        c.bytes,
+        c.path.display(),
+        if c.dropped > 0 {
+            format!("; {} not written", c.dropped)
+        } else {
+            String::new()
         }
-        if let Some(c) = &self.cycles {
-            push(
-                &mut s,
-                format!(
-                    "  cycles per packet: rx {:.1}, process {:.1}, stage {:.1} (TSC)",
-                    c.rx, c.process, c.stage
-                ),
-            );
-        }
-        if let Some(f) = &self.forward {
-            let st = &f.stats;
-            push(
-                &mut s,
-                format!(
-                    "  forward to {} ({}): {} packets, {} bytes sent; {} dropped, {} unsent (link down); {} TSO, {} GSO packets into {} segments; headroom misses {}",
-                    f.port,
-                    f.encap,
-                    st.tx_packets,
-                    st.tx_bytes,
-                    st.tx_dropped,
-                    st.link_down,
-                    st.tso_packets,
-                    st.gso_packets,
-                    st.gso_segments,
-                    st.headroom_miss
-                ),
-            );
-        }
-        if let Some(c) = &self.capture {
-            push(
-                &mut s,
-                format!(
-                    "  capture: {} packets, {} bytes to {}{}",
-                    c.packets,
-                    c.bytes,
-                    c.path.display(),
-                    if c.dropped > 0 {
-                        format!("; {} not written", c.dropped)
-                    } else {
-                        String::new()
-                    }
-                ),
-            );
-        }
-        if let Some(g) = &self.source {
-            push(
-                &mut s,
-                format!(
-                    "  source {}: {} flows, MSS {}, {} B frames; sent {} ({} ring-full waits); {:.0} cycles/pkt",
-                    g.kind, g.flows, g.mss, g.frame_len, g.sent, g.ring_full_waits, g.cycles_per_packet
-                ),
-            );
-        }
-        push(
-            &mut s,
-            format!(
-                "  mbufs leaked: {}{}{}",
-                self.mbufs_leaked,
-                if self.mbufs_freed_twice > 0 {
-                    format!(", freed twice: {}", self.mbufs_freed_twice)
-                } else {
-                    String::new()
-                },
-                if self.freed_at_teardown > 0 {
-                    format!(
-                        " ({} freed from queues at teardown)",
-                        self.freed_at_teardown
-                    )
-                } else {
-                    String::new()
-                }
-            ),
-        );
-        for n in &self.notes {
-            push(&mut s, format!("  note: {n}"));
-        }
-        s
+    )
+}
+
+impl SourceReport {
+    fn line(&self) -> String {
+        let g = self;
+        format!(
+            "  source {}: {} flows, MSS {}, {} B frames; sent {} ({} ring-full waits); {:.0} cycles/pkt",
+            g.kind, g.flows, g.mss, g.frame_len, g.sent, g.ring_full_waits, g.cycles_per_packet
+        )
     }
 }

@@ -232,24 +232,9 @@ fn milli(a: u64, b: u64) -> u64 {
     }
 }
 
-/// Sums of the per-queue counters (saturating: never a panic).
-fn sum_local(a: QueueCounts, b: &QueueCounts) -> QueueCounts {
-    QueueCounts {
-        rx_packets: a.rx_packets.saturating_add(b.rx_packets),
-        rx_bytes: a.rx_bytes.saturating_add(b.rx_bytes),
-        rx_bursts: a.rx_bursts.saturating_add(b.rx_bursts),
-        rx_polls: a.rx_polls.saturating_add(b.rx_polls),
-        out_packets: a.out_packets.saturating_add(b.out_packets),
-        out_bytes: a.out_bytes.saturating_add(b.out_bytes),
-        truesize: a.truesize.saturating_add(b.truesize),
-        capture_waits: a.capture_waits.saturating_add(b.capture_waits),
-        headroom_miss: a.headroom_miss.saturating_add(b.headroom_miss),
-        head_alloc_fail: a.head_alloc_fail.saturating_add(b.head_alloc_fail),
-        malformed: a.malformed.saturating_add(b.malformed),
-        cycles_rx: a.cycles_rx.saturating_add(b.cycles_rx),
-        cycles_gro: a.cycles_gro.saturating_add(b.cycles_gro),
-        cycles_stage: a.cycles_stage.saturating_add(b.cycles_stage),
-    }
+/// The exported per-queue counters by their table names.
+fn counts(l: &QueueCounts) -> impl Iterator<Item = (String, Val)> + '_ {
+    l.exported().map(|(d, v)| u(d.name, v))
 }
 
 /// `/grorx/stats`: totals over every queue.
@@ -257,10 +242,10 @@ pub fn stats_reply(live: Option<&Live>) -> Dict {
     let Some(l) = live else {
         return not_running();
     };
-    let t = l
-        .counters
-        .iter()
-        .fold(QueueCounts::default(), |a, c| sum_local(a, &c.read()));
+    let t = l.counters.iter().fold(QueueCounts::default(), |mut a, c| {
+        a.add(&c.read());
+        a
+    });
     let up = l.started.elapsed();
     let mut d = vec![
         (String::from("running"), Val::Int(1)),
@@ -278,18 +263,8 @@ pub fn stats_reply(live: Option<&Live>) -> Dict {
             ),
         ),
         s("gro", if l.gro_on { "on" } else { "off" }),
-        u("rx_packets", t.rx_packets),
-        u("rx_bytes", t.rx_bytes),
-        u("rx_bursts", t.rx_bursts),
-        u("rx_polls", t.rx_polls),
-        u("out_packets", t.out_packets),
-        u("out_bytes", t.out_bytes),
-        u("truesize", t.truesize),
-        u("capture_waits", t.capture_waits),
-        u("headroom_miss", t.headroom_miss),
-        u("head_alloc_fail", t.head_alloc_fail),
-        u("malformed", t.malformed),
     ];
+    d.extend(counts(&t));
     if l.gro_on {
         let g = l.counters.iter().fold(GroStats::default(), |mut a, c| {
             a.add(&c.read_gro());
@@ -348,18 +323,9 @@ fn queue_dict(q: &QueueInfo, c: &QueueCounters, gro_on: bool) -> Dict {
         u("queue", q.queue as u64),
         u("lcore", q.lcore as u64),
         (String::from("cpu"), Val::Int(q.cpu)),
-        u("rx_packets", l.rx_packets),
-        u("rx_bytes", l.rx_bytes),
-        u("rx_bursts", l.rx_bursts),
-        u("rx_polls", l.rx_polls),
         u("avg_burst_milli", milli(l.rx_packets, l.rx_bursts)),
-        u("out_packets", l.out_packets),
-        u("out_bytes", l.out_bytes),
-        u("capture_waits", l.capture_waits),
-        u("headroom_miss", l.headroom_miss),
-        u("head_alloc_fail", l.head_alloc_fail),
-        u("malformed", l.malformed),
     ];
+    d.extend(counts(&l));
     if gro_on {
         let g = c.read_gro();
         d.extend([
@@ -626,6 +592,7 @@ extern "C" fn callback(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::counters::stats::QUEUE_COUNTERS;
     use crate::gro::{Flush, Pass};
 
     fn live(n: usize) -> Live {
@@ -637,7 +604,6 @@ mod tests {
                 rx_bytes: 150_000 * i,
                 rx_bursts: 10 * i,
                 rx_polls: 40 * i,
-                out_packets: 50 * i,
                 out_bytes: 149_000 * i,
                 ..Default::default()
             });
@@ -721,6 +687,25 @@ mod tests {
         assert!(matches!(get(&e, "error"), Val::Str(m) if m.contains("no queue")));
         let e = gro_reply(Some(&l), Some("x"));
         assert!(matches!(get(&e, "error"), Val::Str(m) if m.contains("bad queue")));
+    }
+
+    #[test]
+    fn every_exported_counter_is_in_the_totals_and_each_queue() {
+        let l = live(2);
+        let d = stats_reply(Some(&l));
+        let q = queues_reply(Some(&l), Some("1"));
+        let Val::Dict(q) = get(&q, "1") else { panic!() };
+        let t = l.counters[0].read();
+        for (def, v) in t.each() {
+            let named = |d: &Dict| d.iter().any(|(k, _)| k == def.name);
+            assert_eq!(named(&d), def.exported(), "{} in /grorx/stats", def.name);
+            assert_eq!(named(q), def.exported(), "{} in a queue", def.name);
+            if def.exported() {
+                let sum = v + l.counters[1].read().values()
+                    [QUEUE_COUNTERS.iter().position(|x| x == def).unwrap()];
+                assert_eq!(get(&d, def.name), &Val::U64(sum), "{}", def.name);
+            }
+        }
     }
 
     #[test]

@@ -2,19 +2,20 @@
 
 use super::launch::Workers;
 use super::options::RunOptions;
-use super::ports::Ports;
+use super::ports::{PortSlot, Ports};
 use crate::capture::CaptureReport;
 use crate::counters::hist::{HistReport, QueueHist};
-use crate::counters::stats::rates;
+use crate::counters::stats::{rates, QueueCounts};
 use crate::dpdk::eal::Eal;
 use crate::gro::GroStats;
 use crate::port;
 use crate::report::{
-    Cycles, Delivered, ForwardReport, PoolReport, PortReport, QueueReport, Report, SkbReport,
-    SourceReport, StageReport,
+    Cycles, Delivered, ForwardReport, LinkHistory, PoolReport, PortReport, QueueReport, Report,
+    SkbReport, SourceReport, StageReport,
 };
 use crate::skb::SkbMode;
 use crate::stage::StageCounts;
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// What the run loop knows when the workers have stopped.
@@ -26,6 +27,15 @@ pub(super) struct Finished {
     pub hugepages: String,
 }
 
+/// Every queue's counters, summed over the run's queues as they are read.
+struct Totals {
+    counts: QueueCounts,
+    gro: GroStats,
+    hist: QueueHist,
+    stage: StageCounts,
+    drops: BTreeMap<String, u64>,
+}
+
 /// The report, before teardown fills in the pools' counts.
 pub(super) fn report(
     eal: &Eal,
@@ -34,121 +44,217 @@ pub(super) fn report(
     r: &Workers,
     f: Finished,
 ) -> Report {
+    let (queues, t) = queue_reports(eal, opts, r, &f);
+    let mut notes = Vec::new();
+    let port_reports = ports
+        .slots
+        .iter()
+        .map(|s| port_report(eal, ports, s, &queues, &mut notes))
+        .collect();
+    if t.counts.capture_waits > 0 {
+        notes.push(capture_note(t.counts.capture_waits, f.capture.as_ref()));
+    }
+    let histograms = HistReport::of(&t.hist);
+    notes.extend(hold_overrun(opts, &histograms.gro_hold_ns));
+    let gro_holds_over_limit = hold_limit_us(opts).map(|us| {
+        let (h, limit_ns) = (&t.hist.gro_hold_ns, us * 1000);
+        h.count_between(limit_ns + 1, h.max().max(limit_ns + 1))
+    });
+    let (rx_pps, rx_gbps) = rates(t.counts.rx_packets, t.counts.rx_bytes, f.duration_s);
     let gro_on = opts.gro.is_some() || r.gro_elsewhere;
-    let dur = f.duration_s;
+    let total = &t.counts;
+    Report {
+        command: "sink".into(),
+        duration_s: f.duration_s,
+        rx_packets: total.rx_packets,
+        rx_bytes: total.rx_bytes,
+        rx_pps,
+        rx_gbps,
+        mbufs_leaked: 0,
+        freed_at_teardown: 0,
+        mbufs_freed_twice: 0,
+        pools: Vec::new(),
+        stop_reason: f.stop_reason,
+        hugepages: f.hugepages,
+        eal_args: eal.args().to_vec(),
+        tsc_hz: eal.tsc_hz(),
+        ports: port_reports,
+        queues,
+        source: source_report(opts, ports, r),
+        notes,
+        gro: gro_on.then(|| t.gro.report()),
+        histograms,
+        gro_holds_over_limit,
+        cycles: opts.cycles.then(|| per_packet(total)),
+        delivered: Delivered {
+            packets: total.out_packets,
+            bytes: total.out_bytes,
+            truesize_per_byte: if total.out_bytes > 0 && opts.gro.is_some() {
+                total.truesize as f64 / total.out_bytes as f64
+            } else {
+                0.0
+            },
+        },
+        skb: skb_report(opts, total, r),
+        capture: f.capture,
+        forward: forward_report(opts, r),
+        stage: StageReport {
+            name: r.stage_name.to_string(),
+            consumed: t.stage.consumed,
+            dropped: t.drops,
+        },
+    }
+}
+
+/// The skb settings and what the skb layer could not do; in forward mode
+/// the forwarder does the prepends, so its misses count too.
+fn skb_report(opts: &RunOptions, total: &QueueCounts, r: &Workers) -> SkbReport {
+    SkbReport {
+        mode: match opts.skb_mode {
+            SkbMode::Build => "build".into(),
+            SkbMode::Copy => "copy".into(),
+        },
+        headroom: opts.headroom,
+        // The forwarder does the prepends in forward mode.
+        headroom_miss: total.headroom_miss
+            + r.forward
+                .iter()
+                .map(|c| c.load().headroom_miss)
+                .sum::<u64>(),
+        head_alloc_fail: total.head_alloc_fail,
+        malformed: total.malformed,
+    }
+}
+
+/// What the forward stage sent, summed over its workers.
+fn forward_report(opts: &RunOptions, r: &Workers) -> Option<ForwardReport> {
+    opts.forward.as_ref().map(|f| {
+        let mut s = crate::forward::ForwardStats::default();
+        for c in &r.forward {
+            s.add(&c.load());
+        }
+        ForwardReport {
+            port: f
+                .to
+                .iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join(" "),
+            encap: f.encap.name().to_string(),
+            stats: s,
+        }
+    })
+}
+
+/// A report per queue, by port then queue, and the sums over them.
+fn queue_reports(
+    eal: &Eal,
+    opts: &RunOptions,
+    r: &Workers,
+    f: &Finished,
+) -> (Vec<QueueReport>, Totals) {
+    let gro_on = opts.gro.is_some() || r.gro_elsewhere;
+    let mut t = Totals {
+        counts: QueueCounts::default(),
+        gro: GroStats::default(),
+        hist: QueueHist::default(),
+        stage: StageCounts::default(),
+        drops: BTreeMap::new(),
+    };
     let mut queues = Vec::new();
-    let mut gro_total = GroStats::default();
-    let mut all_hist = QueueHist::default();
-    let (mut rx_packets, mut rx_bytes, mut out_packets, mut out_bytes, mut truesize) =
-        (0, 0, 0, 0, 0);
-    let (mut headroom_miss, mut head_alloc_fail, mut malformed, mut capture_waits) = (0, 0, 0, 0);
-    let mut cyc = (0u64, 0u64, 0u64);
-    let mut stage_total = StageCounts::default();
-    let mut drops = std::collections::BTreeMap::new();
     for a in &r.plan {
         for q in &a.queues {
             let l = r.shared.counters[q.slot].read();
             let g = r.shared.counters[q.slot].read_gro();
             let sc = r.shared.stage[q.slot].read();
-            stage_total.add(&sc);
+            t.stage.add(&sc);
             for (name, n) in sc.named_drops(r.drop_reasons[q.slot]) {
-                *drops.entry(name).or_insert(0) += n;
+                *t.drops.entry(name).or_insert(0) += n;
             }
-            gro_total.add(&g);
-            all_hist.add(&f.hists[q.slot]);
-            rx_packets += l.rx_packets;
-            rx_bytes += l.rx_bytes;
-            out_packets += l.out_packets;
-            out_bytes += l.out_bytes;
-            truesize += l.truesize;
-            headroom_miss += l.headroom_miss;
-            head_alloc_fail += l.head_alloc_fail;
-            malformed += l.malformed;
-            capture_waits += l.capture_waits;
-            let (pps, gbps) = rates(l.rx_packets, l.rx_bytes, dur);
+            t.gro.add(&g);
+            t.hist.add(&f.hists[q.slot]);
+            t.counts.add(&l);
+            let (pps, gbps) = rates(l.rx_packets, l.rx_bytes, f.duration_s);
             queues.push(QueueReport {
                 port: q.port,
                 queue: q.queue,
                 lcore: a.lcore,
                 cpu: eal.lcore_cpu(a.lcore),
-                rx_packets: l.rx_packets,
-                rx_bytes: l.rx_bytes,
+                counts: l,
                 rx_pps: pps,
                 rx_gbps: gbps,
-                rx_bursts: l.rx_bursts,
-                rx_polls: l.rx_polls,
                 avg_burst: if l.rx_bursts > 0 {
                     l.rx_packets as f64 / l.rx_bursts as f64
                 } else {
                     0.0
                 },
-                out_packets: l.out_packets,
                 gro: gro_on.then(|| g.report()),
                 histograms: HistReport::of(&f.hists[q.slot]),
-                cycles: opts
-                    .cycles
-                    .then(|| per_packet(l.cycles_rx, l.cycles_gro, l.cycles_stage, l.rx_packets)),
+                cycles: opts.cycles.then(|| per_packet(&l)),
             });
-            cyc = (
-                cyc.0 + l.cycles_rx,
-                cyc.1 + l.cycles_gro,
-                cyc.2 + l.cycles_stage,
-            );
         }
     }
     queues.sort_by_key(|q| (q.port, q.queue));
-    let mut notes = Vec::new();
+    (queues, t)
+}
+
+/// One port's report (its link counts are filled in when the link watch
+/// has stopped); a note when its pcap replay came short.
+fn port_report(
+    eal: &Eal,
+    ports: &Ports,
+    s: &PortSlot,
+    queues: &[QueueReport],
+    notes: &mut Vec<String>,
+) -> PortReport {
+    let id = s.port.id;
+    let mine = || queues.iter().filter(move |q| q.port == id);
+    let (rxp, rxb) = (
+        mine().map(|q| q.counts.rx_packets).sum::<u64>(),
+        mine().map(|q| q.counts.rx_bytes).sum::<u64>(),
+    );
+    if let Some(frames) = s.pcap_frames.filter(|&f| rxp < f) {
+        notes.push(format!(
+            "port {id}: pcap replay delivered {rxp} of {frames} frames"
+        ));
+    }
     let hugepages_on = !crate::dpdk::eal_args::has_flag(eal.args(), "--no-huge");
-    let port_reports = ports
-        .slots
-        .iter()
-        .map(|s| {
-            let id = s.port.id;
-            let mine = || queues.iter().filter(move |q| q.port == id);
-            let (rxp, rxb) = (
-                mine().map(|q| q.rx_packets).sum::<u64>(),
-                mine().map(|q| q.rx_bytes).sum::<u64>(),
-            );
-            if let Some(frames) = s.pcap_frames.filter(|&f| rxp < f) {
-                notes.push(format!(
-                    "port {id}: pcap replay delivered {rxp} of {frames} frames"
-                ));
-            }
-            let pool = &ports.pools[s.pools[0]];
-            PortReport {
-                id,
-                name: s.port.name.clone(),
-                driver: s.port.driver.clone(),
-                link: s.port.link(),
-                // Filled in from the link watch when it has stopped.
-                link_downs: 0,
-                link_down_s: 0.0,
-                mtu: s.port.mtu,
-                rx_queues: s.port.rx_queues,
-                rx_desc: s.port.rx_desc,
-                rx_offloads: port::rx_offload_names(s.port.rx_offloads),
-                pool: PoolReport {
-                    name: pool.name().to_string(),
-                    mbufs: pool.size(),
-                    cache: pool.cache(),
-                    data_room: pool.data_room(),
-                    priv_size: pool.priv_size(),
-                    segments_per_frame: s.segments_per_frame,
-                    hugepages: hugepages_on,
-                },
-                rx_packets: rxp,
-                rx_bytes: rxb,
-                stats: s.port.stats(),
-                xstats: s
-                    .port
-                    .xstats()
-                    .into_iter()
-                    .filter(|(_, v)| *v != 0)
-                    .collect(),
-            }
-        })
-        .collect();
-    let source = ports.ring_port.as_ref().map(|_| {
+    let pool = &ports.pools[s.pools[0]];
+    PortReport {
+        id,
+        name: s.port.name.clone(),
+        driver: s.port.driver.clone(),
+        link: s.port.link(),
+        // Filled in from the link watch when it has stopped.
+        link_history: LinkHistory::default(),
+        mtu: s.port.mtu,
+        rx_queues: s.port.rx_queues,
+        rx_desc: s.port.rx_desc,
+        rx_offloads: port::rx_offload_names(s.port.rx_offloads),
+        pool: PoolReport {
+            name: pool.name().to_string(),
+            mbufs: pool.size(),
+            cache: pool.cache(),
+            data_room: pool.data_room(),
+            priv_size: pool.priv_size(),
+            segments_per_frame: s.segments_per_frame,
+            hugepages: hugepages_on,
+        },
+        rx_packets: rxp,
+        rx_bytes: rxb,
+        stats: s.port.stats(),
+        xstats: s
+            .port
+            .xstats()
+            .into_iter()
+            .filter(|(_, v)| *v != 0)
+            .collect(),
+    }
+}
+
+/// The embedded generator's counts, when it fed the ring port.
+fn source_report(opts: &RunOptions, ports: &Ports, r: &Workers) -> Option<SourceReport> {
+    ports.ring_port.as_ref().map(|_| {
         let g = &r.gen_stats;
         let sent = g.sent.load(Relaxed);
         SourceReport {
@@ -162,104 +268,23 @@ pub(super) fn report(
             alloc_fail: g.alloc_fail.load(Relaxed),
             cycles_per_packet: g.busy_cycles.load(Relaxed) as f64 / sent.max(1) as f64,
         }
-    });
-    if capture_waits > 0 {
-        let lost = f.capture.as_ref().map_or(0, |c| c.dropped);
-        notes.push(if lost == 0 {
-            format!(
-                "capture: workers waited {capture_waits} times for the writer (nothing was lost)"
-            )
-        } else {
-            format!("capture: workers waited {capture_waits} times for the writer")
-        });
-    }
-    let histograms = HistReport::of(&all_hist);
-    notes.extend(hold_overrun(opts, &histograms.gro_hold_ns));
-    let gro_holds_over_limit = hold_limit_us(opts).map(|us| {
-        let (h, limit_ns) = (&all_hist.gro_hold_ns, us * 1000);
-        h.count_between(limit_ns + 1, h.max().max(limit_ns + 1))
-    });
-    let (rx_pps, rx_gbps) = rates(rx_packets, rx_bytes, dur);
-    Report {
-        command: "sink".into(),
-        duration_s: dur,
-        rx_packets,
-        rx_bytes,
-        rx_pps,
-        rx_gbps,
-        mbufs_leaked: 0,
-        freed_at_teardown: 0,
-        mbufs_freed_twice: 0,
-        pools: Vec::new(),
-        stop_reason: f.stop_reason,
-        hugepages: f.hugepages,
-        eal_args: eal.args().to_vec(),
-        tsc_hz: eal.tsc_hz(),
-        ports: port_reports,
-        queues,
-        source,
-        notes,
-        gro: gro_on.then(|| gro_total.report()),
-        histograms,
-        gro_holds_over_limit,
-        cycles: opts
-            .cycles
-            .then(|| per_packet(cyc.0, cyc.1, cyc.2, rx_packets)),
-        delivered: Delivered {
-            packets: out_packets,
-            bytes: out_bytes,
-            truesize_per_byte: if out_bytes > 0 && opts.gro.is_some() {
-                truesize as f64 / out_bytes as f64
-            } else {
-                0.0
-            },
-        },
-        skb: SkbReport {
-            mode: match opts.skb_mode {
-                SkbMode::Build => "build".into(),
-                SkbMode::Copy => "copy".into(),
-            },
-            headroom: opts.headroom,
-            // The forwarder does the prepends in forward mode.
-            headroom_miss: headroom_miss
-                + r.forward
-                    .iter()
-                    .map(|c| c.load().headroom_miss)
-                    .sum::<u64>(),
-            head_alloc_fail,
-            malformed,
-        },
-        capture: f.capture,
-        forward: opts.forward.as_ref().map(|f| {
-            let mut s = crate::forward::ForwardStats::default();
-            for c in &r.forward {
-                s.add(&c.load());
-            }
-            ForwardReport {
-                port: f
-                    .to
-                    .iter()
-                    .map(|p| p.to_string())
-                    .collect::<Vec<_>>()
-                    .join(" "),
-                encap: f.encap.name().to_string(),
-                stats: s,
-            }
-        }),
-        stage: StageReport {
-            name: r.stage_name.to_string(),
-            consumed: stage_total.consumed,
-            dropped: drops,
-        },
+    })
+}
+
+fn capture_note(waits: u64, capture: Option<&CaptureReport>) -> String {
+    if capture.map_or(0, |c| c.dropped) == 0 {
+        format!("capture: workers waited {waits} times for the writer (nothing was lost)")
+    } else {
+        format!("capture: workers waited {waits} times for the writer")
     }
 }
 
-fn per_packet(rx: u64, gro: u64, stage: u64, packets: u64) -> Cycles {
-    let n = packets.max(1) as f64;
+fn per_packet(c: &QueueCounts) -> Cycles {
+    let n = c.rx_packets.max(1) as f64;
     Cycles {
-        rx: rx as f64 / n,
-        process: gro as f64 / n,
-        stage: stage as f64 / n,
+        rx: c.cycles_rx as f64 / n,
+        process: c.cycles_gro as f64 / n,
+        stage: c.cycles_stage as f64 / n,
     }
 }
 

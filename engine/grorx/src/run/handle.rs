@@ -374,8 +374,7 @@ impl Running {
         report.notes.extend(self.notes.iter().cloned());
         for p in &mut report.ports {
             if let Some(l) = links.iter().find(|l| l.port == p.id) {
-                p.link_downs = l.downs;
-                p.link_down_s = l.down_s;
+                p.link_history = l.history();
             }
         }
         inner.teardown().fill(&mut report);

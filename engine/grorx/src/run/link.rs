@@ -29,6 +29,7 @@ use super::ports::Ports;
 use crate::port;
 use crate::port::gate::{PollGate, HELD, LINK};
 use crate::port::spec::PortSpec;
+use crate::report::LinkHistory;
 use dpdk_sys as sys;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -66,6 +67,16 @@ pub struct LinkStats {
     pub downs: u64,
     /// Seconds it was down, in all (from the start if it started down).
     pub down_s: f64,
+}
+
+impl LinkStats {
+    /// The port's link history as the report states it.
+    pub fn history(&self) -> LinkHistory {
+        LinkHistory {
+            link_downs: self.downs,
+            link_down_s: self.down_s,
+        }
+    }
 }
 
 /// Ports whose PMD tears its queues down on EAL's interrupt thread when its
