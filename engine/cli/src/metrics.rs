@@ -15,6 +15,7 @@ use crate::http::{self, Cidr, Counts, Limits};
 use anyhow::{Context, Result};
 use grorx::gro::{Flush, Pass};
 use grorx::hist::QueueHist;
+use grorx::port::PORT_COUNTERS;
 use grorx::run::{Running, Stats};
 use grorx::stats::QUEUE_COUNTERS;
 use prometheus_client::collector::Collector;
@@ -487,25 +488,11 @@ impl Collector for Snapshot {
                 v
             },
         )?;
-        self.per_port(e, "port_ipackets", "Packets the port received", |p| {
-            p.ipackets
-        })?;
-        self.per_port(e, "port_ibytes", "Bytes the port received", |p| p.ibytes)?;
-        self.per_port(
-            e,
-            "port_imissed",
-            "Packets the port dropped for want of an RX descriptor",
-            |p| p.imissed,
-        )?;
-        self.per_port(e, "port_ierrors", "Packets received with errors", |p| {
-            p.ierrors
-        })?;
-        self.per_port(
-            e,
-            "port_rx_nombuf",
-            "RX mbuf allocations that failed (the pool was empty)",
-            |p| p.rx_nombuf,
-        )?;
+        // The PMD's counters, as the engine's port table declares them.
+        for (i, d) in PORT_COUNTERS.iter().enumerate() {
+            let name = format!("port_{}", d.name);
+            self.per_port(e, &name, d.help, |p| p.values()[i])?;
+        }
         let links = &self.stats.links;
         let port = |l: &grorx::run::LinkStats| vec![("port", l.port.to_string())];
         family(
@@ -633,6 +620,10 @@ mod tests {
         );
         for d in QUEUE_COUNTERS.iter().filter(|d| d.exported()) {
             let name = format!("grorx_{}_total", d.name);
+            assert!(doc.contains(&name), "{name} is not documented");
+        }
+        for d in PORT_COUNTERS {
+            let name = format!("grorx_port_{}_total", d.name);
             assert!(doc.contains(&name), "{name} is not documented");
         }
     }

@@ -3,3 +3,4 @@
 
 pub mod hist;
 pub mod stats;
+pub mod table;

@@ -4,45 +4,10 @@
 //! x86: no lock prefix), the reader loads relaxed. Single writer, so no
 //! read-modify-write atomics are needed.
 
+use super::table::counter_table;
+pub use super::table::{CounterDef, Unit};
 use crate::gro::{Flush, GroStats, Pass};
-use serde::ser::{Serialize, SerializeMap, Serializer};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-
-/// What a counter counts: exporters choose by it (cycle counts are
-/// measurement, kept out of the live exporters and the JSON queue objects).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unit {
-    /// Packets (or frames, or chains of mbufs).
-    Packets,
-    /// Bytes of packets or of buffers.
-    Bytes,
-    /// Polls of the queue.
-    Polls,
-    /// Times something happened (a wait, a miss, a failure).
-    Events,
-    /// TSC cycles, counted only when the run measures them.
-    Cycles,
-}
-
-/// One per-queue counter as every exporter names it: the text report, the
-/// JSON report's queue objects, DPDK telemetry, Prometheus
-/// (`grorx_<name>_total`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CounterDef {
-    /// The field's name, and the counter's key in every exporter.
-    pub name: &'static str,
-    /// What it counts.
-    pub unit: Unit,
-    /// One line, a sentence.
-    pub help: &'static str,
-}
-
-impl CounterDef {
-    /// Whether the live exporters and the JSON queue objects carry it.
-    pub fn exported(&self) -> bool {
-        self.unit != Unit::Cycles
-    }
-}
 
 /// Stores one counter, unless the stage writes it itself.
 macro_rules! publish_one {
@@ -55,15 +20,16 @@ macro_rules! publish_one {
 /// Declares the per-queue counters once: each line gives the field (its
 /// name everywhere), the unit, `stage_writes` for a counter the stage
 /// stores itself (the worker never publishes it), and the help text. From
-/// it come the
-/// worker's plain counts, the shared atomics, publishing, reading, sums and
-/// the table the exporters walk.
+/// it come the worker's plain counts and their table
+/// ([`counter_table!`](super::table)), the shared atomics, publishing and
+/// reading.
 macro_rules! queue_counters {
     ($($field:ident $unit:ident $($writer:ident)? $help:literal;)*) => {
-        /// A worker's running totals, published to its [`QueueCounters`].
-        #[derive(Default, Clone, Copy, Debug, PartialEq, Eq)]
-        pub struct QueueCounts {
-            $(#[doc = $help] pub $field: u64,)*
+        counter_table! {
+            /// A worker's running totals, published to its [`QueueCounters`].
+            QueueCounts, QUEUE_COUNTERS {
+                $($field $unit $help;)*
+            }
         }
 
         /// One RX queue's counters, as its worker publishes them for the
@@ -74,24 +40,6 @@ macro_rules! queue_counters {
             $(#[doc = $help] pub $field: AtomicU64,)*
             /// The queue's GRO counters, published every few polls.
             pub gro: GroCounters,
-        }
-
-        /// Every per-queue counter, in declaration order.
-        pub const QUEUE_COUNTERS: &[CounterDef] = &[
-            $(CounterDef { name: stringify!($field), unit: Unit::$unit, help: $help },)*
-        ];
-
-        impl QueueCounts {
-            /// The values in [`QUEUE_COUNTERS`]' order.
-            pub fn values(&self) -> [u64; QUEUE_COUNTERS.len()] {
-                [$(self.$field,)*]
-            }
-
-            /// Adds another queue's counts (saturating: a sum for a report
-            /// or the telemetry thread never panics).
-            pub fn add(&mut self, o: &QueueCounts) {
-                $(self.$field = self.$field.saturating_add(o.$field);)*
-            }
         }
 
         impl QueueCounters {
@@ -125,30 +73,6 @@ queue_counters! {
     cycles_rx Cycles "TSC cycles in RX, over polls that received packets.";
     cycles_gro Cycles "TSC cycles in skb build and GRO (merge, flush), over the same polls.";
     cycles_stage Cycles "TSC cycles in the stage, over the same polls.";
-}
-
-impl QueueCounts {
-    /// Each counter with its declaration, in table order.
-    pub fn each(&self) -> impl Iterator<Item = (&'static CounterDef, u64)> {
-        QUEUE_COUNTERS.iter().zip(self.values())
-    }
-
-    /// The exported counters (cycle counts left out), in table order.
-    pub fn exported(&self) -> impl Iterator<Item = (&'static CounterDef, u64)> {
-        self.each().filter(|(d, _)| d.exported())
-    }
-}
-
-/// The exported counters as fields of the object they are flattened into
-/// (a queue in the JSON report).
-impl Serialize for QueueCounts {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(None)?;
-        for (d, v) in self.exported() {
-            m.serialize_entry(d.name, &v)?;
-        }
-        m.end()
-    }
 }
 
 /// `GroStats` as single-writer atomics.

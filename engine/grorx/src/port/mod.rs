@@ -6,6 +6,7 @@
 pub mod gate;
 pub mod spec;
 
+use crate::counters::table::counter_table;
 use crate::dpdk::eal::{cstring, rte_errno, strerror};
 use crate::dpdk::mempool::Mempool;
 use anyhow::{bail, Context, Result};
@@ -111,25 +112,18 @@ pub struct Link {
     pub text: String,
 }
 
-/// The port's basic counters.
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct PortStats {
-    /// Packets received.
-    pub ipackets: u64,
-    /// Bytes received.
-    pub ibytes: u64,
-    /// Packets the NIC dropped for want of an RX descriptor (imissed).
-    pub imissed: u64,
-    /// Packets received with errors.
-    pub ierrors: u64,
-    /// RX mbuf allocations that failed (the pool was empty).
-    pub rx_nombuf: u64,
-    /// Packets transmitted.
-    pub opackets: u64,
-    /// Bytes transmitted.
-    pub obytes: u64,
-    /// Packets that failed to transmit.
-    pub oerrors: u64,
+counter_table! {
+    /// The port's basic counters (`rte_eth_stats`), as the PMD keeps them.
+    PortStats, PORT_COUNTERS {
+        ipackets Packets "Packets the port received.";
+        ibytes Bytes "Bytes the port received (some virtual devices count none).";
+        imissed Packets "Packets the NIC dropped for want of an RX descriptor: the poll did not keep up.";
+        ierrors Packets "Packets received with errors.";
+        rx_nombuf Events "RX mbuf allocations that failed (the pool was empty).";
+        opackets Packets "Packets the port transmitted.";
+        obytes Bytes "Bytes the port transmitted.";
+        oerrors Packets "Packets that failed to transmit.";
+    }
 }
 
 fn check(ret: i32, what: impl FnOnce() -> String) -> Result<()> {
