@@ -3,7 +3,6 @@
 //! `grorx bench` (experiments from TOML, interleaved runs, tables, CSV, JSON
 //! and charts). The engine itself is the `grorx` library.
 
-pub mod bench;
 pub mod http;
 pub mod json;
 pub mod metrics;

@@ -13,7 +13,7 @@ use grorx::skb::SkbMode;
 use grorx::wire::Tunnels;
 use std::process::ExitCode;
 
-use grorx_cli::bench;
+use grorx_bench as bench;
 use grorx_cli::watch::{self, Output};
 
 #[derive(Parser)]
