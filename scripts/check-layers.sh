@@ -2,7 +2,9 @@
 # The crates' layers, checked on their dependency trees (normal dependencies):
 # grorx-gro (the GRO core) has no DPDK in it; grorx (the engine library) has
 # no command-line, config-file, charting or metrics-serving crates; the
-# command (grorx-cli) does not depend on dpdk-sys itself. Inside
+# experiment harness (grorx-bench) builds on grorx and grorx-gro, is built on
+# by the command only, and has no command-line crate; the command
+# (grorx-cli) does not depend on dpdk-sys itself. Inside
 # grorx, its folders' layers (scripts/check-modules.py): no import circle
 # between them, none up a layer, dpdk-sys only under dpdk/ and where listed.
 set -euo pipefail
@@ -23,11 +25,19 @@ check() {
 }
 check grorx-gro dpdk-sys hugepages
 check grorx clap toml plotters dejavu prometheus-client tiny_http
+check grorx-bench clap grorx-cli
+# The harness is the command's: no other crate of the workspace builds on it.
+users=$(cargo tree -q -i grorx-bench -e normal --depth 1 --prefix none --format '{p}' --workspace \
+    | cut -d' ' -f1 | sort -u | grep -vx -e grorx-bench -e grorx-cli || true)
+if [ -n "$users" ]; then
+    echo "check-layers: grorx-bench is the command's harness; these depend on it:" $users >&2
+    fail=1
+fi
 # The command reaches DPDK only through the engine library.
 if cargo tree -q -p grorx-cli -e normal --depth 1 --prefix none --format '{p}' | cut -d' ' -f1 | grep -qx dpdk-sys; then
     echo "check-layers: grorx-cli depends on dpdk-sys itself: reach DPDK through grorx" >&2
     fail=1
 fi
 python3 scripts/check-modules.py || fail=1
-[ "$fail" -eq 0 ] && echo "check-layers: grorx-gro has no DPDK; grorx has no CLI crates; the CLI reaches DPDK through grorx"
+[ "$fail" -eq 0 ] && echo "check-layers: grorx-gro has no DPDK; grorx has no CLI crates; grorx-bench sits under the CLI only; the CLI reaches DPDK through grorx"
 exit "$fail"

@@ -24,6 +24,8 @@ cargo clippy -p grorx --quiet -- -D warnings
 # The libraries' documentation builds without a warning (every public item
 # documented, every link resolving); its examples run with the tests.
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet -p grorx -p grorx-gro
+# The harness's documentation: it builds and its links resolve.
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet -p grorx-bench
 # The layers hold: the GRO core builds without DPDK (its tree has neither
 # dpdk-sys nor hugepages, and its tests run with libdpdk and libclang out of
 # sight); the engine library pulls in no CLI crates.

@@ -1,9 +1,9 @@
 //! What the `grorx` command is made of besides its argument parsing: one
-//! run as the command shows it (`watch`, `monitor`, `signal`), and
-//! `grorx bench` (experiments from TOML, interleaved runs, tables, CSV, JSON
-//! and charts). The engine itself is the `grorx` library.
+//! run as the command shows it (`watch`, `monitor`, `signal`). The engine
+//! itself is the `grorx` library; `grorx bench` (experiments from TOML,
+//! interleaved runs, tables, CSV, JSON and charts) is the `grorx-bench`
+//! library.
 
-pub mod bench;
 pub mod http;
 pub mod json;
 pub mod metrics;

@@ -1,6 +1,6 @@
 //! The grorx command line: `grorx <command> [options] [-- <EAL arguments>]`.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use grorx::forward::Encap;
 use grorx::gen::GenConfig;
@@ -13,7 +13,7 @@ use grorx::skb::SkbMode;
 use grorx::wire::Tunnels;
 use std::process::ExitCode;
 
-use grorx_cli::bench;
+use grorx_bench as bench;
 use grorx_cli::watch::{self, Output};
 
 #[derive(Parser)]
@@ -57,6 +57,9 @@ enum Cmd {
     Man,
 }
 
+// The harness (grorx-bench) takes plain `Options`; its flags live here, in
+// the command's one clap tree, which the completions and the manual page
+// are made from.
 #[derive(Args)]
 struct BenchArgs {
     /// The experiment file (TOML).
@@ -526,7 +529,7 @@ fn bench(a: BenchArgs) -> Result<()> {
         config: a.config,
         quick: a.quick,
         out: a.out,
-        grorx: None,
+        grorx: std::env::current_exe().context("finding the grorx executable")?,
     })?;
     if o.failed_runs > 0 {
         anyhow::bail!("{} of {} run(s) failed (see above)", o.failed_runs, o.runs);

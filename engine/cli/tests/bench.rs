@@ -4,7 +4,7 @@
 //! written with the expected cells. Cells that wait on a flag an owner has
 //! not added yet must be listed as pending with their reason.
 
-use grorx_cli::bench::config::Config;
+use grorx_bench::config::Config;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
@@ -17,7 +17,7 @@ fn configs() -> PathBuf {
 }
 
 fn has_testpmd() -> bool {
-    grorx_cli::bench::process::on_path(grorx_cli::bench::testpmd::PROGRAM)
+    grorx_bench::process::on_path(grorx_bench::testpmd::PROGRAM)
 }
 
 /// Runs `grorx bench NAME.toml --quick` and checks its outputs; `must_run`

@@ -1,8 +1,8 @@
 //! Per cell and metric: median, min, max over the successful runs, and the
 //! median's ratio to the baseline cell's.
 
-use crate::bench::config::{Cell, Command};
-use crate::bench::runner::RunRecord;
+use crate::config::{Cell, Command};
+use crate::runner::RunRecord;
 use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize)]

@@ -1,9 +1,9 @@
 //! The results: a table on stdout, `DIR/<name>.csv` (one row per run) and
 //! `DIR/<name>.json` (config, runs, summary).
 
-use crate::bench::metrics;
-use crate::bench::runner::RunRecord;
-use crate::bench::summary::CellSummary;
+use crate::metrics;
+use crate::runner::RunRecord;
+use crate::summary::CellSummary;
 use anyhow::Result;
 use std::fmt::Write as _;
 use std::path::Path;

@@ -7,8 +7,8 @@
 //! after RX (GRO and the stage) minus the base's: the PMD's own cost and
 //! whatever slows it are left out.
 
-use crate::bench::runner::RunRecord;
-use crate::bench::summary::median;
+use crate::runner::RunRecord;
+use crate::summary::median;
 use serde::Serialize;
 use std::fmt::Write as _;
 

@@ -4,8 +4,8 @@
 //! every point. Text uses DejaVu Sans embedded in the binary (no system
 //! fonts needed).
 
-use crate::bench::metrics;
-use crate::bench::summary::{CellSummary, Stat};
+use crate::metrics;
+use crate::summary::{CellSummary, Stat};
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;
 use plotters::style::register_font;

@@ -2,7 +2,7 @@
 //! captures the bench writes itself, and what every source costs itself
 //! (said in the table header and the JSON).
 
-use crate::bench::config::{Peer, Source, Synth};
+use crate::config::{Peer, Source, Synth};
 use anyhow::{bail, Context, Result};
 use grorx::pcap;
 use grorx_gro::traffic::{segment_stream, FlowSpec};

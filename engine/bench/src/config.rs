@@ -378,10 +378,10 @@ impl Config {
                 }
             }
         }
-        crate::bench::args::check_reserved(&self.args)?;
+        crate::args::check_reserved(&self.args)?;
         for c in &cells {
             if c.command.grorx().is_some() {
-                crate::bench::args::check_reserved(&c.args)
+                crate::args::check_reserved(&c.args)
                     .with_context(|| format!("cell {:?}", c.name))?;
             }
         }

@@ -1,9 +1,13 @@
-//! `grorx bench CONFIG.toml [--quick] [--out DIR]`: runs an experiment (a
-//! TOML file in `bench-configs/`) cell by cell, each run its own `grorx
-//! sink --json -q` process (or `dpdk-testpmd` for the DPDK floor) on the
-//! same cores, repetitions interleaved with a rotating first cell; prints a
-//! table (median, min, max, ratio to the baseline per metric) and writes
-//! `DIR/<name>.csv`, `DIR/<name>.json` and `DIR/<name>.png`.
+//! The experiment harness behind `grorx bench CONFIG.toml [--quick] [--out
+//! DIR]`: runs an experiment (a TOML file in `bench-configs/`) cell by
+//! cell, each run its own `grorx sink --json -q` process (or `dpdk-testpmd`
+//! for the DPDK floor) on the same cores, repetitions interleaved with a
+//! rotating first cell; prints a table (median, min, max, ratio to the
+//! baseline per metric) and writes `DIR/<name>.csv`, `DIR/<name>.json` and
+//! `DIR/<name>.png`.
+//!
+//! The `grorx` command parses the flags and calls [`run`]; any program can,
+//! given the grorx binary the cells run ([`Options::grorx`]).
 //!
 //! - [`config`]: the experiment file; [`args`]: layering sink arguments;
 //! - [`source`]: traffic sources, synthetic captures, what a source costs;
@@ -34,8 +38,9 @@ pub struct Options {
     /// Short runs, one repetition, no warm-up (a smoke run).
     pub quick: bool,
     pub out: PathBuf,
-    /// The grorx binary for the sink runs (default: this executable).
-    pub grorx: Option<PathBuf>,
+    /// The grorx binary every `sink` and `forward` cell runs (the `grorx`
+    /// command gives its own executable).
+    pub grorx: PathBuf,
 }
 
 /// How an experiment went.
@@ -82,10 +87,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     std::fs::create_dir_all(&opts.out)
         .with_context(|| format!("creating {}", opts.out.display()))?;
     let out = std::fs::canonicalize(&opts.out).unwrap_or_else(|_| opts.out.clone());
-    let exe = match &opts.grorx {
-        Some(p) => p.clone(),
-        None => std::env::current_exe().context("finding the grorx executable")?,
-    };
+    let exe = opts.grorx.clone();
     let (duration, repetitions, warmup) = if opts.quick {
         (cfg.quick_duration, 1, 0.0)
     } else {

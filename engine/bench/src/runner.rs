@@ -2,12 +2,12 @@
 //! interleaved repetitions with a rotating first cell, progress on stderr,
 //! every run checked (exit status, report, `mbufs_leaked == 0`).
 
-use crate::bench::args;
-use crate::bench::config::{Cell, Command, Peer};
-use crate::bench::metrics;
-use crate::bench::process::{self, Finished};
-use crate::bench::source::{Prepared, SOCKET};
-use crate::bench::testpmd;
+use crate::args;
+use crate::config::{Cell, Command, Peer};
+use crate::metrics;
+use crate::process::{self, Finished};
+use crate::source::{Prepared, SOCKET};
+use crate::testpmd;
 use serde::Serialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
