@@ -8,7 +8,7 @@ use anyhow::Context;
 use grorx::hist::{HdrLog, HistReport, QueueHist};
 use grorx::port::PortStats;
 use grorx::run::{QueueStats, Running, Stats};
-use grorx::stats::{fmt_pps, rates};
+use grorx::stats::{fmt_pps, rates, QueueCounts};
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,8 +23,7 @@ pub struct SlotInfo {
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Snap {
-    rx_packets: u64,
-    rx_bytes: u64,
+    counts: QueueCounts,
     gro_in: u64,
     gro_out: u64,
 }
@@ -56,8 +55,9 @@ struct QueueLine {
     port: u16,
     queue: u16,
     lcore: u32,
-    rx_packets: u64,
-    rx_bytes: u64,
+    /// The queue's counters over the interval, by their table names.
+    #[serde(flatten)]
+    counts: QueueCounts,
     rx_pps: f64,
     rx_gbps: f64,
     gro: Option<IntervalGro>,
@@ -106,8 +106,7 @@ pub struct Monitor<'a> {
 
 fn snap(q: &QueueStats) -> Snap {
     Snap {
-        rx_packets: q.counts.rx_packets,
-        rx_bytes: q.counts.rx_bytes,
+        counts: q.counts,
         gro_in: q.gro.segments_in,
         gro_out: q.gro.packets_out,
     }
@@ -218,15 +217,16 @@ impl<'a> Monitor<'a> {
         let dt = (now - *t0).as_secs_f64();
         let cur = snaps(stats);
         let sum = |v: &[Snap]| {
-            v.iter().fold(Snap::default(), |a, s| Snap {
-                rx_packets: a.rx_packets + s.rx_packets,
-                rx_bytes: a.rx_bytes + s.rx_bytes,
-                gro_in: a.gro_in + s.gro_in,
-                gro_out: a.gro_out + s.gro_out,
+            v.iter().fold(Snap::default(), |mut a, s| {
+                a.counts.add(&s.counts);
+                a.gro_in += s.gro_in;
+                a.gro_out += s.gro_out;
+                a
             })
         };
         let (c, l) = (sum(&cur), sum(last));
-        let (pps, gbps) = rates(c.rx_packets - l.rx_packets, c.rx_bytes - l.rx_bytes, dt);
+        let d = c.counts.since(&l.counts);
+        let (pps, gbps) = rates(d.rx_packets, d.rx_bytes, dt);
         let mut line = format!(
             "[{:6.1}s] rx {} {:.2} Gbit/s",
             (now - self.start).as_secs_f64(),
@@ -241,10 +241,8 @@ impl<'a> Monitor<'a> {
                     .zip(cur.iter().zip(last))
                     .filter(|(s, _)| s.port == p)
                     .fold((0, 0), |acc, (_, (c, l))| {
-                        (
-                            acc.0 + c.rx_packets - l.rx_packets,
-                            acc.1 + c.rx_bytes - l.rx_bytes,
-                        )
+                        let d = c.counts.since(&l.counts);
+                        (acc.0 + d.rx_packets, acc.1 + d.rx_bytes)
                     });
                 line.push_str(&format!(" | p{p} {}", fmt_pps(rates(a, b, dt).0)));
             }
@@ -263,7 +261,8 @@ impl<'a> Monitor<'a> {
         crate::out::sayln(&line);
         if self.verbose {
             for (s, (c, l)) in self.slots.iter().zip(cur.iter().zip(last)) {
-                let (pps, gbps) = rates(c.rx_packets - l.rx_packets, c.rx_bytes - l.rx_bytes, dt);
+                let d = c.counts.since(&l.counts);
+                let (pps, gbps) = rates(d.rx_packets, d.rx_bytes, dt);
                 let segs = if c.gro_out > l.gro_out {
                     format!(
                         " gro {:5.1} seg/pkt",
@@ -293,20 +292,20 @@ impl<'a> Monitor<'a> {
         let mut queues = Vec::new();
         let (mut p, mut b, mut gi, mut go) = (0u64, 0u64, 0u64, 0u64);
         for (s, (c, l)) in self.slots.iter().zip(cur.iter().zip(last)) {
-            let (dp, db) = (c.rx_packets - l.rx_packets, c.rx_bytes - l.rx_bytes);
+            let d = c.counts.since(&l.counts);
             let (dgi, dgo) = (c.gro_in - l.gro_in, c.gro_out - l.gro_out);
-            let (pps, gbps) = rates(dp, db, dt);
+            let (pps, gbps) = rates(d.rx_packets, d.rx_bytes, dt);
             queues.push(QueueLine {
                 port: s.port,
                 queue: s.queue,
                 lcore: s.lcore,
-                rx_packets: dp,
-                rx_bytes: db,
+                counts: d,
                 rx_pps: pps,
                 rx_gbps: gbps,
                 gro: self.gro.then(|| IntervalGro::of(dgi, dgo)),
             });
-            (p, b, gi, go) = (p + dp, b + db, gi + dgi, go + dgo);
+            (p, b) = (p + d.rx_packets, b + d.rx_bytes);
+            (gi, go) = (gi + dgi, go + dgo);
         }
         let (pps, gbps) = rates(p, b, dt);
         let line = IntervalLine {

@@ -75,6 +75,12 @@ macro_rules! counter_table {
                 $(self.$field = self.$field.saturating_add(o.$field);)*
             }
 
+            /// What was counted since `earlier`, a reading of the same
+            /// counters (saturating: a counter that started again reads 0).
+            pub fn since(&self, earlier: &$name) -> $name {
+                $name { $($field: self.$field.saturating_sub(earlier.$field),)* }
+            }
+
             /// Each counter with its declaration, in table order.
             pub fn each(
                 &self,
