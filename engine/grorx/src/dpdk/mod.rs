@@ -14,3 +14,5 @@ pub mod mbuf;
 pub mod mempool;
 #[doc(hidden)]
 pub mod ring_port;
+#[doc(hidden)]
+pub mod tx;
