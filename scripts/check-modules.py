@@ -56,7 +56,6 @@ DPDK_HOME = "dpdk"
 DPDK_ALLOWED = {
     "skb.rs": "the skb lives in the mbuf: its reads and writes of mbuf fields "
               "are the hot path",
-    "worker.rs": "the poll loop reads each received mbuf's length (hot path)",
     "stage/capture.rs": "the capture stage enqueues batches of mbufs on the "
                         "writer's rte_ring (hot path)",
     "forward/mod.rs": "the forwarder prepends into mbufs, segments them and "
