@@ -70,12 +70,6 @@ DPDK_ALLOWED = {
                    "whose signatures are DPDK's",
     "report/telemetry.rs": "the /grorx/* commands are C callbacks that fill "
                            "DPDK's rte_tel_data",
-    "measure/mod.rs": "per-packet rte_pktmbuf_free is what FreePerPacket "
-                      "measures",
-    "measure/baseline.rs": "DPDK's rte_gro is the baseline these stages "
-                           "measure",
-    "pool_sizing.rs": "a test only: the default room equals DPDK's "
-                      "RTE_MBUF_DEFAULT_BUF_SIZE",
 }
 
 LAYER_OF = {m: i for i, layer in enumerate(LAYERS) for m in layer}

@@ -21,8 +21,8 @@ pub use dpdk_sys::{rte_mbuf, rte_mempool};
 /// call), each an `unsafe fn` whose caller vouches for the pointer.
 pub mod field {
     pub use dpdk_sys::inline::{
-        data_len, headroom, mtod, nb_segs, next, ol_flags, pkt_len, pool, priv_area, refcnt,
-        rss_hash, set_tx_offload, tailroom, tx_offload,
+        data_len, headroom, mtod, nb_segs, next, ol_flags, packet_type, pkt_len, pool, priv_area,
+        refcnt, rss_hash, set_packet_type, set_tx_offload, tailroom, tx_offload,
     };
 }
 
@@ -556,5 +556,14 @@ impl BulkFree {
 impl Drop for BulkFree {
     fn drop(&mut self) {
         self.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_room_for_mtu_1500_is_dpdks_default() {
+        let room = crate::pool_sizing::auto_data_room(1500, super::RTE_PKTMBUF_HEADROOM).unwrap();
+        assert_eq!(room as u32, dpdk_sys::RTE_MBUF_DEFAULT_BUF_SIZE);
     }
 }

@@ -7,6 +7,8 @@ pub mod eal;
 #[doc(hidden)]
 pub mod eal_args;
 mod eal_log;
+#[cfg(feature = "measure")]
+pub mod gro;
 #[doc(hidden)]
 pub mod lcores;
 #[doc(hidden)]
