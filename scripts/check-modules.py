@@ -56,12 +56,8 @@ DPDK_HOME = "dpdk"
 DPDK_ALLOWED = {
     "skb.rs": "the skb lives in the mbuf: its reads and writes of mbuf fields "
               "are the hot path",
-    "stage/capture.rs": "the capture stage enqueues batches of mbufs on the "
-                        "writer's rte_ring (hot path)",
     "forward/mod.rs": "the forwarder prepends into mbufs, segments them and "
                       "transmits (tx_prepare, tx_burst, bulk free: hot path)",
-    "capture/mod.rs": "the writer thread owns its rte_ring and copies each "
-                      "packet's segments out of the mbufs",
     "gen.rs": "the generator writes each frame into its mbuf and sets the RX "
               "checksum flags a NIC would",
     "port/mod.rs": "the ethdev wrapper: a port is opened, configured, started, "
