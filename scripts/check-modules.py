@@ -58,8 +58,6 @@ DPDK_ALLOWED = {
               "are the hot path",
     "forward/mod.rs": "the forwarder prepends into mbufs, segments them and "
                       "transmits (tx_prepare, tx_burst, bulk free: hot path)",
-    "gen.rs": "the generator writes each frame into its mbuf and sets the RX "
-              "checksum flags a NIC would",
     "port/mod.rs": "the ethdev wrapper: a port is opened, configured, started, "
                    "observed and closed with DPDK's ethdev calls",
     "run/link.rs": "the link watch's LSC callback and EAL alarm are C callbacks "
