@@ -22,7 +22,7 @@ pub use dpdk_sys::{rte_mbuf, rte_mempool};
 pub mod field {
     pub use dpdk_sys::inline::{
         data_len, headroom, mtod, nb_segs, next, ol_flags, packet_type, pkt_len, pool, priv_area,
-        refcnt, rss_hash, set_packet_type, set_tx_offload, tailroom, tx_offload,
+        refcnt, rss_hash, set_packet_type, set_tx_offload, tailroom, tx_offload, tx_offload_word,
     };
 }
 

@@ -36,6 +36,8 @@
 //! `vxlan` (outer headers), `chain` (walking and summing mbuf chains).
 
 use crate::csum;
+use crate::dpdk::ethdev;
+use crate::dpdk::mbuf::{self, field as mb, flags::*, rte_mbuf, RTE_PKTMBUF_HEADROOM};
 use crate::dpdk::mempool::Mempool;
 use crate::dpdk::tx::TxBatch;
 use crate::gro::GroBuf;
@@ -43,7 +45,6 @@ use crate::port::gate::TxGate;
 use crate::skb::{self, Skb, SkbMeta, SkbStats};
 use crate::wire::{TCP_CWR, TCP_FIN, TCP_PSH};
 use anyhow::{bail, Context, Result};
-use dpdk_sys::{self as sys, inline as mb};
 use std::sync::Arc;
 
 mod big;
@@ -158,21 +159,20 @@ impl Forwarder {
                 skb::PRIV_SIZE
             );
         }
-        if (pool.data_room() as usize) < sys::RTE_PKTMBUF_HEADROOM as usize + MAX_HDR {
+        if (pool.data_room() as usize) < RTE_PKTMBUF_HEADROOM as usize + MAX_HDR {
             bail!(
                 "forward pool {}: data room {} is too small for headers (need {})",
                 pool.name(),
                 pool.data_room(),
-                sys::RTE_PKTMBUF_HEADROOM as usize + MAX_HDR
+                RTE_PKTMBUF_HEADROOM as usize + MAX_HDR
             );
         }
         let bits = match conf.offloads {
             TxOffloads::Software => 0,
             TxOffloads::Given(b) => b,
             TxOffloads::Port => {
-                let mut c = sys::rte_eth_conf::default();
-                // SAFETY: valid port id (dev_info worked) and out-pointer.
-                let r = unsafe { sys::rte_eth_dev_conf_get(conf.port, &mut c) };
+                let mut c = ethdev::rte_eth_conf::default();
+                let r = ethdev::dev_conf_get(conf.port, &mut c);
                 if r != 0 {
                     bail!("forward port {}: cannot read its configuration", conf.port);
                 }
@@ -350,7 +350,7 @@ impl Forwarder {
         // Room a software segment may take in front of its payload: the bytes
         // its frame's headers occupied plus the headroom setting (of the
         // RTE_PKTMBUF_HEADROOM every received buffer has in front).
-        let reserve = (sys::RTE_PKTMBUF_HEADROOM as usize).saturating_sub(meta.headroom as usize);
+        let reserve = (RTE_PKTMBUF_HEADROOM as usize).saturating_sub(meta.headroom as usize);
         if lay.elen > 0 {
             let ok = skb
                 .prepend(lay.elen as u16, &self.pool, &mut self.skb_stats)
@@ -368,7 +368,7 @@ impl Forwarder {
         unsafe {
             if mb::pkt_len(m) as usize <= hl || !gather(m, lay.elen, &mut h[lay.elen..hl]) {
                 self.stats.malformed += 1;
-                return sys::rte_pktmbuf_free(m);
+                return mbuf::free(m);
             }
             match self.encap {
                 // Datagrams go back to datagrams in software, whatever the
@@ -408,7 +408,7 @@ impl Forwarder {
 
     /// Adds a packet to the batch (transmitting first if the batch is full).
     #[inline(always)]
-    fn queue(&mut self, m: *mut sys::rte_mbuf) {
+    fn queue(&mut self, m: *mut rte_mbuf) {
         if self.pending.is_full() {
             self.transmit(true);
         }
@@ -487,7 +487,7 @@ mod tests {
 
     #[test]
     fn caps_need_every_bit() {
-        let c = TxCaps::from_offloads(sys::RTE_ETH_TX_OFFLOAD_TCP_TSO, 0);
+        let c = TxCaps::from_offloads(ethdev::bits::RTE_ETH_TX_OFFLOAD_TCP_TSO, 0);
         assert!(!c.tso_v4 && c.tso_v6 && !c.vxlan_tso_v4);
         let all = tx_offloads_wanted(&Encap::Vxlan(VxlanConf::default()));
         let c = TxCaps::from_offloads(all, 0);
