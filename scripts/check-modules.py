@@ -54,8 +54,6 @@ DPDK_HOME = "dpdk"
 # FFI call) and call DPDK's burst functions once per burst: a wrapper in
 # dpdk/ would add nothing but a layer to inline.
 DPDK_ALLOWED = {
-    "run/link.rs": "the link watch's LSC callback and EAL alarm are C callbacks "
-                   "whose signatures are DPDK's",
     "skb.rs": "the skb lives in the mbuf: its reads and writes of mbuf fields "
               "are the hot path",
     "report/telemetry.rs": "the /grorx/* commands are C callbacks that fill "

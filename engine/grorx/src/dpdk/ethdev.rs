@@ -2,6 +2,37 @@
 //! path (the port wrapper in `crate::port`, the link watch's callbacks).
 
 use dpdk_sys as sys;
+use std::ffi::{c_int, c_void};
+
+/// The event an ethdev callback is told of.
+pub use dpdk_sys::rte_eth_event_type;
+
+/// A callback DPDK calls on a port's event, on its interrupt thread.
+pub type EventFn = unsafe extern "C" fn(u16, rte_eth_event_type, *mut c_void, *mut c_void) -> c_int;
+
+/// Registers `cb(port, event, arg, _)` for `port`'s link-state-change
+/// events. Returns 0, or a negative errno.
+///
+/// # Safety
+/// `arg` stays valid for `cb` until [`lsc_unregister`] with the same
+/// `cb` and `arg` has returned 0.
+pub unsafe fn lsc_register(port: u16, cb: EventFn, arg: *mut c_void) -> i32 {
+    // SAFETY: the caller keeps arg alive for cb (its promise).
+    unsafe { sys::rte_eth_dev_callback_register(port, sys::RTE_ETH_EVENT_INTR_LSC, Some(cb), arg) }
+}
+
+/// Unregisters what [`lsc_register`] registered with the same `cb` and
+/// `arg`. Returns 0, `-EAGAIN` while the callback is running (try again),
+/// or another negative errno.
+///
+/// # Safety
+/// Not called from `cb` itself.
+pub unsafe fn lsc_unregister(port: u16, cb: EventFn, arg: *mut c_void) -> i32 {
+    // SAFETY: a plain unregister; the caller is not the callback.
+    unsafe {
+        sys::rte_eth_dev_callback_unregister(port, sys::RTE_ETH_EVENT_INTR_LSC, Some(cb), arg)
+    }
+}
 
 /// What DPDK tells of a device, how a port is configured, its link and its
 /// counters: plain structs DPDK fills.
