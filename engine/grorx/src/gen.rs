@@ -17,12 +17,11 @@
 
 use crate::csum;
 use crate::dpdk::eal::tsc;
-use crate::dpdk::mbuf::Burst;
+use crate::dpdk::mbuf::{field as mb, flags, rte_mbuf, Burst, RTE_PKTMBUF_HEADROOM};
 use crate::dpdk::mempool::Mempool;
 use crate::dpdk::ring_port::{PoolPtr, RingPtr};
 use crate::traffic::{self, FlowSpec, Segment};
 use crate::wire::field::{self, ipv4, tcp};
-use dpdk_sys::{self as sys, inline as mb};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
@@ -153,7 +152,7 @@ pub struct GenStats {
 
 /// The offset of the payload in a freshly allocated mbuf's buffer.
 fn payload_offset(cfg: &GenConfig) -> usize {
-    sys::RTE_PKTMBUF_HEADROOM as usize + cfg.header_len()
+    RTE_PKTMBUF_HEADROOM as usize + cfg.header_len()
 }
 
 /// Checks that a whole generated frame fits one mbuf of `data_room` bytes.
@@ -163,7 +162,7 @@ pub fn fits(cfg: &GenConfig, data_room: u16) -> Result<(), String> {
         return Err(format!(
             "generator frames ({} B + {} B headroom) do not fit the pool's {} B data room: lower --gen-mss or raise --mtu",
             cfg.frame_len(),
-            sys::RTE_PKTMBUF_HEADROOM,
+            RTE_PKTMBUF_HEADROOM,
             data_room
         ));
     }
@@ -335,9 +334,9 @@ fn rx_flags(cfg: &GenConfig) -> u64 {
         0
     } else if cfg.ipv6 {
         // IPv6 has no header checksum: NICs leave that flag unknown.
-        sys::RTE_MBUF_F_RX_L4_CKSUM_GOOD as u64
+        flags::RTE_MBUF_F_RX_L4_CKSUM_GOOD as u64
     } else {
-        (sys::RTE_MBUF_F_RX_IP_CKSUM_GOOD | sys::RTE_MBUF_F_RX_L4_CKSUM_GOOD) as u64
+        (flags::RTE_MBUF_F_RX_IP_CKSUM_GOOD | flags::RTE_MBUF_F_RX_L4_CKSUM_GOOD) as u64
     }
 }
 
@@ -354,6 +353,34 @@ pub struct GenJob {
     pub stats: Arc<GenStats>,
     pub stop: Arc<AtomicBool>,
     pub tsc_hz: u64,
+}
+
+/// What a generated frame is made of, the same for every flow.
+struct Frame<'a> {
+    payload: &'a [u8],
+    hdr_len: usize,
+    len: u32,
+    ol_flags: u64,
+}
+
+/// The generator's counts, published to `GenStats` after every pass.
+#[derive(Default)]
+struct Tally {
+    sent: u64,
+    bytes: u64,
+    full: u64,
+    nomem: u64,
+    busy: u64,
+}
+
+impl Tally {
+    fn publish(&self, stats: &GenStats) {
+        stats.sent.store(self.sent, Relaxed);
+        stats.bytes.store(self.bytes, Relaxed);
+        stats.ring_full.store(self.full, Relaxed);
+        stats.alloc_fail.store(self.nomem, Relaxed);
+        stats.busy_cycles.store(self.busy, Relaxed);
+    }
 }
 
 /// The generator's loop; runs on its own lcore until `stop` or `cfg.count`.
@@ -379,15 +406,18 @@ pub fn run(job: GenJob) -> i32 {
         .collect();
     let mut cursor = vec![(0usize, 0u32); nq]; // (flow index in per_queue, segments taken)
     let mut pending: Vec<Burst<MAX_BURST>> = (0..nq).map(|_| Burst::new()).collect();
-    let frame_len = cfg.frame_len() as u32;
-    let hdr_len = cfg.header_len();
-    let ol_flags = rx_flags(&cfg);
+    let frame = Frame {
+        payload: &payload,
+        hdr_len: cfg.header_len(),
+        len: cfg.frame_len() as u32,
+        ol_flags: rx_flags(&cfg),
+    };
     let ms = (tsc_hz / 1000).max(1);
     let t0 = tsc();
-    let (mut sent, mut bytes, mut full, mut nomem, mut busy) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut t = Tally::default();
 
     while !stop.load(Relaxed) {
-        if cfg.count != 0 && sent >= cfg.count && pending.iter().all(|b| b.is_empty()) {
+        if cfg.count != 0 && t.sent >= cfg.count && pending.iter().all(|b| b.is_empty()) {
             break;
         }
         let start = tsc();
@@ -398,74 +428,107 @@ pub fn run(job: GenJob) -> i32 {
             }
             let b = &mut pending[q];
             if b.is_empty() {
-                let mut want = cfg.burst as u64;
-                if cfg.count != 0 {
-                    want = want.min(cfg.count - sent);
-                }
-                if cfg.rate_pps != 0 {
-                    let allowed =
-                        ((start - t0) as u128 * cfg.rate_pps as u128 / tsc_hz as u128) as u64;
-                    want = want.min(allowed.saturating_sub(sent));
-                }
+                let want = budget(&cfg, t.sent, start - t0, tsc_hz);
                 if want == 0 {
                     continue;
                 }
                 // SAFETY: the engine's pool for this port, alive for the run.
                 if !unsafe { b.alloc(pool.0, want as usize) } {
-                    nomem += 1;
+                    t.nomem += 1;
                     continue;
                 }
                 let tsval = (start / ms) as u32;
-                let (ref mut fi, ref mut taken) = cursor[q];
                 for &m in b.as_slice() {
-                    let f = &mut flows[per_queue[q][*fi]];
-                    debug_assert_eq!(f.hdr_len, hdr_len);
-                    // SAFETY: a fresh mbuf from a pool whose data room holds a
-                    // whole frame (checked in `payload`).
-                    unsafe {
-                        let d = mb::mtod(m);
-                        f.emit(d, tsval, cfg.psh_every, cfg.mss);
-                        std::ptr::copy_nonoverlapping(
-                            payload.as_ptr(),
-                            d.add(hdr_len),
-                            payload.len(),
-                        );
-                        (*m).data_len = frame_len as u16;
-                        (*m).pkt_len = frame_len;
-                        (*m).ol_flags = ol_flags;
-                    }
-                    *taken += 1;
-                    if *taken == cfg.interleave {
-                        *taken = 0;
-                        *fi = (*fi + 1) % per_queue[q].len();
-                    }
+                    let f = next_flow(&mut flows, &per_queue[q], &mut cursor[q], cfg.interleave);
+                    // SAFETY: a fresh mbuf from a pool whose data room holds
+                    // a whole frame (checked in `payload`).
+                    unsafe { write_frame(m, f, &frame, tsval, &cfg) };
                 }
-                sent += b.len() as u64;
-                bytes += b.len() as u64 * frame_len as u64;
+                t.sent += b.len() as u64;
+                t.bytes += b.len() as u64 * frame.len as u64;
                 produced += b.len() as u64;
             }
             // SAFETY: the ring of RX queue q, alive until the port closes.
             if unsafe { b.enqueue(rings[q].0) } == 0 || !b.is_empty() {
-                full += 1;
+                t.full += 1;
             }
         }
         if produced > 0 {
-            busy += tsc() - start;
+            t.busy += tsc() - start;
         }
-        stats.sent.store(sent, Relaxed);
-        stats.bytes.store(bytes, Relaxed);
-        stats.ring_full.store(full, Relaxed);
-        stats.alloc_fail.store(nomem, Relaxed);
-        stats.busy_cycles.store(busy, Relaxed);
+        t.publish(&stats);
     }
     // Packets built but never enqueued are freed (Burst's Drop) and not counted as sent.
     let unsent: u64 = pending.iter().map(|b| b.len() as u64).sum();
-    stats.sent.store(sent - unsent, Relaxed);
+    stats.sent.store(t.sent - unsent, Relaxed);
     stats
         .bytes
-        .store(bytes - unsent * frame_len as u64, Relaxed);
+        .store(t.bytes - unsent * frame.len as u64, Relaxed);
     stats.done.store(true, Relaxed);
     0
+}
+
+/// How many frames a queue may make now: a burst, within what is left of
+/// `cfg.count` and of what the rate allows `elapsed` TSC ticks in.
+fn budget(cfg: &GenConfig, sent: u64, elapsed: u64, tsc_hz: u64) -> u64 {
+    let mut want = cfg.burst as u64;
+    if cfg.count != 0 {
+        want = want.min(cfg.count - sent);
+    }
+    if cfg.rate_pps != 0 {
+        let allowed = (elapsed as u128 * cfg.rate_pps as u128 / tsc_hz as u128) as u64;
+        want = want.min(allowed.saturating_sub(sent));
+    }
+    want
+}
+
+/// The flow a queue's next frame belongs to: `interleave` segments from
+/// one of its flows (`order`), then the next (`cursor`: where it is).
+#[inline(always)]
+fn next_flow<'a>(
+    flows: &'a mut [Flow],
+    order: &[usize],
+    cursor: &mut (usize, u32),
+    interleave: u32,
+) -> &'a mut Flow {
+    let (fi, taken) = cursor;
+    let f = order[*fi];
+    *taken += 1;
+    if *taken == interleave {
+        *taken = 0;
+        *fi = (*fi + 1) % order.len();
+    }
+    &mut flows[f]
+}
+
+/// Writes the flow's next segment into `m`: its headers, the payload, the
+/// lengths and the RX flags.
+///
+/// # Safety
+/// `m` is a fresh mbuf the caller owns whose data room holds a whole frame.
+#[inline(always)]
+unsafe fn write_frame(
+    m: *mut rte_mbuf,
+    f: &mut Flow,
+    frame: &Frame<'_>,
+    tsval: u32,
+    cfg: &GenConfig,
+) {
+    debug_assert_eq!(f.hdr_len, frame.hdr_len);
+    // SAFETY: the frame fits m's data room (the caller's promise), so the
+    // headers and the payload after them are inside its buffer.
+    unsafe {
+        let d = mb::mtod(m);
+        f.emit(d, tsval, cfg.psh_every, cfg.mss);
+        std::ptr::copy_nonoverlapping(
+            frame.payload.as_ptr(),
+            d.add(frame.hdr_len),
+            frame.payload.len(),
+        );
+        (*m).data_len = frame.len as u16;
+        (*m).pkt_len = frame.len;
+        (*m).ol_flags = frame.ol_flags;
+    }
 }
 
 #[cfg(test)]

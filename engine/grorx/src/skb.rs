@@ -10,9 +10,9 @@
 //! the head is a separate allocation from its own pool and the headers are
 //! copied into it, as drivers did before build_skb.
 
+use crate::dpdk::mbuf::{self, field as mb, flags::*, rte_mbuf, rte_mempool};
 use crate::dpdk::mempool::Mempool;
 use crate::gro::{CsumHint, GroBuf, GsoInfo, RxHints};
-use dpdk_sys::{self as sys, inline as mb};
 use std::ptr::NonNull;
 
 /// The skb's metadata, in the head mbuf's private area.
@@ -21,7 +21,7 @@ use std::ptr::NonNull;
 #[derive(Debug, Clone, Copy)]
 pub struct SkbMeta {
     /// Last segment of the chain.
-    pub tail: *mut sys::rte_mbuf,
+    pub tail: *mut rte_mbuf,
     /// Bytes of buffer this packet pins (mbuf + private area + data room, per buffer).
     pub truesize: u32,
     /// Headroom a prepend may use (the `--headroom` setting, at most what the head has).
@@ -92,7 +92,7 @@ pub struct SkbConf {
     /// Bytes one buffer of the RX pool pins.
     pub buf_truesize: u32,
     /// The head pool (copy mode).
-    pub head_pool: *mut sys::rte_mempool,
+    pub head_pool: *mut rte_mempool,
     /// Bytes one buffer of the head pool pins.
     pub head_truesize: u32,
     /// Bytes copy mode copies from a frame that is not TCP (a driver's
@@ -117,7 +117,7 @@ pub struct SkbStats {
 
 /// An owned packet: an mbuf chain with its skb in the head's private area.
 #[repr(transparent)]
-pub struct Skb(NonNull<sys::rte_mbuf>);
+pub struct Skb(NonNull<rte_mbuf>);
 
 // GRO's table entry is laid out for a packet handle of one pointer.
 const _: () = assert!(std::mem::size_of::<Option<Skb>>() == std::mem::size_of::<usize>());
@@ -143,7 +143,7 @@ impl Skb {
     /// `conf.head_pool` is a valid mbuf pool with such a private area too.
     #[doc(hidden)]
     #[inline(always)]
-    pub unsafe fn build(m: *mut sys::rte_mbuf, conf: &SkbConf, stats: &mut SkbStats) -> Skb {
+    pub unsafe fn build(m: *mut rte_mbuf, conf: &SkbConf, stats: &mut SkbStats) -> Skb {
         // SAFETY: the caller's contract is build_with_tail's; the last
         // segment is found by walking the chain it owns.
         unsafe {
@@ -168,7 +168,7 @@ impl Skb {
     #[doc(hidden)]
     #[inline(always)]
     pub unsafe fn build_checked(
-        m: *mut sys::rte_mbuf,
+        m: *mut rte_mbuf,
         conf: &SkbConf,
         stats: &mut SkbStats,
     ) -> Option<Skb> {
@@ -182,7 +182,7 @@ impl Skb {
                 Some(tail) => Some(Self::build_with_tail(m, tail, conf, stats)),
                 None => {
                     stats.malformed += 1;
-                    sys::rte_pktmbuf_free(m);
+                    mbuf::free(m);
                     None
                 }
             }
@@ -195,8 +195,8 @@ impl Skb {
     /// As `build`; `tail` is the last segment of `m`.
     #[inline(always)]
     unsafe fn build_with_tail(
-        m: *mut sys::rte_mbuf,
-        tail: *mut sys::rte_mbuf,
+        m: *mut rte_mbuf,
+        tail: *mut rte_mbuf,
         conf: &SkbConf,
         stats: &mut SkbStats,
     ) -> Skb {
@@ -246,12 +246,12 @@ impl Skb {
     /// # Safety
     /// `m` is a valid chain head the caller owns and may write;
     /// `conf.head_pool` is a valid mbuf pool.
-    unsafe fn copy_head(m: *mut sys::rte_mbuf, conf: &SkbConf) -> Option<*mut sys::rte_mbuf> {
+    unsafe fn copy_head(m: *mut rte_mbuf, conf: &SkbConf) -> Option<*mut rte_mbuf> {
         // SAFETY: the caller guarantees `m` is a writable chain head it owns and
         // that head_pool is valid; `h` is checked non-null and fresh, and the copy
         // is at most both the source's data_len and the new head's tailroom.
         unsafe {
-            let h = sys::rte_pktmbuf_alloc(conf.head_pool);
+            let h = mbuf::alloc(conf.head_pool);
             if h.is_null() {
                 return None;
             }
@@ -284,14 +284,14 @@ impl Skb {
     /// The head mbuf (the skb keeps ownership).
     #[doc(hidden)]
     #[inline(always)]
-    pub fn as_ptr(&self) -> *mut sys::rte_mbuf {
+    pub fn as_ptr(&self) -> *mut rte_mbuf {
         self.0.as_ptr()
     }
 
     /// Gives the chain back as a raw mbuf (the skb metadata stays in place).
     #[doc(hidden)]
     #[inline(always)]
-    pub fn into_mbuf(self) -> *mut sys::rte_mbuf {
+    pub fn into_mbuf(self) -> *mut rte_mbuf {
         let p = self.0.as_ptr();
         std::mem::forget(self);
         p
@@ -322,9 +322,9 @@ impl Skb {
     #[inline(always)]
     unsafe fn link(
         &mut self,
-        o: *mut sys::rte_mbuf,
+        o: *mut rte_mbuf,
         off: usize,
-        tail: *mut sys::rte_mbuf,
+        tail: *mut rte_mbuf,
         nb: u16,
         len: u32,
         truesize: u32,
@@ -346,7 +346,7 @@ impl Skb {
     /// # Safety
     /// `tail` is the last buffer of a chain we own that our old tail links to.
     #[inline(always)]
-    unsafe fn grew(&mut self, tail: *mut sys::rte_mbuf, nb: u16, len: u32, truesize: u32) {
+    unsafe fn grew(&mut self, tail: *mut rte_mbuf, nb: u16, len: u32, truesize: u32) {
         let h = self.as_ptr();
         let meta = self.meta_mut();
         meta.tail = tail;
@@ -389,12 +389,12 @@ impl Skb {
         // SAFETY: a fresh mbuf becomes the new head; the skb moves to its
         // private area (the pool must have one too, as every grorx pool does).
         unsafe {
-            let h = sys::rte_pktmbuf_alloc(pool.as_ptr());
+            let h = mbuf::alloc(pool.as_ptr());
             if h.is_null() {
                 return None;
             }
             if (*h).priv_size < PRIV_SIZE || n > (*h).buf_len {
-                sys::rte_pktmbuf_free(h);
+                mbuf::free(h);
                 return None;
             }
             // Put the new bytes at the end of the header mbuf's room, leaving
@@ -426,14 +426,13 @@ impl Skb {
 /// `m` points to a chain head the caller may read, whose `next` pointers
 /// link valid mbufs.
 #[inline(always)]
-unsafe fn checked_tail(m: *mut sys::rte_mbuf) -> Option<*mut sys::rte_mbuf> {
+unsafe fn checked_tail(m: *mut rte_mbuf) -> Option<*mut rte_mbuf> {
     // SAFETY: the caller guarantees `m` and every mbuf `next` links are
     // valid; we follow `next` only while it is non-null and at most nb_segs
     // times, reading fields only.
     unsafe {
-        let in_buf = |s: *mut sys::rte_mbuf| {
-            (*s).data_off as u32 + (*s).data_len as u32 <= (*s).buf_len as u32
-        };
+        let in_buf =
+            |s: *mut rte_mbuf| (*s).data_off as u32 + (*s).data_len as u32 <= (*s).buf_len as u32;
         let (nb, pkt_len) = ((*m).nb_segs, (*m).pkt_len);
         if nb == 1 {
             let ok = (*m).next.is_null() && pkt_len == (*m).data_len as u32 && in_buf(m);
@@ -457,7 +456,7 @@ unsafe fn checked_tail(m: *mut sys::rte_mbuf) -> Option<*mut sys::rte_mbuf> {
 /// # Safety
 /// `m` points to a valid chain head the caller may read.
 #[inline(always)]
-unsafe fn last_seg(mut m: *mut sys::rte_mbuf) -> *mut sys::rte_mbuf {
+unsafe fn last_seg(mut m: *mut rte_mbuf) -> *mut rte_mbuf {
     // SAFETY: the caller guarantees a readable chain; we follow `next` only
     // while it is non-null.
     unsafe {
@@ -471,22 +470,22 @@ unsafe fn last_seg(mut m: *mut sys::rte_mbuf) -> *mut sys::rte_mbuf {
 /// What an mbuf's RX flags `f` say of its checksums.
 #[inline(always)]
 pub(crate) fn hints_of(f: u64) -> RxHints {
-    const ANY: u64 = (sys::RTE_MBUF_F_RX_IP_CKSUM_MASK | sys::RTE_MBUF_F_RX_L4_CKSUM_MASK) as u64;
+    const ANY: u64 = (RTE_MBUF_F_RX_IP_CKSUM_MASK | RTE_MBUF_F_RX_L4_CKSUM_MASK) as u64;
     if f & ANY == 0 {
         return RxHints::default(); // most vdevs say nothing
     }
     RxHints {
         ip: hint(
             f,
-            sys::RTE_MBUF_F_RX_IP_CKSUM_MASK as u64,
-            sys::RTE_MBUF_F_RX_IP_CKSUM_GOOD as u64,
-            sys::RTE_MBUF_F_RX_IP_CKSUM_BAD as u64,
+            RTE_MBUF_F_RX_IP_CKSUM_MASK as u64,
+            RTE_MBUF_F_RX_IP_CKSUM_GOOD as u64,
+            RTE_MBUF_F_RX_IP_CKSUM_BAD as u64,
         ),
         l4: hint(
             f,
-            sys::RTE_MBUF_F_RX_L4_CKSUM_MASK as u64,
-            sys::RTE_MBUF_F_RX_L4_CKSUM_GOOD as u64,
-            sys::RTE_MBUF_F_RX_L4_CKSUM_BAD as u64,
+            RTE_MBUF_F_RX_L4_CKSUM_MASK as u64,
+            RTE_MBUF_F_RX_L4_CKSUM_GOOD as u64,
+            RTE_MBUF_F_RX_L4_CKSUM_BAD as u64,
         ),
     }
 }
@@ -592,7 +591,7 @@ impl GroBuf for Skb {
                 (*o).nb_segs = 1;
                 // It no longer pins its buffer for us.
                 o_truesize -= (*mb::pool(o)).elt_size.min(o_truesize);
-                sys::rte_pktmbuf_free_seg(o);
+                mbuf::free_seg(o);
                 o = next;
                 nb -= 1;
             }
@@ -689,13 +688,13 @@ impl GroBuf for Skb {
             );
             if info.tso {
                 (*m).ol_flags |= if info.udp {
-                    sys::RTE_MBUF_F_TX_UDP_SEG
+                    RTE_MBUF_F_TX_UDP_SEG
                 } else {
-                    sys::RTE_MBUF_F_TX_TCP_SEG
+                    RTE_MBUF_F_TX_TCP_SEG
                 } | if info.ipv6 {
-                    sys::RTE_MBUF_F_TX_IPV6
+                    RTE_MBUF_F_TX_IPV6
                 } else {
-                    sys::RTE_MBUF_F_TX_IPV4 | sys::RTE_MBUF_F_TX_IP_CKSUM
+                    RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM
                 };
             }
         }
@@ -817,6 +816,6 @@ impl Skb {
 impl Drop for Skb {
     fn drop(&mut self) {
         // SAFETY: we own the chain.
-        unsafe { sys::rte_pktmbuf_free(self.as_ptr()) }
+        unsafe { mbuf::free(self.as_ptr()) }
     }
 }

@@ -16,10 +16,10 @@
 pub mod pcap;
 
 use crate::dpdk::eal::{cstring, rte_errno, strerror, tsc, Eal};
+use crate::dpdk::mbuf::{field as mb, rte_mbuf};
 use crate::dpdk::mbuf::{BulkFree, Burst};
-use crate::dpdk::ring_port::RingPtr;
+use crate::dpdk::ring_port::{RingPtr, SINGLE_CONSUMER};
 use anyhow::{bail, Context, Result};
-use dpdk_sys::{self as sys, inline as mb};
 use pcap::Writer;
 use std::fs::File;
 use std::io::{self, Write};
@@ -97,8 +97,8 @@ impl Link {
 pub struct CaptureTx(pub(crate) Arc<Link>);
 
 impl CaptureTx {
-    pub(crate) fn ring(&self) -> *mut sys::rte_ring {
-        self.0.ring.0
+    pub(crate) fn ring(&self) -> RingPtr {
+        self.0.ring
     }
 
     /// True once the run is stopping and the writer has not moved since
@@ -168,22 +168,14 @@ impl Capture {
     pub fn start(path: &Path, file: File, slots: u32, cpu: Option<usize>) -> Result<Capture> {
         let name = format!("grx-cap{}", SEQ.fetch_add(1, Ordering::Relaxed));
         let c = cstring("ring name", &name)?;
-        // SAFETY: valid name; multi-producer (workers), single consumer (the
-        // writer, or the run once the writer is left behind: under `abandoned`).
-        let r = unsafe {
-            sys::rte_ring_create(
-                c.as_ptr(),
-                slots.next_power_of_two(),
-                -1,
-                sys::RING_F_SC_DEQ,
-            )
-        };
-        if r.is_null() {
+        // Multi-producer (workers), single consumer (the writer, or the run
+        // once the writer is left behind: under `abandoned`).
+        let Some(r) = RingPtr::create(&c, slots.next_power_of_two(), -1, SINGLE_CONSUMER) else {
             bail!("cannot create the capture ring: {}", strerror(rte_errno()));
-        }
+        };
         let hz = Eal::get().map(|e| e.tsc_hz()).unwrap_or(1_000_000_000);
         let link = Arc::new(Link {
-            ring: RingPtr(r),
+            ring: r,
             path: path.to_path_buf(),
             stop: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
@@ -212,7 +204,7 @@ impl Capture {
             Ok(t) => t,
             Err(e) => {
                 // SAFETY: nothing else has the ring yet.
-                unsafe { sys::rte_ring_free(r) };
+                unsafe { r.free() };
                 return Err(e).context("cannot start the capture thread");
             }
         };
@@ -325,7 +317,7 @@ impl Drop for Capture {
         // SAFETY: the writer has exited, or was left behind and no longer
         // touches the ring; the stages that fed it are gone (they go with
         // the workers, before the capture).
-        unsafe { sys::rte_ring_free(self.link.ring.0) };
+        unsafe { self.link.ring.free() };
     }
 }
 
@@ -466,7 +458,7 @@ fn write_loop(l: &Link, file: File) {
 
 /// The segments of an mbuf chain as byte slices.
 #[derive(Clone, Copy)]
-struct Chunks(*mut sys::rte_mbuf);
+struct Chunks(*mut rte_mbuf);
 
 impl Iterator for Chunks {
     type Item = &'static [u8];

@@ -283,3 +283,27 @@ pub fn runtime_dir() -> Option<std::path::PathBuf> {
     let s = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
     (!s.is_empty()).then(|| s.into())
 }
+
+/// A callback EAL's alarms call, on its interrupt thread.
+pub type AlarmFn = unsafe extern "C" fn(*mut c_void);
+
+/// Arms a one-shot EAL alarm: `cb(arg)` on the interrupt thread in `us`
+/// microseconds. Returns 0, or a negative errno.
+///
+/// # Safety
+/// `arg` stays valid for `cb` until the alarm has fired or
+/// [`alarm_cancel`] has returned.
+pub unsafe fn alarm_set(us: u64, cb: AlarmFn, arg: *mut c_void) -> i32 {
+    // SAFETY: the caller keeps arg alive for cb (its promise).
+    unsafe { sys::rte_eal_alarm_set(us, Some(cb), arg) }
+}
+
+/// Cancels the alarms armed with `cb` and `arg`, waiting for one that is
+/// running. Returns how many were cancelled, or a negative errno.
+///
+/// # Safety
+/// Not called from `cb` itself (it would wait for itself).
+pub unsafe fn alarm_cancel(cb: AlarmFn, arg: *mut c_void) -> i32 {
+    // SAFETY: a plain cancel; the caller is not the callback.
+    unsafe { sys::rte_eal_alarm_cancel(Some(cb), arg) }
+}

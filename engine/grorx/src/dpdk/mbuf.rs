@@ -12,6 +12,87 @@ use std::ptr::NonNull;
 /// prepend may take without another mbuf).
 pub(crate) use dpdk_sys::RTE_PKTMBUF_HEADROOM;
 
+/// DPDK's mbuf header and pool, for the signatures that carry raw pointers
+/// to them (the hot path passes mbufs as raw pointers, ownership by
+/// contract).
+pub use dpdk_sys::{rte_mbuf, rte_mempool};
+
+/// Field reads and writes of a raw mbuf: plain field accesses (no FFI
+/// call), each an `unsafe fn` whose caller vouches for the pointer.
+pub mod field {
+    pub use dpdk_sys::inline::{
+        data_len, headroom, mtod, nb_segs, next, ol_flags, packet_type, pkt_len, pool, priv_area,
+        refcnt, rss_hash, set_packet_type, set_tx_offload, tailroom, tx_offload, tx_offload_word,
+    };
+}
+
+/// The `ol_flags` bits the engine reads (what the NIC checked) and sets
+/// (what it asks of the TX port).
+pub mod flags {
+    pub use dpdk_sys::{
+        RTE_MBUF_F_EXTERNAL, RTE_MBUF_F_INDIRECT, RTE_MBUF_F_RX_IP_CKSUM_BAD,
+        RTE_MBUF_F_RX_IP_CKSUM_GOOD, RTE_MBUF_F_RX_IP_CKSUM_MASK, RTE_MBUF_F_RX_L4_CKSUM_BAD,
+        RTE_MBUF_F_RX_L4_CKSUM_GOOD, RTE_MBUF_F_RX_L4_CKSUM_MASK, RTE_MBUF_F_RX_RSS_HASH,
+        RTE_MBUF_F_TX_IPV4, RTE_MBUF_F_TX_IPV6, RTE_MBUF_F_TX_IP_CKSUM, RTE_MBUF_F_TX_OFFLOAD_MASK,
+        RTE_MBUF_F_TX_OUTER_IPV4, RTE_MBUF_F_TX_OUTER_IP_CKSUM, RTE_MBUF_F_TX_TCP_SEG,
+        RTE_MBUF_F_TX_TUNNEL_VXLAN, RTE_MBUF_F_TX_UDP_SEG,
+    };
+}
+
+/// Frees an mbuf chain (`rte_pktmbuf_free`: refcounts, indirect and
+/// external buffers handled). Null is a no-op.
+///
+/// # Safety
+/// `m` is null or a valid chain head the caller owns and no longer uses.
+#[inline(always)]
+pub unsafe fn free(m: *mut rte_mbuf) {
+    // SAFETY: the caller gives up a chain it owns.
+    unsafe { sys::rte_pktmbuf_free(m) }
+}
+
+/// Frees one segment, not its successors (`rte_pktmbuf_free_seg`).
+///
+/// # Safety
+/// `m` is a valid segment the caller owns, no longer uses and has unlinked
+/// from (or will not free through) any chain.
+#[inline(always)]
+pub unsafe fn free_seg(m: *mut rte_mbuf) {
+    // SAFETY: the caller gives up a segment it owns.
+    unsafe { sys::rte_pktmbuf_free_seg(m) }
+}
+
+/// Frees chains in one call (`rte_pktmbuf_free_bulk`).
+///
+/// # Safety
+/// Every pointer in `ms` is a valid chain head the caller owns and no
+/// longer uses (and none appears twice).
+#[inline(always)]
+pub unsafe fn free_bulk(ms: &mut [*mut rte_mbuf]) {
+    // SAFETY: the caller gives up every chain in `ms`.
+    unsafe { sys::rte_pktmbuf_free_bulk(ms.as_mut_ptr(), ms.len() as u32) }
+}
+
+/// One mbuf from `pool`, reset (`rte_pktmbuf_alloc`); null when it is empty.
+///
+/// # Safety
+/// `pool` is a valid mbuf pool.
+#[inline(always)]
+pub unsafe fn alloc(pool: *mut rte_mempool) -> *mut rte_mbuf {
+    // SAFETY: a valid pool (the caller's promise).
+    unsafe { sys::rte_pktmbuf_alloc(pool) }
+}
+
+/// Fills `ms` with fresh mbufs from `pool` in one call, or allocates none
+/// and returns false.
+///
+/// # Safety
+/// `pool` is a valid mbuf pool.
+#[inline(always)]
+pub unsafe fn alloc_bulk(pool: *mut rte_mempool, ms: &mut [*mut rte_mbuf]) -> bool {
+    // SAFETY: a valid pool; room for ms.len() pointers.
+    unsafe { sys::rte_pktmbuf_alloc_bulk(pool, ms.as_mut_ptr(), ms.len() as u32) == 0 }
+}
+
 /// Whether `m` is as `rte_pktmbuf_alloc` leaves it and nothing filled it
 /// since: one segment, no data, no flags, refcnt 1, no port. What a driver
 /// allocated for its RX ring and never handed up looks like this; a packet
@@ -475,5 +556,14 @@ impl BulkFree {
 impl Drop for BulkFree {
     fn drop(&mut self) {
         self.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_room_for_mtu_1500_is_dpdks_default() {
+        let room = crate::pool_sizing::auto_data_room(1500, super::RTE_PKTMBUF_HEADROOM).unwrap();
+        assert_eq!(room as u32, dpdk_sys::RTE_MBUF_DEFAULT_BUF_SIZE);
     }
 }

@@ -4,7 +4,7 @@
 //! (nothing reads them; whatever a stage sends there is freed at teardown).
 
 use super::eal::{cstring, rte_errno, strerror};
-use super::mbuf::Burst;
+use super::mbuf::{rte_mbuf, Burst};
 use anyhow::{bail, Result};
 use dpdk_sys as sys;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -19,6 +19,50 @@ unsafe impl Send for RingPtr {}
 // producer and a single consumer, as its flags say.
 unsafe impl Sync for RingPtr {}
 
+/// A ring with one consumer (`RING_F_SC_DEQ`); without it, any number.
+pub const SINGLE_CONSUMER: u32 = sys::RING_F_SC_DEQ;
+/// A ring with one producer (`RING_F_SP_ENQ`); without it, any number.
+pub const SINGLE_PRODUCER: u32 = sys::RING_F_SP_ENQ;
+
+impl RingPtr {
+    /// `rte_ring_create`: a ring of `size` slots (a power of two) on
+    /// `socket` (-1: any); None when DPDK cannot make it (`rte_errno` says
+    /// why).
+    pub fn create(name: &std::ffi::CStr, size: u32, socket: i32, flags: u32) -> Option<RingPtr> {
+        // SAFETY: a valid NUL-terminated name; DPDK checks the rest.
+        let r = unsafe { sys::rte_ring_create(name.as_ptr(), size, socket, flags) };
+        (!r.is_null()).then_some(RingPtr(r))
+    }
+
+    /// Frees the ring (what it still holds is not freed).
+    ///
+    /// # Safety
+    /// Nothing uses the ring any more, nor will.
+    pub unsafe fn free(self) {
+        // SAFETY: the ring is ours and unused (the caller's promise).
+        unsafe { sys::rte_ring_free(self.0) }
+    }
+
+    /// Enqueues the first of `pkts` the ring has room for; returns how many
+    /// it took (it owns them from then on).
+    ///
+    /// # Safety
+    /// The ring carries mbufs, and takes several producers or the caller is
+    /// its only one; `pkts` are chains the caller owns.
+    #[inline(always)]
+    pub unsafe fn enqueue_burst(self, pkts: &[*mut rte_mbuf]) -> usize {
+        // SAFETY: the caller's promise; the ring copies the pointers it takes.
+        unsafe {
+            sys::rte_ring_enqueue_burst(
+                self.0,
+                pkts.as_ptr() as *const *mut std::ffi::c_void,
+                pkts.len() as u32,
+                std::ptr::null_mut(),
+            ) as usize
+        }
+    }
+}
+
 pub struct RingPort {
     pub port_id: u16,
     pub name: String,
@@ -30,15 +74,13 @@ static SEQ: AtomicU32 = AtomicU32::new(0);
 
 fn ring(name: &str, size: u32, socket: i32, flags: u32) -> Result<RingPtr> {
     let c = cstring("ring name", name)?;
-    // SAFETY: valid name; DPDK checks the size (a power of two).
-    let r = unsafe { sys::rte_ring_create(c.as_ptr(), size, socket, flags) };
-    if r.is_null() {
+    let Some(r) = RingPtr::create(&c, size, socket, flags) else {
         bail!(
             "cannot create ring {name} ({size} slots): {}",
             strerror(rte_errno())
         );
-    }
-    Ok(RingPtr(r))
+    };
+    Ok(r)
 }
 
 impl RingPort {
@@ -55,7 +97,7 @@ impl RingPort {
             tx: Vec::new(),
         };
         // SP/SC: one generator lcore produces, one worker lcore consumes.
-        let flags = sys::RING_F_SP_ENQ | sys::RING_F_SC_DEQ;
+        let flags = SINGLE_PRODUCER | SINGLE_CONSUMER;
         for q in 0..queues {
             port.rx
                 .push(ring(&format!("grx{n}r{q}"), size, socket, flags)?);
@@ -122,7 +164,7 @@ impl Drop for RingPort {
         for r in self.rx.iter().chain(&self.tx) {
             // SAFETY: the port using the ring is closed (the owner drops the
             // Port first); nothing else holds the ring.
-            unsafe { sys::rte_ring_free(r.0) };
+            unsafe { r.free() };
         }
     }
 }

@@ -5,7 +5,7 @@ use crate::dpdk::mbuf::for_chunks;
 
 /// A read position in an mbuf chain the forwarder owns from `m` on.
 pub(super) struct Cursor {
-    pub(super) m: *mut sys::rte_mbuf,
+    pub(super) m: *mut rte_mbuf,
     pub(super) off: usize,
 }
 
@@ -14,10 +14,10 @@ pub(super) struct Cursor {
 /// # Safety
 /// `m` points to a live mbuf the caller may write.
 #[inline(always)]
-pub(super) unsafe fn clear_tx_flags(m: *mut sys::rte_mbuf) {
+pub(super) unsafe fn clear_tx_flags(m: *mut rte_mbuf) {
     // SAFETY: the caller guarantees `m` is a live mbuf it may write.
     unsafe {
-        (*m).ol_flags &= !sys::RTE_MBUF_F_TX_OFFLOAD_MASK;
+        (*m).ol_flags &= !RTE_MBUF_F_TX_OFFLOAD_MASK;
     }
 }
 
@@ -27,7 +27,7 @@ pub(super) unsafe fn clear_tx_flags(m: *mut sys::rte_mbuf) {
 /// # Safety
 /// `m` is null or a valid chain the caller may read.
 #[inline(always)]
-pub(super) unsafe fn walk(m: *mut sys::rte_mbuf, len: usize) -> (*mut sys::rte_mbuf, u16, usize) {
+pub(super) unsafe fn walk(m: *mut rte_mbuf, len: usize) -> (*mut rte_mbuf, u16, usize) {
     let (mut x, mut cnt, mut acc) = (m, 0u16, 0usize);
     while !x.is_null() {
         // SAFETY: `x` is non-null and, by the caller's contract, a segment of
@@ -48,7 +48,7 @@ pub(super) unsafe fn walk(m: *mut sys::rte_mbuf, len: usize) -> (*mut sys::rte_m
 ///
 /// # Safety
 /// `m` is null or a valid chain the caller may read.
-pub(super) unsafe fn gather(m: *mut sys::rte_mbuf, off: usize, out: &mut [u8]) -> bool {
+pub(super) unsafe fn gather(m: *mut rte_mbuf, off: usize, out: &mut [u8]) -> bool {
     let mut at = 0;
     // SAFETY: the caller guarantees the chain is readable; for_chunks gives
     // pieces inside it totalling at most out.len(), so `at + n` stays in `out`.
@@ -64,7 +64,7 @@ pub(super) unsafe fn gather(m: *mut sys::rte_mbuf, off: usize, out: &mut [u8]) -
 ///
 /// # Safety
 /// `m` is null or a valid chain the caller may write.
-pub(super) unsafe fn scatter(m: *mut sys::rte_mbuf, off: usize, src: &[u8]) -> bool {
+pub(super) unsafe fn scatter(m: *mut rte_mbuf, off: usize, src: &[u8]) -> bool {
     let mut at = 0;
     // SAFETY: the caller guarantees the chain is writable; for_chunks gives
     // pieces inside it totalling at most src.len(), so `at + n` stays in `src`.
@@ -80,7 +80,7 @@ pub(super) unsafe fn scatter(m: *mut sys::rte_mbuf, off: usize, src: &[u8]) -> b
 ///
 /// # Safety
 /// `m` is null or a valid chain the caller may read.
-pub(super) unsafe fn chain_sum(m: *mut sys::rte_mbuf, off: usize, len: usize) -> u16 {
+pub(super) unsafe fn chain_sum(m: *mut rte_mbuf, off: usize, len: usize) -> u16 {
     let mut s = csum::Chained::default();
     // SAFETY: the caller guarantees the chain is readable; each piece for_chunks
     // gives lies inside one segment's data.
@@ -102,7 +102,7 @@ pub(super) unsafe fn normalize(cur: &mut Cursor) {
             cur.off -= mb::data_len(cur.m) as usize;
             let next = mb::next(cur.m);
             (*cur.m).next = std::ptr::null_mut();
-            sys::rte_pktmbuf_free_seg(cur.m);
+            mbuf::free_seg(cur.m);
             cur.m = next;
         }
     }
@@ -145,7 +145,7 @@ pub(super) unsafe fn free_cursor(cur: &mut Cursor) {
     if !cur.m.is_null() {
         // SAFETY: the caller guarantees we own the rest of the chain; cur.m is
         // nulled right after so it cannot be freed twice.
-        unsafe { sys::rte_pktmbuf_free(cur.m) };
+        unsafe { mbuf::free(cur.m) };
         cur.m = std::ptr::null_mut();
     }
 }

@@ -13,7 +13,7 @@ impl Forwarder {
     /// queued for transmit.
     pub(super) unsafe fn virtio_gso(
         &mut self,
-        m: *mut sys::rte_mbuf,
+        m: *mut rte_mbuf,
         h: &mut [u8; MAX_HDR],
         lay: &Layout,
     ) {
@@ -61,18 +61,18 @@ impl Forwarder {
     /// queued for transmit.
     pub(super) unsafe fn tso(
         &mut self,
-        m: *mut sys::rte_mbuf,
+        m: *mut rte_mbuf,
         h: &mut [u8; MAX_HDR],
         lay: &Layout,
         sport: u16,
     ) {
         let hl = lay.hdr_len();
         let (ip, tcp) = (lay.ip(), lay.tcp());
-        let mut flags = sys::RTE_MBUF_F_TX_TCP_SEG;
+        let mut flags = RTE_MBUF_F_TX_TCP_SEG;
         if lay.ipv6 {
-            flags |= sys::RTE_MBUF_F_TX_IPV6;
+            flags |= RTE_MBUF_F_TX_IPV6;
         } else {
-            flags |= sys::RTE_MBUF_F_TX_IPV4 | sys::RTE_MBUF_F_TX_IP_CKSUM;
+            flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM;
             field::write16(h, ip, ipv4::CHECKSUM, 0);
         }
         let p = pseudo(h, lay, 0);
@@ -84,9 +84,9 @@ impl Forwarder {
             // SAFETY: the caller guarantees `m` is a valid chain head.
             let total = unsafe { mb::pkt_len(m) } as usize;
             write_outer(&mut h[..lay.elen], &self.outer, total, id, sport, false);
-            flags |= sys::RTE_MBUF_F_TX_OUTER_IPV4
-                | sys::RTE_MBUF_F_TX_OUTER_IP_CKSUM
-                | sys::RTE_MBUF_F_TX_TUNNEL_VXLAN;
+            flags |= RTE_MBUF_F_TX_OUTER_IPV4
+                | RTE_MBUF_F_TX_OUTER_IP_CKSUM
+                | RTE_MBUF_F_TX_TUNNEL_VXLAN;
             // Tunnel layout: l2_len = outer UDP + VXLAN + inner L2.
             word = mb::tx_offload_word(
                 16 + lay.l2 as u64,
@@ -99,7 +99,7 @@ impl Forwarder {
         // write; scatter stays within its data.
         unsafe {
             scatter(m, 0, &h[..hl]);
-            (*m).ol_flags = ((*m).ol_flags & !sys::RTE_MBUF_F_TX_OFFLOAD_MASK) | flags;
+            (*m).ol_flags = ((*m).ol_flags & !RTE_MBUF_F_TX_OFFLOAD_MASK) | flags;
             (*m).__bindgen_anon_3.tx_offload = word;
         }
         self.stats.tso_packets += 1;
@@ -115,7 +115,7 @@ impl Forwarder {
     /// segments are queued for transmit or freed.
     pub(super) unsafe fn gso(
         &mut self,
-        m: *mut sys::rte_mbuf,
+        m: *mut rte_mbuf,
         tmpl: &[u8; MAX_HDR],
         lay: &Layout,
         sport: u16,
@@ -193,14 +193,14 @@ impl Forwarder {
     /// `hdr.len() <= MAX_HDR`.
     pub(super) unsafe fn emit_aligned(
         &mut self,
-        first: *mut sys::rte_mbuf,
+        first: *mut rte_mbuf,
         cnt: u16,
         hdr: &[u8],
         seglen: usize,
         reserve: usize,
     ) {
         let hl = hdr.len();
-        const NOT_DIRECT: u64 = sys::RTE_MBUF_F_INDIRECT | sys::RTE_MBUF_F_EXTERNAL;
+        const NOT_DIRECT: u64 = RTE_MBUF_F_INDIRECT | RTE_MBUF_F_EXTERNAL;
         // SAFETY: the caller hands us the detached chain `first`. Its headroom
         // is written only when we are its sole user (refcnt 1, direct buffer)
         // and it has `hl` bytes; else a fresh header mbuf, checked non-null,
@@ -223,10 +223,10 @@ impl Forwarder {
                 first
             } else {
                 self.stats.headroom_miss += 1;
-                let h = sys::rte_pktmbuf_alloc(self.pool.as_ptr());
+                let h = mbuf::alloc(self.pool.as_ptr());
                 if h.is_null() {
                     self.stats.no_mbuf += 1;
-                    return sys::rte_pktmbuf_free(first);
+                    return mbuf::free(first);
                 }
                 std::ptr::copy_nonoverlapping(hdr.as_ptr(), mb::mtod(h), hl);
                 (*h).data_len = hl as u16;
@@ -260,16 +260,14 @@ impl Forwarder {
         sport: u16,
     ) -> bool {
         let hl = lay.hdr_len();
-        let cap = (self.pool.data_room() as usize) - sys::RTE_PKTMBUF_HEADROOM as usize;
+        let cap = (self.pool.data_room() as usize) - RTE_PKTMBUF_HEADROOM as usize;
         let need = (hl + seglen).div_ceil(cap);
-        let mut d = [std::ptr::null_mut::<sys::rte_mbuf>(); MAX_COPY_SEGS];
+        let mut d = [std::ptr::null_mut::<rte_mbuf>(); MAX_COPY_SEGS];
         // SAFETY: the caller's contract on `cur` is take's. The `need` fresh
         // mbufs are ours; each copy fits the target's tailroom, and `need`
         // buffers of `cap` bytes hold the `hl + seglen` bytes.
         unsafe {
-            let ok = need <= MAX_COPY_SEGS
-                && sys::rte_pktmbuf_alloc_bulk(self.pool.as_ptr(), d.as_mut_ptr(), need as u32)
-                    == 0;
+            let ok = need <= MAX_COPY_SEGS && mbuf::alloc_bulk(self.pool.as_ptr(), &mut d[..need]);
             if !ok {
                 self.stats.no_mbuf += 1;
                 // Skip the segment's payload.
@@ -298,7 +296,7 @@ impl Forwarder {
                 }
             });
             if got < seglen {
-                sys::rte_pktmbuf_free_bulk(d.as_mut_ptr(), need as u32);
+                mbuf::free_bulk(d);
                 self.stats.malformed += 1;
                 return false;
             }

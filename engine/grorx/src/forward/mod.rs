@@ -36,13 +36,15 @@
 //! `vxlan` (outer headers), `chain` (walking and summing mbuf chains).
 
 use crate::csum;
+use crate::dpdk::ethdev;
+use crate::dpdk::mbuf::{self, field as mb, flags::*, rte_mbuf, RTE_PKTMBUF_HEADROOM};
 use crate::dpdk::mempool::Mempool;
+use crate::dpdk::tx::TxBatch;
 use crate::gro::GroBuf;
 use crate::port::gate::TxGate;
 use crate::skb::{self, Skb, SkbMeta, SkbStats};
 use crate::wire::{TCP_CWR, TCP_FIN, TCP_PSH};
 use anyhow::{bail, Context, Result};
-use dpdk_sys::{self as sys, inline as mb};
 use std::sync::Arc;
 
 mod big;
@@ -112,8 +114,6 @@ impl Layout {
 
 /// The TX stage of one worker for one output queue.
 pub struct Forwarder {
-    port: u16,
-    queue: u16,
     encap: Encap,
     /// The outer headers of Encap::Vxlan with the constant fields filled.
     outer: [u8; VXLAN_ENCAP_LEN as usize],
@@ -122,9 +122,7 @@ pub struct Forwarder {
     retries: u32,
     /// Header mbufs (headroom misses) and copied segments come from here.
     pool: Arc<Mempool>,
-    pending: [*mut sys::rte_mbuf; PENDING],
-    n: usize,
-    pending_bytes: u64,
+    pending: TxBatch<PENDING>,
     /// The pending batch carries offload requests: run rte_eth_tx_prepare.
     needs_prepare: bool,
     stats: ForwardStats,
@@ -161,21 +159,20 @@ impl Forwarder {
                 skb::PRIV_SIZE
             );
         }
-        if (pool.data_room() as usize) < sys::RTE_PKTMBUF_HEADROOM as usize + MAX_HDR {
+        if (pool.data_room() as usize) < RTE_PKTMBUF_HEADROOM as usize + MAX_HDR {
             bail!(
                 "forward pool {}: data room {} is too small for headers (need {})",
                 pool.name(),
                 pool.data_room(),
-                sys::RTE_PKTMBUF_HEADROOM as usize + MAX_HDR
+                RTE_PKTMBUF_HEADROOM as usize + MAX_HDR
             );
         }
         let bits = match conf.offloads {
             TxOffloads::Software => 0,
             TxOffloads::Given(b) => b,
             TxOffloads::Port => {
-                let mut c = sys::rte_eth_conf::default();
-                // SAFETY: valid port id (dev_info worked) and out-pointer.
-                let r = unsafe { sys::rte_eth_dev_conf_get(conf.port, &mut c) };
+                let mut c = ethdev::rte_eth_conf::default();
+                let r = ethdev::dev_conf_get(conf.port, &mut c);
                 if r != 0 {
                     bail!("forward port {}: cannot read its configuration", conf.port);
                 }
@@ -195,17 +192,13 @@ impl Forwarder {
             outer = outer_template(v);
         }
         Ok(Forwarder {
-            port: conf.port,
-            queue: conf.queue,
             encap: conf.encap,
             outer,
             outer_id: 0,
             caps: TxCaps::from_offloads(bits, max_segs),
             retries: conf.tx_retries,
             pool,
-            pending: [std::ptr::null_mut(); PENDING],
-            n: 0,
-            pending_bytes: 0,
+            pending: TxBatch::new(conf.port, conf.queue),
             needs_prepare: false,
             stats: ForwardStats::default(),
             skb_stats: SkbStats::default(),
@@ -230,7 +223,7 @@ impl Forwarder {
 
     /// Packets waiting for the next `flush`.
     pub fn pending(&self) -> usize {
-        self.n
+        self.pending.len()
     }
 
     /// Takes one packet GRO delivered: encapsulates, segments, and queues it
@@ -254,7 +247,7 @@ impl Forwarder {
         } else {
             self.push_merged(skb, &meta);
         }
-        if self.n >= TX_BURST {
+        if self.pending.len() >= TX_BURST {
             self.transmit(false);
         }
     }
@@ -357,7 +350,7 @@ impl Forwarder {
         // Room a software segment may take in front of its payload: the bytes
         // its frame's headers occupied plus the headroom setting (of the
         // RTE_PKTMBUF_HEADROOM every received buffer has in front).
-        let reserve = (sys::RTE_PKTMBUF_HEADROOM as usize).saturating_sub(meta.headroom as usize);
+        let reserve = (RTE_PKTMBUF_HEADROOM as usize).saturating_sub(meta.headroom as usize);
         if lay.elen > 0 {
             let ok = skb
                 .prepend(lay.elen as u16, &self.pool, &mut self.skb_stats)
@@ -375,7 +368,7 @@ impl Forwarder {
         unsafe {
             if mb::pkt_len(m) as usize <= hl || !gather(m, lay.elen, &mut h[lay.elen..hl]) {
                 self.stats.malformed += 1;
-                return sys::rte_pktmbuf_free(m);
+                return mbuf::free(m);
             }
             match self.encap {
                 // Datagrams go back to datagrams in software, whatever the
@@ -415,92 +408,36 @@ impl Forwarder {
 
     /// Adds a packet to the batch (transmitting first if the batch is full).
     #[inline(always)]
-    fn queue(&mut self, m: *mut sys::rte_mbuf) {
-        if self.n == PENDING {
+    fn queue(&mut self, m: *mut rte_mbuf) {
+        if self.pending.is_full() {
             self.transmit(true);
         }
-        // SAFETY: field read of a chain we own.
-        self.pending_bytes += unsafe { mb::pkt_len(m) } as u64;
-        self.pending[self.n] = m;
-        self.n += 1;
+        // SAFETY: a chain we own; the batch takes it.
+        unsafe { self.pending.push(m) };
     }
 
     /// Sends the batch: bounded retries, the rest freed and counted. With
     /// the port closed, the batch waits unless it must be emptied
     /// (`must_empty`: it is full, or this is the end), then it is freed.
     fn transmit(&mut self, must_empty: bool) {
-        let mut n = self.n;
-        if n == 0 {
+        if self.pending.is_empty() {
             return;
         }
         if self.gate.as_ref().is_some_and(|g| !g.open()) {
             if must_empty {
-                // SAFETY: pending[..n] are chains we own, never handed to
-                // the PMD.
-                unsafe { sys::rte_pktmbuf_free_bulk(self.pending.as_mut_ptr(), n as u32) };
-                self.stats.link_down += n as u64;
-                self.n = 0;
-                self.pending_bytes = 0;
+                self.stats.link_down += self.pending.free();
                 self.needs_prepare = false;
             }
             return;
         }
-        let mut lost_bytes = 0u64;
-        // SAFETY: pending[..n] are chains we own until the PMD takes them.
-        unsafe {
-            if self.needs_prepare {
-                let mut start = 0;
-                while start < n {
-                    let k = sys::rte_eth_tx_prepare(
-                        self.port,
-                        self.queue,
-                        self.pending.as_mut_ptr().add(start),
-                        (n - start) as u16,
-                    ) as usize;
-                    if start + k >= n {
-                        break;
-                    }
-                    // pending[start + k] is one the driver cannot send.
-                    let bad = start + k;
-                    lost_bytes += mb::pkt_len(self.pending[bad]) as u64;
-                    sys::rte_pktmbuf_free(self.pending[bad]);
-                    self.pending.copy_within(bad + 1..n, bad);
-                    n -= 1;
-                    self.stats.prepare_failed += 1;
-                    start = bad;
-                }
-            }
-            let mut done = 0usize;
-            let mut idle = 0u32;
-            while done < n {
-                let k = sys::rte_eth_tx_burst(
-                    self.port,
-                    self.queue,
-                    self.pending.as_mut_ptr().add(done),
-                    (n - done) as u16,
-                ) as usize;
-                done += k;
-                if k == 0 {
-                    idle += 1;
-                    if idle > self.retries {
-                        break;
-                    }
-                    std::hint::spin_loop();
-                }
-            }
-            if done < n {
-                for &m in &self.pending[done..n] {
-                    lost_bytes += mb::pkt_len(m) as u64;
-                }
-                sys::rte_pktmbuf_free_bulk(self.pending.as_mut_ptr().add(done), (n - done) as u32);
-                self.stats.tx_dropped += (n - done) as u64;
-            }
-            self.stats.tx_packets += done as u64;
+        if self.needs_prepare {
+            self.stats.prepare_failed += self.pending.prepare();
+            self.needs_prepare = false;
         }
-        self.stats.tx_bytes += self.pending_bytes - lost_bytes;
-        self.n = 0;
-        self.pending_bytes = 0;
-        self.needs_prepare = false;
+        let sent = self.pending.send(self.retries);
+        self.stats.tx_packets += sent.packets;
+        self.stats.tx_bytes += sent.bytes;
+        self.stats.tx_dropped += sent.dropped;
     }
 }
 
@@ -550,7 +487,7 @@ mod tests {
 
     #[test]
     fn caps_need_every_bit() {
-        let c = TxCaps::from_offloads(sys::RTE_ETH_TX_OFFLOAD_TCP_TSO, 0);
+        let c = TxCaps::from_offloads(ethdev::bits::RTE_ETH_TX_OFFLOAD_TCP_TSO, 0);
         assert!(!c.tso_v4 && c.tso_v6 && !c.vxlan_tso_v4);
         let all = tx_offloads_wanted(&Encap::Vxlan(VxlanConf::default()));
         let c = TxCaps::from_offloads(all, 0);

@@ -70,18 +70,13 @@ pub(super) const fn outer_lens_word(outer_l3: u64, outer_l2: u64) -> u64 {
 
 /// The outer UDP source port: configured, or from the inner flow (the RX
 /// RSS hash when the NIC gave one, else the addresses and ports).
-pub(super) fn vxlan_sport(
-    v: &VxlanConf,
-    m: *mut sys::rte_mbuf,
-    head: &[u8],
-    meta: &SkbMeta,
-) -> u16 {
+pub(super) fn vxlan_sport(v: &VxlanConf, m: *mut rte_mbuf, head: &[u8], meta: &SkbMeta) -> u16 {
     if v.src_port != 0 {
         return v.src_port;
     }
     // SAFETY: field reads of a live mbuf we own.
     let h = unsafe {
-        if mb::ol_flags(m) & sys::RTE_MBUF_F_RX_RSS_HASH as u64 != 0 {
+        if mb::ol_flags(m) & RTE_MBUF_F_RX_RSS_HASH as u64 != 0 {
             mb::rss_hash(m)
         } else {
             flow_hash(head, meta)

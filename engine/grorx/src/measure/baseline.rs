@@ -27,69 +27,11 @@
 //! they are `unsafe` for that reason only: each says what the pointers must be.
 
 use crate::csum;
+use crate::dpdk::gro::ptype;
+pub use crate::dpdk::gro::{RteGro, MAX_ITEMS};
+use crate::dpdk::mbuf::{field as mb, rte_mbuf};
 use crate::wire::field::{self, ipv4, ipv6, tcp, udp};
 use crate::wire::{NotTcp, Tcp, Tunnels};
-use dpdk_sys::{self as sys, inline as mb, rte_mbuf};
-
-/// The most packets one `reassemble` call can hold for merging.
-pub const MAX_ITEMS: usize = sys::RTE_GRO_MAX_BURST_ITEM_NUM as usize;
-
-/// rte_gro's lightweight mode, TCP/IPv4: the parameters of
-/// `rte_gro_reassemble_burst` (it keeps no state between calls: every call
-/// builds its tables on the stack and flushes them before it returns).
-#[derive(Debug, Clone, Copy)]
-pub struct RteGro {
-    param: sys::rte_gro_param,
-}
-
-impl RteGro {
-    /// `max_flows * max_items_per_flow` bounds the packets one call holds
-    /// (DPDK caps it further at [`MAX_ITEMS`] and at the burst size).
-    pub fn new(max_flows: u16, max_items_per_flow: u16) -> RteGro {
-        assert!(
-            max_flows > 0 && max_items_per_flow > 0,
-            "rte_gro with room for no packet merges nothing"
-        );
-        RteGro {
-            param: sys::rte_gro_param {
-                gro_types: (sys::RTE_GRO_TCP_IPV4 | sys::RTE_GRO_IPV4_VXLAN_TCP_IPV4) as u64,
-                max_flow_num: max_flows,
-                max_item_per_flow: max_items_per_flow,
-                // Not read by the lightweight mode (its tables are on the stack).
-                socket_id: 0,
-            },
-        }
-    }
-
-    pub fn param(&self) -> &sys::rte_gro_param {
-        &self.param
-    }
-
-    /// Merges a burst with `rte_gro_reassemble_burst`; returns `n`, the
-    /// packets left.
-    ///
-    /// Ownership: on entry the caller owns every `pkts[i]`; on return it owns
-    /// exactly `pkts[..n]`: first what rte_gro held (merged or not), flow by
-    /// flow, then the packets it did not process (PSH, no payload, not TCP/IPv4,
-    /// no room), in arrival order. Merged packets have the others chained in.
-    /// `pkts[n..]` are stale: those mbufs now live inside the chains of
-    /// `pkts[..n]` and must be neither used nor freed. Nothing is freed by the
-    /// call. Merged packets carry stale checksums (see [`fix_checksums`]).
-    ///
-    /// # Safety
-    /// Every pointer is a valid mbuf chain head the caller owns, classified by
-    /// [`classify`] (or with `packet_type` and l2/l3/l4 lengths set otherwise),
-    /// with its headers in the first segment; no pointer appears twice.
-    pub unsafe fn reassemble(&self, pkts: &mut [*mut rte_mbuf]) -> usize {
-        if pkts.is_empty() {
-            return 0;
-        }
-        let n = u16::try_from(pkts.len()).expect("a burst of at most 65535 packets");
-        // SAFETY: the array holds n owned, classified mbufs (the caller's
-        // contract); rte_gro writes at most n pointers back into it.
-        unsafe { sys::rte_gro_reassemble_burst(pkts.as_mut_ptr(), n, &self.param) as usize }
-    }
-}
 
 /// Sets each mbuf's `packet_type` and `l2_len/l3_len/l4_len` from its headers,
 /// with `rte_net_get_ptype`: one FFI call per packet. That cost is inherent to
@@ -100,15 +42,14 @@ impl RteGro {
 /// Every pointer is a valid mbuf the caller owns and may write.
 pub unsafe fn classify(pkts: &mut [*mut rte_mbuf]) {
     for &m in pkts.iter() {
-        let mut hl = sys::rte_net_hdr_lens::default();
         // SAFETY: m is a valid mbuf the caller owns and lets us write (its
-        // contract); hl is ours to write.
+        // contract).
         unsafe {
-            let ptype = sys::rte_net_get_ptype(m, &mut hl, sys::RTE_PTYPE_ALL_MASK);
-            mb::set_packet_type(m, ptype);
-            mb::set_tx_offload(m, hl.l2_len as u64, hl.l3_len as u64, hl.l4_len as u64, 0);
-            if ptype & sys::RTE_PTYPE_L4_MASK == sys::RTE_PTYPE_L4_UDP {
-                classify_vxlan(m, ptype);
+            let (t, [l2, l3, l4]) = crate::dpdk::gro::packet_type(m);
+            mb::set_packet_type(m, t);
+            mb::set_tx_offload(m, l2, l3, l4, 0);
+            if t & ptype::L4_MASK == ptype::L4_UDP {
+                classify_vxlan(m, t);
             }
         }
     }
@@ -139,10 +80,10 @@ unsafe fn classify_vxlan(m: *mut rte_mbuf, ptype: u32) {
         }
     };
     let ptype = ptype
-        | sys::RTE_PTYPE_TUNNEL_VXLAN
-        | sys::RTE_PTYPE_INNER_L2_ETHER
-        | sys::RTE_PTYPE_INNER_L3_IPV4
-        | sys::RTE_PTYPE_INNER_L4_TCP;
+        | ptype::TUNNEL_VXLAN
+        | ptype::INNER_L2_ETHER
+        | ptype::INNER_L3_IPV4
+        | ptype::INNER_L4_TCP;
     let (l2, l3, l4) = ((t.l3 - o.l4) as u64, t.l3_len() as u64, t.l4_len() as u64);
     // SAFETY: field writes on the mbuf the caller lets us write.
     unsafe {
@@ -415,15 +356,5 @@ mod tests {
         // SAFETY: a well-formed fake chain we own.
         assert_eq!(unsafe { fix_checksums(c.head()) }, Err(NotTcp::NotIp));
         assert_eq!(c.bytes(), arp);
-    }
-
-    #[test]
-    fn lightweight_parameters() {
-        let g = RteGro::new(8, 32);
-        let p = g.param();
-        let types = sys::RTE_GRO_TCP_IPV4 | sys::RTE_GRO_IPV4_VXLAN_TCP_IPV4;
-        assert_eq!(p.gro_types, types as u64, "TCP/IPv4, and inside VXLAN/IPv4");
-        assert_eq!((p.max_flow_num, p.max_item_per_flow), (8, 32));
-        assert_eq!(MAX_ITEMS, 128);
     }
 }

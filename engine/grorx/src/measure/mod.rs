@@ -8,11 +8,11 @@
 pub mod baseline;
 
 use crate::counters::hist::{move_into, new_hist};
+use crate::dpdk::mbuf::{self, field as mb, rte_mbuf};
 use crate::skb::Skb;
 use crate::stage::{CaptureStage, Ctx, Stage};
 use crate::worker::MAX_BURST;
 use baseline::{RteGro, MAX_ITEMS};
-use dpdk_sys::{self as sys, inline as mb};
 
 /// A measurement-only stage instead of the sink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,7 +43,7 @@ const PUBLISH_EVERY: u32 = 64;
 /// capture writer (checksums fixed first: rte_gro leaves them stale).
 pub struct RteGroStage {
     rte: RteGro,
-    pending: [*mut sys::rte_mbuf; MAX_BURST],
+    pending: [*mut rte_mbuf; MAX_BURST],
     n: usize,
     /// The capture writer's hand-off (rte_gro's packets, checksums fixed).
     capture: Option<CaptureStage>,
@@ -157,7 +157,7 @@ impl Drop for RteGroStage {
     fn drop(&mut self) {
         for &m in &self.pending[..self.n] {
             // SAFETY: chains the stage still owned (a run torn down mid-poll).
-            unsafe { sys::rte_pktmbuf_free(m) };
+            unsafe { mbuf::free(m) };
         }
     }
 }

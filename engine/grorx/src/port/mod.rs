@@ -8,16 +8,16 @@ pub mod spec;
 
 use crate::counters::table::counter_table;
 use crate::dpdk::eal::{cstring, rte_errno, strerror};
+use crate::dpdk::ethdev::{self, bits::*, rte_eth_conf, rte_eth_dev_info, rte_eth_link};
 use crate::dpdk::mempool::Mempool;
 use anyhow::{bail, Context, Result};
-use dpdk_sys as sys;
 use spec::PortSpec;
-use std::ffi::{c_char, CStr};
+use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// The TX offloads a stage may ask of a port, as DPDK names them.
-pub(crate) use dpdk_sys::{
+pub(crate) use crate::dpdk::ethdev::bits::{
     RTE_ETH_TX_OFFLOAD_IPV4_CKSUM, RTE_ETH_TX_OFFLOAD_MULTI_SEGS, RTE_ETH_TX_OFFLOAD_TCP_CKSUM,
     RTE_ETH_TX_OFFLOAD_TCP_TSO,
 };
@@ -135,10 +135,9 @@ fn check(ret: i32, what: impl FnOnce() -> String) -> Result<()> {
 
 /// Device information (a plain struct DPDK fills).
 #[doc(hidden)]
-pub fn dev_info(id: u16) -> Result<sys::rte_eth_dev_info> {
-    let mut info = sys::rte_eth_dev_info::default();
-    // SAFETY: info is a valid out-pointer.
-    let r = unsafe { sys::rte_eth_dev_info_get(id, &mut info) };
+pub fn dev_info(id: u16) -> Result<rte_eth_dev_info> {
+    let mut info = rte_eth_dev_info::default();
+    let r = ethdev::dev_info_get(id, &mut info);
     check(r, || format!("port {id}: cannot read device info"))?;
     Ok(info)
 }
@@ -146,35 +145,25 @@ pub fn dev_info(id: u16) -> Result<sys::rte_eth_dev_info> {
 /// The port's MTU as its device reports it (0: it reports none).
 pub fn mtu(id: u16) -> u16 {
     let mut cur = 0u16;
-    // SAFETY: valid out-pointer.
-    unsafe { sys::rte_eth_dev_get_mtu(id, &mut cur) };
+    ethdev::get_mtu(id, &mut cur);
     cur
 }
 
 /// The NUMA socket of the port's device (-1: unknown).
 pub fn socket(id: u16) -> i32 {
-    // SAFETY: plain query.
-    unsafe { sys::rte_eth_dev_socket_id(id) }
+    ethdev::socket_id(id)
 }
 
 /// The ethdev name of port `id` (`port<id>` if DPDK has none).
 pub fn port_name(id: u16) -> String {
-    let mut buf = [0 as c_char; sys::RTE_ETH_NAME_MAX_LEN as usize];
-    // SAFETY: buf has RTE_ETH_NAME_MAX_LEN bytes, as the API requires.
-    if unsafe { sys::rte_eth_dev_get_name_by_port(id, buf.as_mut_ptr()) } != 0 {
-        return format!("port{id}");
-    }
-    // SAFETY: on success DPDK wrote a NUL-terminated name into buf.
-    unsafe { CStr::from_ptr(buf.as_ptr()) }
-        .to_string_lossy()
-        .into_owned()
+    ethdev::name_by_port(id).unwrap_or_else(|| format!("port{id}"))
 }
 
 /// `RTE_ETH_DEV_INTR_LSC` (an `RTE_BIT32` macro, which bindgen leaves out).
 const DEV_INTR_LSC: u32 = 1 << 1;
 
 /// Whether the device signals link changes (`RTE_ETH_EVENT_INTR_LSC`).
-fn lsc_capable(info: &sys::rte_eth_dev_info) -> bool {
+fn lsc_capable(info: &rte_eth_dev_info) -> bool {
     // SAFETY: dev_info points dev_flags at the device's own flags word,
     // which lives as long as the device; NULL is checked.
     !info.dev_flags.is_null() && unsafe { *info.dev_flags } & DEV_INTR_LSC != 0
@@ -183,9 +172,8 @@ fn lsc_capable(info: &sys::rte_eth_dev_info) -> bool {
 /// Whether port `id`'s link is up now (no waiting, no text: for the run's
 /// link watch, several times a second).
 pub fn link_up(id: u16) -> bool {
-    let mut l = sys::rte_eth_link::default();
-    // SAFETY: valid out-pointer.
-    let r = unsafe { sys::rte_eth_link_get_nowait(id, &mut l) };
+    let mut l = rte_eth_link::default();
+    let r = ethdev::link_get_nowait(id, &mut l);
     r == 0 && l.link_status() != 0
 }
 
@@ -197,11 +185,11 @@ pub fn link_up(id: u16) -> bool {
 pub fn restart(id: u16, running: &AtomicBool) -> Result<()> {
     if running.swap(false, Relaxed) {
         // SAFETY: a started port; nothing polls it (the caller's duty).
-        unsafe { sys::rte_eth_dev_stop(id) };
+        unsafe { ethdev::stop(id) };
     }
-    // SAFETY: a configured, stopped port. A failed start leaves it
-    // stopped, which the next restart or the close at teardown handles.
-    let r = unsafe { sys::rte_eth_dev_start(id) };
+    // A failed start leaves the port stopped, which the next restart or
+    // the close at teardown handles.
+    let r = ethdev::start(id);
     running.store(r == 0, Relaxed);
     check(r, || format!("port {id}: start again"))
 }
@@ -228,15 +216,12 @@ fn frees_tx_lazily(driver: &str) -> bool {
 
 /// Ports DPDK knows of right now.
 pub fn count_avail() -> u16 {
-    // SAFETY: plain query.
-    unsafe { sys::rte_eth_dev_count_avail() }
+    ethdev::count_avail()
 }
 
 fn id_by_name(name: &str) -> Option<u16> {
     let c = cstring("port name", name).ok()?;
-    let mut id = 0u16;
-    // SAFETY: valid string and out-pointer.
-    (unsafe { sys::rte_eth_dev_get_port_by_name(c.as_ptr(), &mut id) } == 0).then_some(id)
+    ethdev::port_by_name(&c)
 }
 
 /// Virtual devices `open` created, removed again when their port closes, so
@@ -247,8 +232,7 @@ static CREATED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new()
 pub fn open(spec: &PortSpec) -> Result<u16> {
     match spec {
         PortSpec::Id(id) => {
-            // SAFETY: plain query.
-            if unsafe { sys::rte_eth_dev_is_valid_port(*id) } == 0 {
+            if !ethdev::is_valid_port(*id) {
                 bail!(
                     "--port {id}: no such port ({} port(s) exist); name a device instead, e.g. --port net_null0",
                     count_avail()
@@ -274,8 +258,7 @@ pub fn open(spec: &PortSpec) -> Result<u16> {
             }
             let cname = cstring("device name", name)?;
             let cargs = cstring("device arguments", args)?;
-            // SAFETY: valid strings.
-            let r = unsafe { sys::rte_vdev_init(cname.as_ptr(), cargs.as_ptr()) };
+            let r = ethdev::vdev_init(&cname, &cargs);
             if r < 0 {
                 let why = if r == -1 {
                     "no such driver, or it refused the arguments".to_string()
@@ -302,11 +285,11 @@ pub fn open(spec: &PortSpec) -> Result<u16> {
 /// Text for a set of RX offload bits (the ones grorx uses).
 pub fn rx_offload_names(bits: u64) -> String {
     let names = [
-        (sys::RTE_ETH_RX_OFFLOAD_IPV4_CKSUM, "ipv4-cksum"),
-        (sys::RTE_ETH_RX_OFFLOAD_TCP_CKSUM, "tcp-cksum"),
-        (sys::RTE_ETH_RX_OFFLOAD_UDP_CKSUM, "udp-cksum"),
-        (sys::RTE_ETH_RX_OFFLOAD_SCATTER, "scatter"),
-        (sys::RTE_ETH_RX_OFFLOAD_RSS_HASH, "rss-hash"),
+        (RTE_ETH_RX_OFFLOAD_IPV4_CKSUM, "ipv4-cksum"),
+        (RTE_ETH_RX_OFFLOAD_TCP_CKSUM, "tcp-cksum"),
+        (RTE_ETH_RX_OFFLOAD_UDP_CKSUM, "udp-cksum"),
+        (RTE_ETH_RX_OFFLOAD_SCATTER, "scatter"),
+        (RTE_ETH_RX_OFFLOAD_RSS_HASH, "rss-hash"),
     ];
     let v: Vec<&str> = names
         .iter()
@@ -339,126 +322,24 @@ impl Port {
                 .into_owned()
         };
         let mut notes = Vec::new();
-        if conf.rx_queues == 0 {
-            bail!("port {name}: zero RX queues: give --queues 1 or more");
-        }
-        if conf.rx_queues > info.max_rx_queues {
-            bail!(
-                "port {name} ({driver}) has at most {} RX queues; asked for {}: lower --queues",
-                info.max_rx_queues,
-                conf.rx_queues
-            );
-        }
+        let mtu = check_limits(id, conf, &info, &name, &driver)?;
         let tx_queues = conf.tx_queues.min(info.max_tx_queues);
-        // SAFETY: plain query.
-        let socket = unsafe { sys::rte_eth_dev_socket_id(id) };
-
-        let mut econf = sys::rte_eth_conf::default();
-        // MTU: asked for, else what the port has.
-        let mut cur_mtu = 0u16;
-        // SAFETY: valid out-pointer.
-        unsafe { sys::rte_eth_dev_get_mtu(id, &mut cur_mtu) };
-        let mtu = conf
-            .mtu
-            .unwrap_or(if cur_mtu == 0 { 1500 } else { cur_mtu });
-        if mtu < info.min_mtu || mtu > info.max_mtu {
-            bail!(
-                "port {name} ({driver}): MTU {mtu} is outside what it supports ({}..={}): give --mtu in that range",
-                info.min_mtu,
-                info.max_mtu
-            );
-        }
-        econf.rxmode.mtu = mtu as u32;
-
-        // Offloads: only what the device offers.
-        let mut rx_off = 0u64;
-        if conf.rx_csum {
-            let want = sys::RTE_ETH_RX_OFFLOAD_IPV4_CKSUM
-                | sys::RTE_ETH_RX_OFFLOAD_TCP_CKSUM
-                | sys::RTE_ETH_RX_OFFLOAD_UDP_CKSUM;
-            rx_off |= want & info.rx_offload_capa;
-            if want & info.rx_offload_capa == 0 {
-                notes.push(format!(
-                    "no RX checksum offload: GRO validates checksums in software ({} kernel)",
-                    crate::csum::Kernel::best().name()
-                ));
-            }
-        }
-        if conf.scatter {
-            if info.rx_offload_capa & sys::RTE_ETH_RX_OFFLOAD_SCATTER == 0 {
-                notes.push(
-                    "no scatter RX offload: frames larger than one mbuf may be dropped".into(),
-                );
-            } else {
-                rx_off |= sys::RTE_ETH_RX_OFFLOAD_SCATTER;
-            }
-        }
-        let mut rss_hf = 0;
-        if conf.rx_queues > 1 {
-            rss_hf = (sys::RTE_ETH_RSS_IP | sys::RTE_ETH_RSS_TCP) & info.flow_type_rss_offloads;
-            if rss_hf == 0 && !conf.source_steers {
-                notes.push(format!(
-                    "WARNING: {driver} cannot hash flows over {} queues (no RSS); a TCP flow may be split \
-                     over queues and GRO will merge less",
-                    conf.rx_queues
-                ));
-            } else {
-                econf.rxmode.mq_mode = sys::RTE_ETH_MQ_RX_RSS;
-                econf.rx_adv_conf.rss_conf.rss_hf = rss_hf;
-                rx_off |= sys::RTE_ETH_RX_OFFLOAD_RSS_HASH & info.rx_offload_capa;
-            }
-        }
-        econf.rxmode.offloads = rx_off;
-        // Link changes as events where the device signals them (the run
-        // watches the link either way; an event is just sooner).
-        let lsc = lsc_capable(&info);
-        econf.intr_conf.set_lsc(u32::from(lsc));
-        // GRO output is chained: the TX side must take multi-segment mbufs.
-        let tx_off = (sys::RTE_ETH_TX_OFFLOAD_MULTI_SEGS | conf.tx_offloads) & info.tx_offload_capa;
-        econf.txmode.offloads = tx_off;
-
-        // SAFETY: econf is fully initialised.
-        let r = unsafe { sys::rte_eth_dev_configure(id, conf.rx_queues, tx_queues, &econf) };
+        let socket = ethdev::socket_id(id);
+        let dc = device_conf(conf, &info, mtu, &driver, &mut notes);
+        let r = ethdev::configure(id, conf.rx_queues, tx_queues, &dc.econf);
         check(r, || {
             format!(
                 "port {name} ({driver}): configure {} RX / {tx_queues} TX queues",
                 conf.rx_queues
             )
         })?;
-
-        let (mut rx_desc, mut tx_desc) = (conf.rx_desc, conf.tx_desc);
-        // SAFETY: valid out-pointers.
-        let r = unsafe { sys::rte_eth_dev_adjust_nb_rx_tx_desc(id, &mut rx_desc, &mut tx_desc) };
-        check(r, || format!("port {name}: ring sizes"))?;
-        if rx_desc != conf.rx_desc {
-            notes.push(format!(
-                "RX ring {} -> {rx_desc} descriptors (device limits)",
-                conf.rx_desc
-            ));
-        }
-        for (q, pool) in pools.iter().enumerate() {
-            // SAFETY: NULL rxconf takes the device default with the port offloads.
-            let r = unsafe {
-                sys::rte_eth_rx_queue_setup(
-                    id,
-                    q as u16,
-                    rx_desc,
-                    socket as u32,
-                    std::ptr::null(),
-                    pool.as_ptr(),
-                )
-            };
-            check(r, || {
-                format!("port {name}: RX queue {q} setup ({rx_desc} descriptors)")
-            })?;
-        }
-        for q in 0..tx_queues {
-            // SAFETY: NULL txconf takes the device default with the port offloads.
-            let r = unsafe {
-                sys::rte_eth_tx_queue_setup(id, q, tx_desc, socket as u32, std::ptr::null())
-            };
-            check(r, || format!("port {name}: TX queue {q} setup"))?;
-        }
+        let q = Queues {
+            id,
+            name: &name,
+            socket,
+            tx_queues,
+        };
+        let (rx_desc, tx_desc) = q.setup(conf, pools, &mut notes)?;
         Ok(Port {
             id,
             name,
@@ -469,9 +350,9 @@ impl Port {
             tx_queues,
             rx_desc,
             tx_desc,
-            rx_offloads: rx_off,
-            tx_offloads: tx_off,
-            rss_hf,
+            rx_offloads: dc.rx_offloads,
+            tx_offloads: dc.tx_offloads,
+            rss_hf: dc.rss_hf,
             notes,
             running: Arc::new(AtomicBool::new(false)),
             closed: false,
@@ -480,13 +361,12 @@ impl Port {
 
     /// Starts the port, promiscuous if asked (a device that cannot be leaves a note).
     pub fn start(&mut self, promisc: bool) -> Result<()> {
-        // SAFETY: configured port.
-        let r = unsafe { sys::rte_eth_dev_start(self.id) };
+        let r = ethdev::start(self.id);
         check(r, || format!("port {}: start", self.name))?;
         self.running.store(true, Relaxed);
         if promisc {
-            // SAFETY: started port. Virtual devices may not support it: harmless.
-            let r = unsafe { sys::rte_eth_promiscuous_enable(self.id) };
+            // Virtual devices may not support it: harmless.
+            let r = ethdev::promiscuous_enable(self.id);
             if r < 0 && r != -(libc::ENOTSUP) {
                 self.notes
                     .push(format!("promiscuous mode: {}", strerror(-r)));
@@ -497,17 +377,9 @@ impl Port {
 
     /// The link state now (without waiting for autonegotiation).
     pub fn link(&self) -> Link {
-        let mut l = sys::rte_eth_link::default();
-        // SAFETY: valid out-pointer.
-        unsafe { sys::rte_eth_link_get_nowait(self.id, &mut l) };
-        let mut buf = [0 as c_char; 64];
-        // SAFETY: buffer and link are valid.
-        unsafe { sys::rte_eth_link_to_str(buf.as_mut_ptr(), buf.len(), &l) };
-        // SAFETY: buf was zeroed and rte_eth_link_to_str writes at most
-        // buf.len() bytes, NUL included, so it ends in a NUL.
-        let text = unsafe { CStr::from_ptr(buf.as_ptr()) }
-            .to_string_lossy()
-            .into_owned();
+        let mut l = rte_eth_link::default();
+        ethdev::link_get_nowait(self.id, &mut l);
+        let text = ethdev::link_text(&l);
         Link {
             up: l.link_status() != 0,
             speed_mbps: l.link_speed,
@@ -544,7 +416,7 @@ impl Port {
                 // SAFETY: a configured port's queue that no one else
                 // transmits on (the workers are gone); an empty burst only
                 // takes the completion ring.
-                unsafe { sys::rte_eth_tx_burst(self.id, q, std::ptr::null_mut(), 0) };
+                unsafe { ethdev::tx_reap(self.id, q) };
             }
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
@@ -553,8 +425,9 @@ impl Port {
     /// Stops the port (idempotent). mbufs in its RX rings are released at close.
     pub fn stop(&mut self) {
         if self.running.swap(false, Relaxed) {
-            // SAFETY: started port.
-            unsafe { sys::rte_eth_dev_stop(self.id) };
+            // SAFETY: a started port the engine no longer polls: the
+            // workers stopped before the run stops its ports.
+            unsafe { ethdev::stop(self.id) };
         }
     }
 
@@ -567,7 +440,7 @@ impl Port {
         self.stop();
         if !self.closed {
             // SAFETY: stopped port; the id is not used afterwards.
-            unsafe { sys::rte_eth_dev_close(self.id) };
+            unsafe { ethdev::close(self.id) };
             self.closed = true;
             let mut created = CREATED.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(i) = created.iter().position(|n| *n == self.name) {
@@ -575,7 +448,7 @@ impl Port {
                 if let Ok(c) = cstring("device name", &self.name) {
                     // SAFETY: a virtual device this process created, whose
                     // port is closed: nothing uses it any more.
-                    unsafe { sys::rte_vdev_uninit(c.as_ptr()) };
+                    unsafe { ethdev::vdev_uninit(&c) };
                 }
             }
         }
@@ -602,6 +475,165 @@ impl Port {
     }
 }
 
+/// Refuses what the device cannot do (its queues, its MTU range); returns
+/// the MTU to configure: asked for, else what the port has.
+fn check_limits(
+    id: u16,
+    conf: &PortConf,
+    info: &rte_eth_dev_info,
+    name: &str,
+    driver: &str,
+) -> Result<u16> {
+    if conf.rx_queues == 0 {
+        bail!("port {name}: zero RX queues: give --queues 1 or more");
+    }
+    if conf.rx_queues > info.max_rx_queues {
+        bail!(
+            "port {name} ({driver}) has at most {} RX queues; asked for {}: lower --queues",
+            info.max_rx_queues,
+            conf.rx_queues
+        );
+    }
+    let cur_mtu = mtu(id);
+    let mtu = conf
+        .mtu
+        .unwrap_or(if cur_mtu == 0 { 1500 } else { cur_mtu });
+    if mtu < info.min_mtu || mtu > info.max_mtu {
+        bail!(
+            "port {name} ({driver}): MTU {mtu} is outside what it supports ({}..={}): give --mtu in that range",
+            info.min_mtu,
+            info.max_mtu
+        );
+    }
+    Ok(mtu)
+}
+
+/// How a port is configured, and the offloads and RSS it gets.
+struct DeviceConf {
+    econf: rte_eth_conf,
+    rx_offloads: u64,
+    tx_offloads: u64,
+    rss_hf: u64,
+}
+
+/// The device configuration: the MTU, the offloads asked for that the
+/// device offers (a note for each it lacks), RSS over several queues, link
+/// events where the device signals them.
+fn device_conf(
+    conf: &PortConf,
+    info: &rte_eth_dev_info,
+    mtu: u16,
+    driver: &str,
+    notes: &mut Vec<String>,
+) -> DeviceConf {
+    let mut econf = rte_eth_conf::default();
+    econf.rxmode.mtu = mtu as u32;
+    let mut rx_off = rx_offloads(conf, info, notes);
+    let mut rss_hf = 0;
+    if conf.rx_queues > 1 {
+        rss_hf = (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP) & info.flow_type_rss_offloads;
+        if rss_hf == 0 && !conf.source_steers {
+            notes.push(format!(
+                "WARNING: {driver} cannot hash flows over {} queues (no RSS); a TCP flow may be split \
+                 over queues and GRO will merge less",
+                conf.rx_queues
+            ));
+        } else {
+            econf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+            econf.rx_adv_conf.rss_conf.rss_hf = rss_hf;
+            rx_off |= RTE_ETH_RX_OFFLOAD_RSS_HASH & info.rx_offload_capa;
+        }
+    }
+    econf.rxmode.offloads = rx_off;
+    // Link changes as events where the device signals them (the run
+    // watches the link either way; an event is just sooner).
+    let lsc = lsc_capable(info);
+    econf.intr_conf.set_lsc(u32::from(lsc));
+    // GRO output is chained: the TX side must take multi-segment mbufs.
+    let tx_off = (RTE_ETH_TX_OFFLOAD_MULTI_SEGS | conf.tx_offloads) & info.tx_offload_capa;
+    econf.txmode.offloads = tx_off;
+    DeviceConf {
+        econf,
+        rx_offloads: rx_off,
+        tx_offloads: tx_off,
+        rss_hf,
+    }
+}
+
+/// The RX checksum and scatter offloads asked for, as far as the device
+/// offers them (a note for each it lacks).
+fn rx_offloads(conf: &PortConf, info: &rte_eth_dev_info, notes: &mut Vec<String>) -> u64 {
+    let mut rx_off = 0u64;
+    if conf.rx_csum {
+        let want = RTE_ETH_RX_OFFLOAD_IPV4_CKSUM
+            | RTE_ETH_RX_OFFLOAD_TCP_CKSUM
+            | RTE_ETH_RX_OFFLOAD_UDP_CKSUM;
+        rx_off |= want & info.rx_offload_capa;
+        if want & info.rx_offload_capa == 0 {
+            notes.push(format!(
+                "no RX checksum offload: GRO validates checksums in software ({} kernel)",
+                crate::csum::Kernel::best().name()
+            ));
+        }
+    }
+    if conf.scatter {
+        if info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_SCATTER == 0 {
+            notes.push("no scatter RX offload: frames larger than one mbuf may be dropped".into());
+        } else {
+            rx_off |= RTE_ETH_RX_OFFLOAD_SCATTER;
+        }
+    }
+    rx_off
+}
+
+/// A configured port's queues, to set up.
+struct Queues<'a> {
+    id: u16,
+    name: &'a str,
+    socket: i32,
+    tx_queues: u16,
+}
+
+impl Queues<'_> {
+    /// Sets up the RX queues on their pools and the TX queues, with the
+    /// ring sizes the device takes (a note when it changed the RX one);
+    /// returns those sizes.
+    fn setup(
+        &self,
+        conf: &PortConf,
+        pools: &[&Mempool],
+        notes: &mut Vec<String>,
+    ) -> Result<(u16, u16)> {
+        let Queues {
+            id, name, socket, ..
+        } = *self;
+        let (mut rx_desc, mut tx_desc) = (conf.rx_desc, conf.tx_desc);
+        let r = ethdev::adjust_desc(id, &mut rx_desc, &mut tx_desc);
+        check(r, || format!("port {name}: ring sizes"))?;
+        if rx_desc != conf.rx_desc {
+            notes.push(format!(
+                "RX ring {} -> {rx_desc} descriptors (device limits)",
+                conf.rx_desc
+            ));
+        }
+        for (q, pool) in pools.iter().enumerate() {
+            // SAFETY: the pool is valid, and the caller keeps it until the
+            // port is closed (the run frees pools after closing ports).
+            let r = unsafe {
+                ethdev::rx_queue_setup(id, q as u16, rx_desc, socket as u32, pool.as_ptr())
+            };
+            check(r, || {
+                format!("port {name}: RX queue {q} setup ({rx_desc} descriptors)")
+            })?;
+        }
+        for q in 0..self.tx_queues {
+            let r = ethdev::tx_queue_setup(id, q, tx_desc, socket as u32);
+            check(r, || format!("port {name}: TX queue {q} setup"))?;
+        }
+        Ok((rx_desc, tx_desc))
+    }
+}
+
 impl Drop for Port {
     fn drop(&mut self) {
         self.close();
@@ -610,9 +642,8 @@ impl Drop for Port {
 
 /// The basic counters of port `id` now.
 pub fn stats(id: u16) -> PortStats {
-    let mut s = sys::rte_eth_stats::default();
-    // SAFETY: valid out-pointer.
-    unsafe { sys::rte_eth_stats_get(id, &mut s) };
+    let mut s = ethdev::rte_eth_stats::default();
+    ethdev::stats_get(id, &mut s);
     PortStats {
         ipackets: s.ipackets,
         ibytes: s.ibytes,
@@ -627,28 +658,7 @@ pub fn stats(id: u16) -> PortStats {
 
 /// Every extended statistic of port `id` by name (empty if it has none).
 pub fn xstats(id: u16) -> Vec<(String, u64)> {
-    // SAFETY: size queries with NULL buffers, then fills of that size.
-    unsafe {
-        let n = sys::rte_eth_xstats_get_names(id, std::ptr::null_mut(), 0);
-        if n <= 0 {
-            return Vec::new();
-        }
-        let mut names = vec![sys::rte_eth_xstat_name::default(); n as usize];
-        let mut vals = vec![sys::rte_eth_xstat::default(); n as usize];
-        let a = sys::rte_eth_xstats_get_names(id, names.as_mut_ptr(), n as u32);
-        let b = sys::rte_eth_xstats_get(id, vals.as_mut_ptr(), n as u32);
-        if a != n || b != n {
-            return Vec::new();
-        }
-        vals.iter()
-            .map(|v| {
-                let nm = CStr::from_ptr(names[v.id as usize].name.as_ptr())
-                    .to_string_lossy()
-                    .into_owned();
-                (nm, v.value)
-            })
-            .collect()
-    }
+    ethdev::xstats(id)
 }
 
 /// The last rte_errno as text (for calls that return NULL).

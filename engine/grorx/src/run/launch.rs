@@ -105,42 +105,8 @@ impl Workers {
             stage: (0..n).map(|_| StageCounters::default()).collect(),
             gate: super::link::gate(ports, max_port, plan.len()),
         };
-        let wc = WorkerConf {
-            burst: opts.burst,
-            drain_rounds: opts.rx_desc as u32 / opts.burst.max(1) as u32 + 4,
-            gro: opts.gro,
-            gro_hold_tsc: opts.gro_flush_us as u64 * eal.tsc_hz() / 1_000_000,
-            reorder_tsc: match &opts.gro {
-                Some(g) if g.reorder > 0 => opts.gro_reorder_us as u64 * eal.tsc_hz() / 1_000_000,
-                _ => 0,
-            },
-            tsc_hz: eal.tsc_hz(),
-        };
         let mut drop_reasons: Vec<&'static [&'static str]> = vec![&[]; n];
-        let mut jobs = Vec::new();
-        for (w, a) in plan.iter().enumerate() {
-            let mut qs = Vec::new();
-            for q in &a.queues {
-                let setup = QueueSetup {
-                    port: q.port,
-                    queue: q.queue,
-                    index: q.slot as u16,
-                    tx_queue: w as u16,
-                    lcore: a.lcore,
-                    pool: ports.pool_of(q.port, q.queue).clone(),
-                    outputs: ports.outputs_of(q.port, q.queue),
-                    gate: shared.gate.clone(),
-                };
-                let stage = make(&setup, ports)?;
-                drop_reasons[q.slot] = stage.drop_reasons();
-                qs.push(QueueJob {
-                    q: *q,
-                    skb: ports.skb_conf(opts, q.port, q.queue),
-                    stage,
-                });
-            }
-            jobs.push((a.lcore, qs));
-        }
+        let jobs = queue_jobs(opts, ports, &plan, &shared, make, &mut drop_reasons)?;
         let mut r = Workers {
             queue_list,
             shared,
@@ -156,24 +122,9 @@ impl Workers {
             generator: None,
             plan,
         };
-        for (me, (lcore, qs)) in jobs.into_iter().enumerate() {
-            let (sh, st) = (r.shared.clone(), r.worker_stop.clone());
-            let job = if opts.cycles {
-                eal.launch(lcore, move || worker::run::<S, true>(qs, sh, st, wc, me))
-            } else {
-                eal.launch(lcore, move || worker::run::<S, false>(qs, sh, st, wc, me))
-            };
-            match job {
-                Ok(l) => r.workers.push(l),
-                Err(e) => {
-                    // Workers never launched never acknowledge anything.
-                    for w in me..r.plan.len() {
-                        r.shared.gate.leave(w);
-                    }
-                    r.stop();
-                    return Err(e);
-                }
-            }
+        if let Err(e) = r.launch_workers(eal, opts, jobs) {
+            r.stop();
+            return Err(e);
         }
         if let (Some(l), Some(rp)) = (lc.generator, &ports.ring_port) {
             let (payload, payload_sum) = ports.payload.clone().unwrap_or_default();
@@ -196,6 +147,36 @@ impl Workers {
             }
         }
         Ok(r)
+    }
+
+    /// Launches a worker per lcore of the plan with its queues. On a
+    /// failure, the workers not launched leave the gate (they never
+    /// acknowledge anything); the caller stops those that were.
+    fn launch_workers<S: Stage>(
+        &mut self,
+        eal: &Eal,
+        opts: &RunOptions,
+        jobs: Vec<(u32, Vec<QueueJob<S>>)>,
+    ) -> Result<()> {
+        let wc = worker_conf(eal, opts);
+        for (me, (lcore, qs)) in jobs.into_iter().enumerate() {
+            let (sh, st) = (self.shared.clone(), self.worker_stop.clone());
+            let job = if opts.cycles {
+                eal.launch(lcore, move || worker::run::<S, true>(qs, sh, st, wc, me))
+            } else {
+                eal.launch(lcore, move || worker::run::<S, false>(qs, sh, st, wc, me))
+            };
+            match job {
+                Ok(l) => self.workers.push(l),
+                Err(e) => {
+                    for w in me..self.plan.len() {
+                        self.shared.gate.leave(w);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
     }
 
     pub fn has_generator(&self) -> bool {
@@ -285,4 +266,56 @@ fn short_type_name<T>() -> &'static str {
     let full = std::any::type_name::<T>();
     let base = full.split('<').next().unwrap_or(full);
     base.rsplit("::").next().unwrap_or(base)
+}
+
+/// How the workers poll: the options in TSC ticks.
+fn worker_conf(eal: &Eal, opts: &RunOptions) -> WorkerConf {
+    WorkerConf {
+        burst: opts.burst,
+        drain_rounds: opts.rx_desc as u32 / opts.burst.max(1) as u32 + 4,
+        gro: opts.gro,
+        gro_hold_tsc: opts.gro_flush_us as u64 * eal.tsc_hz() / 1_000_000,
+        reorder_tsc: match &opts.gro {
+            Some(g) if g.reorder > 0 => opts.gro_reorder_us as u64 * eal.tsc_hz() / 1_000_000,
+            _ => 0,
+        },
+        tsc_hz: eal.tsc_hz(),
+    }
+}
+
+/// Each worker's lcore and its queues, each with the stage `make` gives
+/// it (whose drop reasons go to `drop_reasons`, by queue slot).
+fn queue_jobs<S: Stage>(
+    opts: &RunOptions,
+    ports: &Ports,
+    plan: &[Assignment],
+    shared: &Shared,
+    make: &mut Factory<'_, S>,
+    drop_reasons: &mut [&'static [&'static str]],
+) -> Result<Vec<(u32, Vec<QueueJob<S>>)>> {
+    let mut jobs = Vec::new();
+    for (w, a) in plan.iter().enumerate() {
+        let mut qs = Vec::new();
+        for q in &a.queues {
+            let setup = QueueSetup {
+                port: q.port,
+                queue: q.queue,
+                index: q.slot as u16,
+                tx_queue: w as u16,
+                lcore: a.lcore,
+                pool: ports.pool_of(q.port, q.queue).clone(),
+                outputs: ports.outputs_of(q.port, q.queue),
+                gate: shared.gate.clone(),
+            };
+            let stage = make(&setup, ports)?;
+            drop_reasons[q.slot] = stage.drop_reasons();
+            qs.push(QueueJob {
+                q: *q,
+                skb: ports.skb_conf(opts, q.port, q.queue),
+                stage,
+            });
+        }
+        jobs.push((a.lcore, qs));
+    }
+    Ok(jobs)
 }

@@ -26,11 +26,12 @@
 //! started the same way.
 
 use super::ports::Ports;
+use crate::dpdk::eal::{alarm_cancel, alarm_set};
+use crate::dpdk::ethdev::{self, rte_eth_event_type};
 use crate::port;
 use crate::port::gate::{PollGate, HELD, LINK};
 use crate::port::spec::PortSpec;
 use crate::report::LinkHistory;
-use dpdk_sys as sys;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex};
@@ -274,7 +275,7 @@ unsafe extern "C" fn hold_step(arg: *mut c_void) {
     if let Some(us) = hold.step() {
         // SAFETY: the same Hold, alive until the alarm is cancelled. If
         // arming fails the held ports stay closed (not polled): safe.
-        unsafe { sys::rte_eal_alarm_set(us, Some(hold_step), arg) };
+        unsafe { alarm_set(us, hold_step, arg) };
     }
 }
 
@@ -285,7 +286,7 @@ unsafe extern "C" fn hold_step(arg: *mut c_void) {
 /// unregistered this callback.
 unsafe extern "C" fn on_lsc(
     port_id: u16,
-    _event: sys::rte_eth_event_type,
+    _event: rte_eth_event_type,
     arg: *mut c_void,
     _ret: *mut c_void,
 ) -> c_int {
@@ -319,58 +320,13 @@ impl LinkWatch {
         gate: Arc<PollGate>,
     ) -> (LinkWatch, Vec<String>) {
         let mut notes = Vec::new();
-        // A port that starts down is closed, and its time down counts from
-        // now; it has not gone down.
-        let t0 = Instant::now();
-        let states = ports
-            .slots
-            .iter()
-            .map(|s| {
-                let up = port::link_up(s.port.id);
-                if !up {
-                    gate.close(s.port.id, LINK);
-                }
-                PortState {
-                    id: s.port.id,
-                    up,
-                    downs: 0,
-                    down_total: Duration::ZERO,
-                    down_since: (!up).then_some(t0),
-                }
-            })
-            .collect();
+        let states = initial_states(ports, &gate);
         let links = Arc::new(Links {
             gate,
             ports: Mutex::new(states),
         });
-        let mut lsc = Vec::new();
-        for s in &ports.slots {
-            // SAFETY: on_lsc reads arg as the Links, which this watch keeps
-            // alive until `stop` has unregistered the callback.
-            let r = unsafe {
-                sys::rte_eth_dev_callback_register(
-                    s.port.id,
-                    sys::RTE_ETH_EVENT_INTR_LSC,
-                    Some(on_lsc),
-                    Arc::as_ptr(&links) as *mut c_void,
-                )
-            };
-            if r == 0 {
-                lsc.push(s.port.id);
-            }
-        }
-        let rx = ports.slots.len();
-        let held: Vec<HeldPort> = all_ports(ports)
-            .enumerate()
-            .filter(|(_, p)| needs_holding(&p.driver))
-            .map(|(i, p)| HeldPort {
-                id: p.id,
-                index: (i < rx).then_some(i),
-                restart: connects_when_started(if i < rx { specs } else { out_specs }, p),
-                running: p.running(),
-                started: Mutex::new(Some(Instant::now())),
-            })
-            .collect();
+        let lsc = register_lsc(ports, &links);
+        let held = held_ports(ports, specs, out_specs);
         let hold = (!held.is_empty()).then(|| {
             Arc::new(Hold {
                 links: links.clone(),
@@ -382,9 +338,7 @@ impl LinkWatch {
         if let Some(h) = &hold {
             // SAFETY: hold_step reads arg as the Hold, which this watch
             // keeps alive until `stop` has cancelled the alarm.
-            let r = unsafe {
-                sys::rte_eal_alarm_set(1, Some(hold_step), Arc::as_ptr(h) as *mut c_void)
-            };
+            let r = unsafe { alarm_set(1, hold_step, Arc::as_ptr(h) as *mut c_void) };
             if r != 0 {
                 notes.push(format!(
                     "link watch: cannot arm an EAL alarm ({}): memif ports are not polled",
@@ -393,24 +347,7 @@ impl LinkWatch {
             }
         }
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
-        let thread = {
-            let (links, stop) = (links.clone(), stop.clone());
-            std::thread::Builder::new()
-                .name("grorx-link".into())
-                .spawn(move || loop {
-                    let g = stop.0.lock().unwrap_or_else(|p| p.into_inner());
-                    let (g, _) = stop
-                        .1
-                        .wait_timeout_while(g, WATCH_EVERY, |s| !*s)
-                        .unwrap_or_else(|p| p.into_inner());
-                    if *g {
-                        break;
-                    }
-                    drop(g);
-                    links.observe_all();
-                })
-        };
-        let thread = match thread {
+        let thread = match spawn_watch(links.clone(), stop.clone()) {
             Ok(t) => Some(t),
             Err(e) => {
                 notes.push(format!(
@@ -453,21 +390,16 @@ impl LinkWatch {
                 let _g = h.wake.0.lock().unwrap_or_else(|p| p.into_inner());
                 h.wake.1.notify_all();
             }
-            // SAFETY: cancels our own alarm; waits for a running step, which
-            // sees `stop` and arms no other.
-            unsafe { sys::rte_eal_alarm_cancel(Some(hold_step), Arc::as_ptr(&h) as *mut c_void) };
+            // SAFETY: cancels our own alarm, from outside it; waits for a
+            // running step, which sees `stop` and arms no other.
+            unsafe { alarm_cancel(hold_step, Arc::as_ptr(&h) as *mut c_void) };
         }
         for id in self.lsc.drain(..) {
             loop {
-                // SAFETY: unregisters the callback registered in `start`
-                // with the same function and argument.
+                // SAFETY: unregisters, from outside it, the callback
+                // registered in `start` with the same function and argument.
                 let r = unsafe {
-                    sys::rte_eth_dev_callback_unregister(
-                        id,
-                        sys::RTE_ETH_EVENT_INTR_LSC,
-                        Some(on_lsc),
-                        Arc::as_ptr(&self.links) as *mut c_void,
-                    )
+                    ethdev::lsc_unregister(id, on_lsc, Arc::as_ptr(&self.links) as *mut c_void)
                 };
                 // -EAGAIN: the callback is running right now.
                 if r != -libc::EAGAIN {
@@ -483,4 +415,80 @@ impl Drop for LinkWatch {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Each RX port's link as the run starts. A port that starts down is
+/// closed, and its time down counts from now; it has not gone down.
+fn initial_states(ports: &Ports, gate: &PollGate) -> Vec<PortState> {
+    let t0 = Instant::now();
+    ports
+        .slots
+        .iter()
+        .map(|s| {
+            let up = port::link_up(s.port.id);
+            if !up {
+                gate.close(s.port.id, LINK);
+            }
+            PortState {
+                id: s.port.id,
+                up,
+                downs: 0,
+                down_total: Duration::ZERO,
+                down_since: (!up).then_some(t0),
+            }
+        })
+        .collect()
+}
+
+/// Registers `on_lsc` on every RX port that takes it; returns those ports.
+fn register_lsc(ports: &Ports, links: &Arc<Links>) -> Vec<u16> {
+    let mut lsc = Vec::new();
+    for s in &ports.slots {
+        // SAFETY: on_lsc reads arg as the Links, which the watch keeps
+        // alive until `stop` has unregistered the callback.
+        let r =
+            unsafe { ethdev::lsc_register(s.port.id, on_lsc, Arc::as_ptr(links) as *mut c_void) };
+        if r == 0 {
+            lsc.push(s.port.id);
+        }
+    }
+    lsc
+}
+
+/// The ports (RX, then outputs) whose driver needs the interrupt thread
+/// held while workers poll them.
+fn held_ports(ports: &Ports, specs: &[PortSpec], out_specs: &[PortSpec]) -> Vec<HeldPort> {
+    let rx = ports.slots.len();
+    all_ports(ports)
+        .enumerate()
+        .filter(|(_, p)| needs_holding(&p.driver))
+        .map(|(i, p)| HeldPort {
+            id: p.id,
+            index: (i < rx).then_some(i),
+            restart: connects_when_started(if i < rx { specs } else { out_specs }, p),
+            running: p.running(),
+            started: Mutex::new(Some(Instant::now())),
+        })
+        .collect()
+}
+
+/// The watch thread: every port's link, every `WATCH_EVERY`, until `stop`.
+fn spawn_watch(
+    links: Arc<Links>,
+    stop: Arc<(Mutex<bool>, Condvar)>,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("grorx-link".into())
+        .spawn(move || loop {
+            let g = stop.0.lock().unwrap_or_else(|p| p.into_inner());
+            let (g, _) = stop
+                .1
+                .wait_timeout_while(g, WATCH_EVERY, |s| !*s)
+                .unwrap_or_else(|p| p.into_inner());
+            if *g {
+                break;
+            }
+            drop(g);
+            links.observe_all();
+        })
 }

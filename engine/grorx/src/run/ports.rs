@@ -93,6 +93,15 @@ pub(super) struct Ports {
     pub lines: Vec<String>,
 }
 
+/// An RX port as it will be configured: its MTU, its pools' data room and
+/// its NUMA socket.
+struct RxPlan {
+    id: u16,
+    mtu: u16,
+    room: u16,
+    socket: i32,
+}
+
 impl Ports {
     /// Opens, sizes, configures and starts every port; each gets a TX queue
     /// per worker (`workers`, the lcores that will poll).
@@ -106,51 +115,8 @@ impl Ports {
             mut once,
             mut cached,
         } = replays;
-        let mut ring_port = None;
-        let mut ids = Vec::new();
-        if opts.uses_generator() {
-            let socket = eal::socket_id();
-            let rp = RingPort::create(opts.queues, opts.rx_desc as u32, socket)?;
-            ids.push(rp.port_id);
-            once.push(None);
-            cached.push(0);
-            ring_port = Some(rp);
-        } else {
-            for p in &opts.ports {
-                ids.push(port::open(p)?);
-            }
-        }
-        if ids.is_empty() || port::count_avail() == 0 {
-            bail!(
-                "no port to receive on: name one with --port (e.g. --port net_null0) or run without --port for the embedded generator"
-            );
-        }
-        // One device under two names (a PCI address in two forms, a vdev and
-        // its port id) is only seen once EAL has resolved both.
-        let rx_name = |i: usize| match opts.ports.get(i) {
-            Some(p) => format!("--port {p}"),
-            None => "the embedded generator".to_string(),
-        };
-        for (i, id) in ids.iter().enumerate() {
-            if let Some(j) = ids[..i].iter().position(|x| x == id) {
-                bail!(
-                    "{} and {} are both port {id}: give each port once",
-                    rx_name(j),
-                    rx_name(i)
-                );
-            }
-        }
-        let out_flag = opts.output_flag();
-        // An output that is an RX port too is configured once, as an RX
-        // port that also transmits; the others are TX-only ports.
-        let mut out_ids: Vec<u16> = Vec::new();
-        for spec in opts.output_ports() {
-            let id = port::open(spec)?;
-            if out_ids.contains(&id) {
-                bail!("{out_flag} {spec} is port {id}, named twice: give each output once");
-            }
-            out_ids.push(id);
-        }
+        let (ids, ring_port) = open_rx(opts, &mut once, &mut cached)?;
+        let out_ids = open_outputs(opts)?;
         let encap = match &opts.forward {
             Some(f) => f.encap,
             // A stage of the caller's may do anything: ask for every TX
@@ -158,44 +124,11 @@ impl Ports {
             None => crate::forward::Encap::Vxlan(Default::default()),
         };
         let workers = workers.max(1);
-        let mut plans = Vec::new();
-        for &id in &ids {
-            let cur = port::mtu(id);
-            let mtu = opts.mtu.unwrap_or(if cur == 0 { 1500 } else { cur });
-            let room = opts.data_room_for(mtu)?;
-            let socket = port::socket(id);
-            plans.push((id, mtu, room, socket));
-        }
-        let mut groups: Vec<PoolGroup> = Vec::new();
-        let mut queue_pool: Vec<Vec<usize>> = vec![Vec::new(); ids.len()];
-        for (pi, &(id, _, room, socket)) in plans.iter().enumerate() {
-            for q in 0..opts.queues {
-                let key = match opts.pool_scope {
-                    PoolScope::Socket => (socket, room, u16::MAX, u16::MAX),
-                    PoolScope::Port => (socket, room, id, u16::MAX),
-                    PoolScope::Queue => (socket, room, id, q),
-                };
-                let g = match groups.iter().position(|g| g.key == key) {
-                    Some(g) => g,
-                    None => {
-                        groups.push(PoolGroup {
-                            key,
-                            queues: 0,
-                            extra: 0,
-                        });
-                        groups.len() - 1
-                    }
-                };
-                groups[g].queues += 1;
-                if q == 0 {
-                    groups[g].extra += cached[pi];
-                }
-                queue_pool[pi].push(g);
-            }
-        }
-        if opts.capture.is_some() {
-            groups[0].extra += CAPTURE_SLOTS;
-        }
+        let plans = ids
+            .iter()
+            .map(|&id| plan_rx(opts, id))
+            .collect::<Result<Vec<_>>>()?;
+        let (groups, queue_pool) = pool_groups(opts, &plans, &cached);
         let mut ports = Ports {
             slots: Vec::new(),
             pools: Vec::new(),
@@ -203,15 +136,41 @@ impl Ports {
             ring_port,
             payload: None,
             outputs: Vec::new(),
-            out_ids: out_ids.clone(),
+            out_ids,
             lines: Vec::new(),
         };
-        for g in &groups {
+        ports.create_pools(opts, lcore_count, &groups)?;
+        for ((plan, pools), frames) in plans.iter().zip(queue_pool).zip(once) {
+            ports.configure_rx(opts, plan, pools, frames, &encap, workers)?;
+        }
+        for (spec, &id) in opts.output_ports().iter().zip(&ports.out_ids) {
+            if !ids.contains(&id) {
+                let out =
+                    forward_port(opts, spec, id, &encap, lcore_count, workers, plans[0].room)?;
+                ports.outputs.push(out);
+            }
+        }
+        if ports.ring_port.is_some() {
+            let pool = &ports.pools[ports.slots[0].pools[0]];
+            ports.payload = Some(gen::payload(pool, &opts.gen).map_err(anyhow::Error::msg)?);
+        }
+        ports.start(opts)?;
+        Ok(ports)
+    }
+
+    /// A pool (and in copy mode a head pool) per group.
+    fn create_pools(
+        &mut self,
+        opts: &RunOptions,
+        lcore_count: u32,
+        groups: &[PoolGroup],
+    ) -> Result<()> {
+        for g in groups {
             let (socket, room, _, _) = g.key;
             let n = pool_sizing::element_count(&opts.demand(lcore_count, g.queues, g.extra));
             let cache = pool_sizing::cache_size(opts.pool_cache, n);
             let seq = POOL_SEQ.fetch_add(1, Relaxed);
-            ports.pools.push(Arc::new(Mempool::create(&PoolParams {
+            self.pools.push(Arc::new(Mempool::create(&PoolParams {
                 name: format!("grorx-s{}-{seq}", socket.max(0)),
                 elements: n,
                 cache,
@@ -220,7 +179,7 @@ impl Ports {
                 socket,
             })?));
             if opts.skb_mode == SkbMode::Copy {
-                ports.head_pools.push(Mempool::create(&PoolParams {
+                self.head_pools.push(Mempool::create(&PoolParams {
                     name: format!("grorx-h{}-{seq}", socket.max(0)),
                     elements: n,
                     cache,
@@ -230,55 +189,65 @@ impl Ports {
                 })?);
             }
         }
-        for (pi, &(id, mtu, room, _)) in plans.iter().enumerate() {
-            let segs = pool_sizing::segments_per_frame(mtu as u32, room, RTE_PKTMBUF_HEADROOM);
-            let output = out_ids.contains(&id);
-            let conf = PortConf {
-                rx_queues: opts.queues,
-                // A TX queue per worker: any queue's stage may transmit on
-                // any port without sharing a queue with another lcore.
-                tx_queues: workers,
-                rx_desc: opts.rx_desc,
-                tx_desc: opts.rx_desc,
-                mtu: Some(mtu),
-                promisc: opts.promisc,
-                rx_csum: true,
-                scatter: segs > 1,
-                source_steers: ports.ring_port.is_some(),
-                tx_offloads: if output {
-                    crate::forward::tx_offloads_wanted(&encap)
-                } else {
-                    0
-                },
-            };
-            let qp: Vec<&Mempool> = queue_pool[pi].iter().map(|&g| &*ports.pools[g]).collect();
-            let port = Port::configure(id, &conf, &qp)?;
-            if output && port.tx_queues < workers {
-                let i = out_ids.iter().position(|&o| o == id).unwrap_or(0);
-                bail!(
-                    "{out_flag} {}: {}",
-                    opts.output_ports()[i],
-                    too_few_tx(&port, workers)
-                );
-            }
-            ports.slots.push(PortSlot {
-                port,
-                pools: queue_pool[pi].clone(),
-                segments_per_frame: segs,
-                pcap_frames: once[pi],
-            });
+        Ok(())
+    }
+
+    /// Configures an RX port on its queues' pools (`pools`, indexes into
+    /// `self.pools`); an output among the RX ports gets its TX offloads.
+    fn configure_rx(
+        &mut self,
+        opts: &RunOptions,
+        plan: &RxPlan,
+        pools: Vec<usize>,
+        pcap_frames: Option<u64>,
+        encap: &crate::forward::Encap,
+        workers: u16,
+    ) -> Result<()> {
+        let RxPlan { id, mtu, room, .. } = *plan;
+        let segs = pool_sizing::segments_per_frame(mtu as u32, room, RTE_PKTMBUF_HEADROOM);
+        let output = self.out_ids.contains(&id);
+        let conf = PortConf {
+            rx_queues: opts.queues,
+            // A TX queue per worker: any queue's stage may transmit on
+            // any port without sharing a queue with another lcore.
+            tx_queues: workers,
+            rx_desc: opts.rx_desc,
+            tx_desc: opts.rx_desc,
+            mtu: Some(mtu),
+            promisc: opts.promisc,
+            rx_csum: true,
+            scatter: segs > 1,
+            source_steers: self.ring_port.is_some(),
+            tx_offloads: if output {
+                crate::forward::tx_offloads_wanted(encap)
+            } else {
+                0
+            },
+        };
+        let qp: Vec<&Mempool> = pools.iter().map(|&g| &*self.pools[g]).collect();
+        let port = Port::configure(id, &conf, &qp)?;
+        if output && port.tx_queues < workers {
+            let out_flag = opts.output_flag();
+            let i = self.out_ids.iter().position(|&o| o == id).unwrap_or(0);
+            bail!(
+                "{out_flag} {}: {}",
+                opts.output_ports()[i],
+                too_few_tx(&port, workers)
+            );
         }
-        for (spec, &id) in opts.output_ports().iter().zip(&out_ids) {
-            if !ids.contains(&id) {
-                let out = forward_port(opts, spec, id, &encap, lcore_count, workers, plans[0].2)?;
-                ports.outputs.push(out);
-            }
-        }
-        if ports.ring_port.is_some() {
-            let pool = &ports.pools[ports.slots[0].pools[0]];
-            ports.payload = Some(gen::payload(pool, &opts.gen).map_err(anyhow::Error::msg)?);
-        }
-        for (p, _) in &mut ports.outputs {
+        self.slots.push(PortSlot {
+            port,
+            pools,
+            segments_per_frame: segs,
+            pcap_frames,
+        });
+        Ok(())
+    }
+
+    /// Starts the outputs, then the RX ports. A port whose peer is not
+    /// there yet is left for the link watch to start, and noted.
+    fn start(&mut self, opts: &RunOptions) -> Result<()> {
+        for (p, _) in &mut self.outputs {
             let mut note = None;
             if let Err(e) = p.start(false) {
                 if !super::link::connects_when_started(opts.output_ports(), p) {
@@ -290,10 +259,10 @@ impl Ports {
                     "  peer not reachable yet ({e:#}): connecting again every second"
                 ));
             }
-            ports.lines.push(format!("output {}", p.describe()));
-            ports.lines.extend(note);
+            self.lines.push(format!("output {}", p.describe()));
+            self.lines.extend(note);
         }
-        for s in &mut ports.slots {
+        for s in &mut self.slots {
             if let Err(e) = s.port.start(opts.promisc) {
                 if !super::link::connects_when_started(&opts.ports, &s.port) {
                     return Err(e);
@@ -304,12 +273,12 @@ impl Ports {
                     "peer not reachable yet ({e:#}): connecting again every second"
                 ));
             }
-            ports.lines.push(s.port.describe());
+            self.lines.push(s.port.describe());
             for n in &s.port.notes {
-                ports.lines.push(format!("  {n}"));
+                self.lines.push(format!("  {n}"));
             }
         }
-        Ok(ports)
+        Ok(())
     }
 
     /// Every RX queue, port by port.
@@ -491,6 +460,123 @@ impl Teardown {
             anyhow::anyhow!("{e:#}; and at teardown: {}", p.join("; "))
         }
     }
+}
+
+/// Opens the RX ports (or creates the embedded generator's ring port, with
+/// its entries in the replays); refuses none, and one port named twice.
+fn open_rx(
+    opts: &RunOptions,
+    once: &mut Vec<Option<u64>>,
+    cached: &mut Vec<u32>,
+) -> Result<(Vec<u16>, Option<RingPort>)> {
+    let mut ring_port = None;
+    let mut ids = Vec::new();
+    if opts.uses_generator() {
+        let socket = eal::socket_id();
+        let rp = RingPort::create(opts.queues, opts.rx_desc as u32, socket)?;
+        ids.push(rp.port_id);
+        once.push(None);
+        cached.push(0);
+        ring_port = Some(rp);
+    } else {
+        for p in &opts.ports {
+            ids.push(port::open(p)?);
+        }
+    }
+    if ids.is_empty() || port::count_avail() == 0 {
+        bail!(
+            "no port to receive on: name one with --port (e.g. --port net_null0) or run without --port for the embedded generator"
+        );
+    }
+    // One device under two names (a PCI address in two forms, a vdev and
+    // its port id) is only seen once EAL has resolved both.
+    let rx_name = |i: usize| match opts.ports.get(i) {
+        Some(p) => format!("--port {p}"),
+        None => "the embedded generator".to_string(),
+    };
+    for (i, id) in ids.iter().enumerate() {
+        if let Some(j) = ids[..i].iter().position(|x| x == id) {
+            bail!(
+                "{} and {} are both port {id}: give each port once",
+                rx_name(j),
+                rx_name(i)
+            );
+        }
+    }
+    Ok((ids, ring_port))
+}
+
+/// Opens the output ports, in the order the options name them. An output
+/// that is an RX port too is configured once, as an RX port that also
+/// transmits; the others are TX-only ports.
+fn open_outputs(opts: &RunOptions) -> Result<Vec<u16>> {
+    let out_flag = opts.output_flag();
+    let mut out_ids: Vec<u16> = Vec::new();
+    for spec in opts.output_ports() {
+        let id = port::open(spec)?;
+        if out_ids.contains(&id) {
+            bail!("{out_flag} {spec} is port {id}, named twice: give each output once");
+        }
+        out_ids.push(id);
+    }
+    Ok(out_ids)
+}
+
+/// An RX port's MTU (the option, else the port's own, else 1500), data
+/// room and socket.
+fn plan_rx(opts: &RunOptions, id: u16) -> Result<RxPlan> {
+    let cur = port::mtu(id);
+    let mtu = opts.mtu.unwrap_or(if cur == 0 { 1500 } else { cur });
+    Ok(RxPlan {
+        id,
+        mtu,
+        room: opts.data_room_for(mtu)?,
+        socket: port::socket(id),
+    })
+}
+
+/// Which queues share a pool (by socket and room, and by `--pool-scope`),
+/// with what each group's ports keep for themselves; and, per port, the
+/// group of each of its queues.
+fn pool_groups(
+    opts: &RunOptions,
+    plans: &[RxPlan],
+    cached: &[u32],
+) -> (Vec<PoolGroup>, Vec<Vec<usize>>) {
+    let mut groups: Vec<PoolGroup> = Vec::new();
+    let mut queue_pool: Vec<Vec<usize>> = vec![Vec::new(); plans.len()];
+    for (pi, plan) in plans.iter().enumerate() {
+        let RxPlan {
+            id, room, socket, ..
+        } = *plan;
+        for q in 0..opts.queues {
+            let key = match opts.pool_scope {
+                PoolScope::Socket => (socket, room, u16::MAX, u16::MAX),
+                PoolScope::Port => (socket, room, id, u16::MAX),
+                PoolScope::Queue => (socket, room, id, q),
+            };
+            let g = match groups.iter().position(|g| g.key == key) {
+                Some(g) => g,
+                None => {
+                    groups.push(PoolGroup {
+                        key,
+                        queues: 0,
+                        extra: 0,
+                    });
+                    groups.len() - 1
+                }
+            };
+            groups[g].queues += 1;
+            if q == 0 {
+                groups[g].extra += cached[pi];
+            }
+            queue_pool[pi].push(g);
+        }
+    }
+    if opts.capture.is_some() {
+        groups[0].extra += CAPTURE_SLOTS;
+    }
+    (groups, queue_pool)
 }
 
 /// Why a port cannot be an output of a run with `workers` workers.

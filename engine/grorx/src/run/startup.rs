@@ -17,21 +17,7 @@ pub(super) fn start_eal(
     super::instance::check_name(&opts.name)?;
     super::instance::claim(&opts.name)?;
     let mut ours: Vec<EalOpt> = Vec::new();
-    let gen = opts.uses_generator();
-    let user_lcores = eal_args::user_overrides(user_args, "--lcores");
-    let plan_lcores = if user_lcores {
-        None
-    } else {
-        let avail = lcores::available_cpus();
-        Some(LcorePlan::new(&avail, opts.cores.as_deref(), gen).map_err(anyhow::Error::msg)?)
-    };
-    if let Some(p) = &plan_lcores {
-        ours.push(EalOpt::with("--lcores", p.eal_lcores()));
-    }
-    let lcore_count = plan_lcores
-        .as_ref()
-        .map(|p| 1 + p.worker_cpus.len() + p.generator_cpu.is_some() as usize)
-        .unwrap_or(3) as u32;
+    let lcore_count = lcore_args(opts, user_args, &mut ours)?;
 
     // Hugepages: use what is there, reserve more when root, else fall back.
     let user_mem = eal_args::user_overrides(user_args, "-m");
@@ -55,46 +41,7 @@ pub(super) fn start_eal(
         ours.push(EalOpt::flag("--no-huge"));
         ours.push(EalOpt::with("-m", no_huge_mb.to_string()));
     } else {
-        let status = hugepages::Status::read().unwrap_or_else(|_| hugepages::Status {
-            default_page_size: None,
-            pools: Vec::new(),
-            mounts: Vec::new(),
-            problems: Vec::new(),
-        });
-        let req = hugepages::Request {
-            bytes: need,
-            page_size: None,
-            allow_setup: hugepages::is_root(),
-            allow_fallback: true,
-            no_huge_mem_mb: no_huge_mb,
-        };
-        let mut d = hugepages::decide(&status, &req);
-        if matches!(d, hugepages::Decision::Setup { .. }) {
-            d = match d.apply() {
-                Ok(d) => d,
-                Err(e) => hugepages::Decision::NoHuge {
-                    reason: format!("reserving failed: {e}"),
-                    mem_mb: no_huge_mb,
-                },
-            };
-        }
-        summary = d.summary();
-        let args = d.eal_args();
-        let mut it = args.into_iter().peekable();
-        while let Some(flag) = it.next() {
-            let flag: &'static str = match flag.as_str() {
-                "--huge-dir" => "--huge-dir",
-                "--no-huge" => "--no-huge",
-                "-m" => "-m",
-                other => bail!("unexpected hugepage EAL argument {other}"),
-            };
-            let value = it.next_if(|v| !v.starts_with('-'));
-            ours.push(EalOpt { flag, value });
-        }
-        if matches!(d, hugepages::Decision::UseExisting { .. }) {
-            // Hugepage files are unlinked once mapped: nothing lingers after exit.
-            ours.push(EalOpt::flag("--huge-unlink"));
-        }
+        summary = hugepage_args(need, no_huge_mb, &mut ours)?;
     }
     ours.push(EalOpt::with("--file-prefix", opts.name.clone()));
     let (no_pci, allow) = device_args(opts);
@@ -110,6 +57,72 @@ pub(super) fn start_eal(
     let argv = eal_args::build("grorx", &ours, &user);
     let eal = Eal::init(&argv)?;
     Ok((eal, summary))
+}
+
+/// `--lcores` from `--cores` (unless the user's EAL arguments give it);
+/// returns how many lcores the run has.
+fn lcore_args(opts: &RunOptions, user_args: &[String], ours: &mut Vec<EalOpt>) -> Result<u32> {
+    let gen = opts.uses_generator();
+    let user_lcores = eal_args::user_overrides(user_args, "--lcores");
+    let plan_lcores = if user_lcores {
+        None
+    } else {
+        let avail = lcores::available_cpus();
+        Some(LcorePlan::new(&avail, opts.cores.as_deref(), gen).map_err(anyhow::Error::msg)?)
+    };
+    if let Some(p) = &plan_lcores {
+        ours.push(EalOpt::with("--lcores", p.eal_lcores()));
+    }
+    Ok(plan_lcores
+        .as_ref()
+        .map(|p| 1 + p.worker_cpus.len() + p.generator_cpu.is_some() as usize)
+        .unwrap_or(3) as u32)
+}
+
+/// The hugepage decision for `need` bytes (use what is there, reserve more
+/// when root, else 4 KiB pages with `no_huge_mb`) as EAL arguments; returns
+/// its summary.
+fn hugepage_args(need: u64, no_huge_mb: u64, ours: &mut Vec<EalOpt>) -> Result<String> {
+    let status = hugepages::Status::read().unwrap_or_else(|_| hugepages::Status {
+        default_page_size: None,
+        pools: Vec::new(),
+        mounts: Vec::new(),
+        problems: Vec::new(),
+    });
+    let req = hugepages::Request {
+        bytes: need,
+        page_size: None,
+        allow_setup: hugepages::is_root(),
+        allow_fallback: true,
+        no_huge_mem_mb: no_huge_mb,
+    };
+    let mut d = hugepages::decide(&status, &req);
+    if matches!(d, hugepages::Decision::Setup { .. }) {
+        d = match d.apply() {
+            Ok(d) => d,
+            Err(e) => hugepages::Decision::NoHuge {
+                reason: format!("reserving failed: {e}"),
+                mem_mb: no_huge_mb,
+            },
+        };
+    }
+    let args = d.eal_args();
+    let mut it = args.into_iter().peekable();
+    while let Some(flag) = it.next() {
+        let flag: &'static str = match flag.as_str() {
+            "--huge-dir" => "--huge-dir",
+            "--no-huge" => "--no-huge",
+            "-m" => "-m",
+            other => bail!("unexpected hugepage EAL argument {other}"),
+        };
+        let value = it.next_if(|v| !v.starts_with('-'));
+        ours.push(EalOpt { flag, value });
+    }
+    if matches!(d, hugepages::Decision::UseExisting { .. }) {
+        // Hugepage files are unlinked once mapped: nothing lingers after exit.
+        ours.push(EalOpt::flag("--huge-unlink"));
+    }
+    Ok(d.summary())
 }
 
 /// EAL's device arguments: `-a` for each PCI device the run names (its RX

@@ -7,8 +7,9 @@
 
 use super::{Ctx, Stage};
 use crate::capture::CaptureTx;
+use crate::dpdk::mbuf::{self, rte_mbuf};
+use crate::dpdk::ring_port::RingPtr;
 use crate::skb::Skb;
-use dpdk_sys::{self as sys};
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Packets batched before they go to the ring.
@@ -17,8 +18,8 @@ const BATCH: usize = 64;
 /// Hands every packet to a [`crate::capture::Capture`] writer.
 pub struct CaptureStage {
     tx: CaptureTx,
-    ring: *mut sys::rte_ring,
-    pending: [*mut sys::rte_mbuf; BATCH],
+    ring: RingPtr,
+    pending: [*mut rte_mbuf; BATCH],
     n: usize,
     /// Times the ring was full and the worker waited.
     waits: u64,
@@ -49,7 +50,7 @@ impl CaptureStage {
     /// # Safety
     /// `m` is a valid mbuf chain head the caller owns and gives up.
     #[inline]
-    pub(crate) unsafe fn push_mbuf(&mut self, m: *mut sys::rte_mbuf) {
+    pub(crate) unsafe fn push_mbuf(&mut self, m: *mut rte_mbuf) {
         if self.n == BATCH {
             self.deliver();
         }
@@ -60,27 +61,16 @@ impl CaptureStage {
     fn deliver(&mut self) {
         let mut done = 0;
         while done < self.n {
-            // SAFETY: the ring takes ownership of the chains it enqueues.
-            let k = unsafe {
-                sys::rte_ring_enqueue_burst(
-                    self.ring,
-                    self.pending[done..self.n].as_ptr() as *const *mut std::ffi::c_void,
-                    (self.n - done) as u32,
-                    std::ptr::null_mut(),
-                )
-            } as usize;
+            // SAFETY: a multi-producer ring of mbufs; it takes ownership of
+            // the chains it enqueues.
+            let k = unsafe { self.ring.enqueue_burst(&self.pending[done..self.n]) };
             if k == 0 {
                 self.waits += 1;
                 let (seen, since) = &mut self.stall;
                 if self.tx.writer_stalled(seen, since) {
                     let left = self.n - done;
                     // SAFETY: the chains not enqueued are still ours; freed once.
-                    unsafe {
-                        sys::rte_pktmbuf_free_bulk(
-                            self.pending[done..self.n].as_mut_ptr(),
-                            left as u32,
-                        )
-                    };
+                    unsafe { mbuf::free_bulk(&mut self.pending[done..self.n]) };
                     self.tx.gave_up(left as u64);
                     break;
                 }

@@ -1,18 +1,18 @@
-//! A transmit queue a stage owns: packets batched, sent with one
-//! `rte_eth_tx_burst` per batch, a full ring retried a bounded number of
-//! times and what it still refuses freed and counted (never an unbounded
-//! spin, never a silent loss).
+//! A transmit queue a stage owns: packets batched and sent by the one
+//! transmit loop (`crate::dpdk::tx`: a full ring retried a bounded number
+//! of times, what it still refuses freed and counted), held while the port
+//! is closed to transmits.
 
-use crate::dpdk::mbuf::BulkFree;
+use crate::dpdk::tx::TxBatch;
 use crate::port::gate::TxGate;
 use crate::skb::Skb;
 use anyhow::{bail, Result};
-use dpdk_sys::{self as sys, inline as mb};
 
 /// Packets batched before a transmit.
 const BATCH: usize = 64;
-/// Transmit attempts without progress before the rest is dropped.
-const RETRIES: u32 = 8;
+/// Transmit calls that take nothing, after the first, before the rest is
+/// dropped.
+const RETRIES: u32 = 7;
 
 /// What a [`TxQueue`] sent and dropped.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -30,18 +30,11 @@ pub struct TxStats {
 
 /// One TX queue of a port, used by one stage (no sharing, no lock).
 pub struct TxQueue {
-    port: u16,
-    queue: u16,
-    pending: [*mut sys::rte_mbuf; BATCH],
-    n: usize,
+    batch: TxBatch<BATCH>,
     stats: TxStats,
     /// The run's word for the port, when it has one (see `crate::port::gate`).
     gate: Option<TxGate>,
 }
-
-// SAFETY: the queue owns the mbufs it batches; it is created on the main
-// thread and then used by the one lcore that runs its stage.
-unsafe impl Send for TxQueue {}
 
 impl TxQueue {
     /// TX queue `queue` of `port`, which must be configured and started.
@@ -55,10 +48,7 @@ impl TxQueue {
             );
         }
         Ok(TxQueue {
-            port,
-            queue,
-            pending: [std::ptr::null_mut(); BATCH],
-            n: 0,
+            batch: TxBatch::new(port, queue),
             stats: TxStats::default(),
             gate: None,
         })
@@ -73,17 +63,17 @@ impl TxQueue {
 
     /// The port and queue this transmits on.
     pub fn id(&self) -> (u16, u16) {
-        (self.port, self.queue)
+        self.batch.id()
     }
 
     /// Queues a packet; a full batch is transmitted at once.
     #[inline]
     pub fn push(&mut self, skb: Skb) {
-        if self.n == BATCH {
+        if self.batch.is_full() {
             self.send(true);
         }
-        self.pending[self.n] = skb.into_mbuf();
-        self.n += 1;
+        // SAFETY: the skb's mbuf is a chain we own; the batch takes it.
+        unsafe { self.batch.push(skb.into_mbuf()) };
     }
 
     /// Transmits what is batched (call at the end of every poll). While the
@@ -95,53 +85,19 @@ impl TxQueue {
     /// Transmits the batch; with the port closed, keeps it unless it must
     /// be emptied (`must_empty`), then frees it.
     fn send(&mut self, must_empty: bool) {
-        if self.n == 0 {
+        if self.batch.is_empty() {
             return;
         }
         if self.gate.as_ref().is_some_and(|g| !g.open()) {
             if must_empty {
-                let mut freer = BulkFree::new();
-                for &m in &self.pending[..self.n] {
-                    // SAFETY: owned chains, never handed to the PMD.
-                    unsafe { freer.chain(m) };
-                }
-                self.stats.link_down += self.n as u64;
-                self.n = 0;
+                self.stats.link_down += self.batch.free();
             }
             return;
         }
-        let bytes: u64 = self.pending[..self.n]
-            .iter()
-            // SAFETY: owned chain heads; a field read.
-            .map(|&m| unsafe { mb::pkt_len(m) } as u64)
-            .sum();
-        let (mut sent, mut idle) = (0usize, 0u32);
-        while sent < self.n && idle < RETRIES {
-            // SAFETY: pending[sent..n] are owned chains; the PMD takes the
-            // first k of them.
-            let k = unsafe {
-                sys::rte_eth_tx_burst(
-                    self.port,
-                    self.queue,
-                    self.pending[sent..self.n].as_mut_ptr(),
-                    (self.n - sent) as u16,
-                )
-            } as usize;
-            sent += k;
-            idle = if k == 0 { idle + 1 } else { 0 };
-        }
-        let mut lost = 0u64;
-        if sent < self.n {
-            let mut freer = BulkFree::new();
-            for &m in &self.pending[sent..self.n] {
-                // SAFETY: the PMD did not take these; we still own them.
-                lost += unsafe { freer.chain(m) } as u64;
-            }
-            self.stats.dropped += (self.n - sent) as u64;
-        }
-        self.stats.packets += sent as u64;
-        self.stats.bytes += bytes - lost;
-        self.n = 0;
+        let sent = self.batch.send(RETRIES);
+        self.stats.packets += sent.packets;
+        self.stats.bytes += sent.bytes;
+        self.stats.dropped += sent.dropped;
     }
 
     /// What was sent and dropped so far.
