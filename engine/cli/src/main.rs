@@ -4,7 +4,7 @@ use anyhow::Result;
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use grorx::forward::Encap;
 use grorx::gen::GenConfig;
-use grorx::gro::{CsumMode, GroConfig};
+use grorx::gro::{CsumMode, GroConfig, ReorderWindow};
 use grorx::lcores::parse_cpu_list;
 use grorx::measure::Measure;
 use grorx::port_spec::PortSpec;
@@ -439,13 +439,15 @@ fn run_options(a: RunArgs) -> Result<(RunOptions, Output)> {
                 CsumArg::Verify => CsumMode::Verify,
                 CsumArg::Trust => CsumMode::Trust,
             },
-            reorder: a.gro.gro_reorder,
+            hold_us: a.gro.gro_flush_us,
+            reorder: ReorderWindow {
+                segments: a.gro.gro_reorder,
+                wait_us: a.gro.gro_reorder_us,
+            },
             udp: a.gro.gro_udp,
             tunnels,
             ..GroConfig::default()
         }),
-        gro_flush_us: a.gro.gro_flush_us,
-        gro_reorder_us: a.gro.gro_reorder_us,
         headroom: a.gro.headroom,
         skb_mode: match a.gro.skb_mode {
             SkbArg::Build => SkbMode::Build,

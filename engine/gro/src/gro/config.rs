@@ -23,7 +23,10 @@ pub enum OutCsum {
     Pseudo,
 }
 
-/// GRO's settings for one queue (the `--gro-*` options).
+/// GRO's settings for one queue: what a merge may build, what the table
+/// holds, and how long packets may be held (the two times are the caller's
+/// to apply: it passes `Gro::flush_older` and `Gro::expire_reorder` the
+/// deadlines they give on its own clock).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GroConfig {
     /// Buffers one merged packet may span (1..=`MAX_FRAGS`; Linux's
@@ -44,10 +47,12 @@ pub struct GroConfig {
     pub csum: CsumMode,
     /// What a merged packet's TCP checksum field holds.
     pub out_csum: OutCsum,
-    /// Segments per flow that may wait ahead of a sequence gap for it to
-    /// fill (0: off; at most `MAX_REORDER`). How long they may wait is the
-    /// caller's: `Gro::expire_reorder`.
-    pub reorder: u16,
+    /// Hold packets across polls up to this many microseconds (0: flush at
+    /// the end of every poll).
+    pub hold_us: u32,
+    /// The window in which segments ahead of a sequence gap wait for it to
+    /// fill: how many, and how long.
+    pub reorder: ReorderWindow,
     /// Merge UDP datagrams too (see the `udp` module), in a table of their
     /// own as large as TCP's.
     pub udp: bool,
@@ -56,7 +61,28 @@ pub struct GroConfig {
     pub tunnels: crate::wire::Tunnels,
 }
 
-/// The most segments a flow may hold ahead of a gap (`GroConfig::reorder`).
+/// The reorder window (`GroConfig::reorder`): its size and its time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReorderWindow {
+    /// Segments per flow that may wait ahead of a sequence gap for it to
+    /// fill (0: off, gaps flush as in Linux; at most `MAX_REORDER`).
+    pub segments: u16,
+    /// The longest a segment waits ahead of a gap, in microseconds (across
+    /// polls): then its flow gives up the wait (`Gro::expire_reorder`).
+    pub wait_us: u32,
+}
+
+impl Default for ReorderWindow {
+    fn default() -> Self {
+        ReorderWindow {
+            segments: 0,
+            wait_us: 100,
+        }
+    }
+}
+
+/// The most segments a flow may hold ahead of a gap
+/// (`GroConfig::reorder.segments`).
 pub const MAX_REORDER: u16 = 16;
 
 /// The most buffers a merged packet may span (`GroConfig::max_frags`): room
@@ -72,7 +98,8 @@ impl Default for GroConfig {
             flow_cache: 1024,
             csum: CsumMode::Verify,
             out_csum: OutCsum::Full,
-            reorder: 0,
+            hold_us: 0,
+            reorder: ReorderWindow::default(),
             udp: false,
             tunnels: crate::wire::Tunnels::default(),
         }
@@ -101,10 +128,10 @@ impl GroConfig {
                 self.flows
             ));
         }
-        if self.reorder > MAX_REORDER {
+        if self.reorder.segments > MAX_REORDER {
             return Err(format!(
                 "--gro-reorder {} is out of range: give 0..={MAX_REORDER} (0 turns it off)",
-                self.reorder
+                self.reorder.segments
             ));
         }
         if self.flow_cache > 16384 {

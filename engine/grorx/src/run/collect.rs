@@ -265,7 +265,7 @@ fn per_packet(rx: u64, gro: u64, stage: u64, packets: u64) -> Cycles {
 
 /// The hold limit, microseconds: GRO on and holding across polls.
 fn hold_limit_us(opts: &RunOptions) -> Option<u64> {
-    (opts.gro.is_some() && opts.gro_flush_us > 0).then_some(opts.gro_flush_us as u64)
+    (opts.gro.map(|g| g.hold_us as u64)).filter(|&us| us > 0)
 }
 
 /// A note when GRO held packets well past the hold limit, with the reason:
@@ -306,7 +306,10 @@ mod tests {
     #[test]
     fn a_hold_well_past_its_limit_is_noted_with_the_reason() {
         let held = RunOptions {
-            gro_flush_us: 50,
+            gro: Some(crate::gro::GroConfig {
+                hold_us: 50,
+                ..Default::default()
+            }),
             ..RunOptions::default()
         };
         let n = hold_overrun(&held, &hold(900)).expect("noted");

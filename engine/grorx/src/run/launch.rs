@@ -109,9 +109,13 @@ impl Workers {
             burst: opts.burst,
             drain_rounds: opts.rx_desc as u32 / opts.burst.max(1) as u32 + 4,
             gro: opts.gro,
-            gro_hold_tsc: opts.gro_flush_us as u64 * eal.tsc_hz() / 1_000_000,
+            gro_hold_tsc: opts
+                .gro
+                .map_or(0, |g| g.hold_us as u64 * eal.tsc_hz() / 1_000_000),
             reorder_tsc: match &opts.gro {
-                Some(g) if g.reorder > 0 => opts.gro_reorder_us as u64 * eal.tsc_hz() / 1_000_000,
+                Some(g) if g.reorder.segments > 0 => {
+                    g.reorder.wait_us as u64 * eal.tsc_hz() / 1_000_000
+                }
                 _ => 0,
             },
             tsc_hz: eal.tsc_hz(),

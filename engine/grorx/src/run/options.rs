@@ -61,13 +61,8 @@ pub struct RunOptions {
     pub gen: GenConfig,
     /// How EAL is brought up (started here, or already running).
     pub eal: EalSetup,
-    /// None: GRO off.
+    /// GRO per RX queue, with how long it may hold packets; None: GRO off.
     pub gro: Option<GroConfig>,
-    /// Hold packets across polls up to this long (0: flush every poll).
-    pub gro_flush_us: u32,
-    /// With the reorder window on (`GroConfig::reorder`), the longest a
-    /// segment waits ahead of a gap, in microseconds (across polls).
-    pub gro_reorder_us: u32,
     /// Headroom a prepend may use (at most DPDK's RTE_PKTMBUF_HEADROOM).
     pub headroom: u16,
     /// How skbs are built (in place, or copy mode for the experiment).
@@ -200,8 +195,6 @@ impl Default for RunOptions {
                 no_huge: false,
             },
             gro: Some(GroConfig::default()),
-            gro_flush_us: 0,
-            gro_reorder_us: 100,
             headroom: RTE_PKTMBUF_HEADROOM as u16,
             skb_mode: SkbMode::Build,
             capture: None,
@@ -396,8 +389,8 @@ impl RunOptions {
             // GRO holds at most a burst when it flushes every poll, else up to
             // every flow's packet at its frag budget.
             held_per_queue: match &self.gro {
-                Some(g) if self.gro_flush_us > 0 || g.reorder > 0 => {
-                    g.flows as u32 * (g.max_frags + g.reorder) as u32
+                Some(g) if g.hold_us > 0 || g.reorder.segments > 0 => {
+                    g.flows as u32 * (g.max_frags + g.reorder.segments) as u32
                 }
                 _ => 0,
             },

@@ -9,7 +9,10 @@ use std::collections::HashMap;
 
 fn window(n: u16) -> GroConfig {
     GroConfig {
-        reorder: n,
+        reorder: ReorderWindow {
+            segments: n,
+            ..ReorderWindow::default()
+        },
         ..GroConfig::default()
     }
 }
@@ -478,7 +481,10 @@ fn rng(seed: &mut u64) -> u64 {
 /// wait given up after `c.wait` polls; everything out at the end.
 fn run(c: &Case, input: Vec<VecBuf>, full_path_only: bool) -> (Gro<VecBuf>, Vec<VecBuf>) {
     let mut g = gro(GroConfig {
-        reorder: c.reorder,
+        reorder: ReorderWindow {
+            segments: c.reorder,
+            ..ReorderWindow::default()
+        },
         max_frags: c.max_frags,
         flows: c.table,
         ..GroConfig::default()
