@@ -8,7 +8,8 @@
 //! shared, nothing is locked.
 //!
 //! An embedder describes a run with [`RunOptions`] (ports, queues, cores,
-//! pools, GRO settings, headroom: the knobs of the `grorx` command), writes a
+//! pools, GRO settings, headroom: the knobs of the `grorx` command, grouped
+//! by what they configure), writes a
 //! [`Stage`] that decides per packet (transmit on a [`TxQueue`], consume or
 //! drop through [`Ctx`], or keep the [`Skb`]), and starts it with
 //! [`start_with`]. The [`Running`] handle serves live [`Stats`], stops the
@@ -44,7 +45,7 @@
 //! ```
 //!
 //! The built-in stages use the same trait: [`Sink`], the capture writer and
-//! the forwarder (`RunOptions::capture`, `RunOptions::forward`, started with
+//! the forwarder (`RunOptions::stage`'s `capture` and `forward`, started with
 //! [`start`]). The GRO core itself, without DPDK, is the `grorx-gro` crate,
 //! re-exported here as [`gro`] (with [`wire`] header views and [`csum`]).
 //!
@@ -119,8 +120,8 @@ pub use gro::{CsumMode, GroConfig};
 pub use port_spec::PortSpec;
 pub use report::Report;
 pub use run::{
-    run, shutdown, start, start_with, EalSetup, ForwardOptions, PoolScope, RunOptions, Running,
-    Stats, Stopper,
+    run, shutdown, start, start_with, EalSetup, ForwardOptions, PoolOptions, PoolScope, RunOptions,
+    Running, RxOptions, SkbOptions, StageOptions, Stats, Stopper,
 };
 pub use skb::Skb;
 pub use stage::{Ctx, QueueSetup, Sink, Stage, TxQueue};

@@ -71,7 +71,7 @@ const _: () = assert!(
     "the skb fits one cache line"
 );
 
-/// How skbs are built (`RunOptions::skb_mode`, `--skb-mode`).
+/// How skbs are built (`RunOptions::skb.mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SkbMode {
     /// Built in place in the received buffer (the default).

@@ -215,11 +215,11 @@ pub(super) fn report(
             },
         },
         skb: SkbReport {
-            mode: match opts.skb_mode {
+            mode: match opts.skb.mode {
                 SkbMode::Build => "build".into(),
                 SkbMode::Copy => "copy".into(),
             },
-            headroom: opts.headroom,
+            headroom: opts.skb.headroom,
             // The forwarder does the prepends in forward mode.
             headroom_miss: headroom_miss
                 + r.forward
@@ -230,7 +230,7 @@ pub(super) fn report(
             malformed,
         },
         capture: f.capture,
-        forward: opts.forward.as_ref().map(|f| {
+        forward: opts.stage.forward.as_ref().map(|f| {
             let mut s = crate::forward::ForwardStats::default();
             for c in &r.forward {
                 s.add(&c.load());

@@ -28,7 +28,7 @@ pub(super) struct Lcores {
 impl Lcores {
     /// The workers that will poll: one per RX queue at most (`worker::assign`).
     pub fn polling(&self, opts: &RunOptions) -> u16 {
-        let queues = opts.ports.len().max(1) * opts.queues as usize;
+        let queues = opts.ports.len().max(1) * opts.rx.queues as usize;
         self.workers.len().min(queues).min(u16::MAX as usize) as u16
     }
 
@@ -106,8 +106,8 @@ impl Workers {
             gate: super::link::gate(ports, max_port, plan.len()),
         };
         let wc = WorkerConf {
-            burst: opts.burst,
-            drain_rounds: opts.rx_desc as u32 / opts.burst.max(1) as u32 + 4,
+            burst: opts.rx.burst,
+            drain_rounds: opts.rx.desc as u32 / opts.rx.burst.max(1) as u32 + 4,
             gro: opts.gro,
             gro_hold_tsc: opts
                 .gro

@@ -26,8 +26,10 @@ pub enum EalSetup {
     Existing,
 }
 
-/// What a run is asked to do: the knobs of `grorx sink` and `grorx forward`
-/// as typed fields. `RunOptions::default()` is the quick start's run: the
+/// What a run is asked to do, grouped by what each part configures: where
+/// packets come from (`ports`, or the generator), how they are received
+/// (`rx`, `cores`), the buffers (`pools`, `skb`), GRO (`gro`) and what runs
+/// after it (`stage`). `RunOptions::default()` is the quick start's run: the
 /// embedded generator, one queue, GRO on with Linux's limits.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -36,46 +38,78 @@ pub struct RunOptions {
     /// `/var/run/dpdk/<name>/dpdk_telemetry.v2`. One process at a time
     /// holds a name; a second is refused before EAL starts.
     pub name: String,
+    /// How EAL is brought up (started here, or already running).
+    pub eal: EalSetup,
+    /// Stop after this many seconds; None: when stopped, a one-shot replay
+    /// is consumed, or the generator's count is received.
+    pub duration: Option<f64>,
     /// Ports to receive on; none means the embedded generator.
     pub ports: Vec<PortSpec>,
+    /// The embedded generator's traffic (used when `ports` is empty).
+    pub gen: GenConfig,
+    /// Worker CPUs; None: one, the last CPU.
+    pub cores: Option<Vec<usize>>,
+    /// How the ports receive: queues, rings, bursts, MTU.
+    pub rx: RxOptions,
+    /// The mbuf pools.
+    pub pools: PoolOptions,
+    /// GRO per RX queue, with how long it may hold packets; None: GRO off.
+    pub gro: Option<GroConfig>,
+    /// How skbs are built in the mbufs.
+    pub skb: SkbOptions,
+    /// What takes the packets GRO delivers (the sink unless set here).
+    pub stage: StageOptions,
+    /// Count TSC cycles per phase (RX, GRO, stage) per packet.
+    pub cycles: bool,
+}
+
+/// How the RX ports receive (`RunOptions::rx`).
+#[derive(Debug, Clone)]
+pub struct RxOptions {
     /// RX queues per port (RSS spreads flows over them).
     pub queues: u16,
-    /// Worker CPUs (`--cores`).
-    pub cores: Option<Vec<usize>>,
     /// RX descriptors per queue.
-    pub rx_desc: u16,
+    pub desc: u16,
     /// Packets per RX burst (at most `worker::MAX_BURST`, 256).
     pub burst: u16,
     /// Port MTU; None keeps the port's own.
     pub mtu: Option<u16>,
-    /// Force a data room (to split frames over several mbufs).
-    pub data_room: Option<u16>,
-    /// Per-lcore mempool cache, in mbufs (0: none).
-    pub pool_cache: u32,
-    /// Stop after this many seconds; None: when stopped, a one-shot replay
-    /// is consumed, or the generator's count is received.
-    pub duration: Option<f64>,
     /// Promiscuous mode on the RX ports.
     pub promisc: bool,
-    /// The embedded generator's traffic (used when `ports` is empty).
-    pub gen: GenConfig,
-    /// How EAL is brought up (started here, or already running).
-    pub eal: EalSetup,
-    /// GRO per RX queue, with how long it may hold packets; None: GRO off.
-    pub gro: Option<GroConfig>,
-    /// Headroom a prepend may use (at most DPDK's RTE_PKTMBUF_HEADROOM).
-    pub headroom: u16,
-    /// How skbs are built (in place, or copy mode for the experiment).
-    pub skb_mode: SkbMode,
-    /// Write every packet the GRO stage outputs to this pcap file.
-    pub capture: Option<std::path::PathBuf>,
+}
+
+/// The mbuf pools (`RunOptions::pools`).
+#[derive(Debug, Clone)]
+pub struct PoolOptions {
+    /// Force a data room (to split frames over several mbufs); None: one
+    /// frame at the MTU per mbuf.
+    pub data_room: Option<u16>,
+    /// Per-lcore mempool cache, in mbufs (0: none).
+    pub cache: u32,
+    /// How widely mbuf pools are shared.
+    pub scope: PoolScope,
     /// mbufs a port keeps for itself (net_pcap infinite_rx caches its file);
     /// filled in by `run`.
     pub cached_frames: u32,
-    /// How widely mbuf pools are shared.
-    pub pool_scope: PoolScope,
+}
+
+/// How skbs are built (`RunOptions::skb`).
+#[derive(Debug, Clone)]
+pub struct SkbOptions {
+    /// In place, or copy mode for the experiment.
+    pub mode: SkbMode,
+    /// Headroom a prepend may use (at most DPDK's RTE_PKTMBUF_HEADROOM).
+    pub headroom: u16,
+}
+
+/// What takes the packets GRO delivers (`RunOptions::stage`): the sink
+/// unless one of these is set, or `start_with` is given a stage.
+#[derive(Debug, Clone, Default)]
+pub struct StageOptions {
     /// Forward what GRO delivers, encapsulated (the built-in forward stage).
     pub forward: Option<ForwardOptions>,
+    /// Write every packet the GRO stage outputs to this pcap file.
+    pub capture: Option<std::path::PathBuf>,
     /// Ports a stage of the caller's forwards to, in order: TX-only ports
     /// (each with a pool for header mbufs) or RX ports of the run (a bump in
     /// the wire); every worker has a TX queue of its own on each. A stage
@@ -84,8 +118,6 @@ pub struct RunOptions {
     /// A measurement-only stage instead of the sink (`start` only).
     #[cfg(feature = "measure")]
     pub measure: Option<Measure>,
-    /// Count TSC cycles per phase (RX, GRO, stage) per packet.
-    pub cycles: bool,
 }
 
 /// The built-in forward stage: where to, and how encapsulated.
@@ -100,12 +132,12 @@ pub struct ForwardOptions {
 }
 
 impl RunOptions {
-    /// The output ports of the run: the forward stage's `to`, or `outputs`
+    /// The output ports of the run: the forward stage's `to`, or `stage.outputs`
     /// (RX ports among them too).
     pub(super) fn output_ports(&self) -> &[PortSpec] {
-        match &self.forward {
+        match &self.stage.forward {
             Some(f) => &f.to,
-            None => &self.outputs,
+            None => &self.stage.outputs,
         }
     }
 }
@@ -179,32 +211,52 @@ impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
             name: "grorx".to_string(),
-            ports: Vec::new(),
-            queues: 1,
-            cores: None,
-            rx_desc: 1024,
-            burst: 32,
-            mtu: None,
-            data_room: None,
-            pool_cache: 256,
-            duration: None,
-            promisc: true,
-            gen: GenConfig::default(),
             eal: EalSetup::Start {
                 user_args: Vec::new(),
                 no_huge: false,
             },
+            duration: None,
+            ports: Vec::new(),
+            gen: GenConfig::default(),
+            cores: None,
+            rx: RxOptions::default(),
+            pools: PoolOptions::default(),
             gro: Some(GroConfig::default()),
-            headroom: RTE_PKTMBUF_HEADROOM as u16,
-            skb_mode: SkbMode::Build,
-            capture: None,
-            cached_frames: 0,
-            pool_scope: PoolScope::Socket,
-            forward: None,
-            outputs: Vec::new(),
-            #[cfg(feature = "measure")]
-            measure: None,
+            skb: SkbOptions::default(),
+            stage: StageOptions::default(),
             cycles: false,
+        }
+    }
+}
+
+impl Default for RxOptions {
+    fn default() -> Self {
+        RxOptions {
+            queues: 1,
+            desc: 1024,
+            burst: 32,
+            mtu: None,
+            promisc: true,
+        }
+    }
+}
+
+impl Default for PoolOptions {
+    fn default() -> Self {
+        PoolOptions {
+            data_room: None,
+            cache: 256,
+            scope: PoolScope::Socket,
+            cached_frames: 0,
+        }
+    }
+}
+
+impl Default for SkbOptions {
+    fn default() -> Self {
+        SkbOptions {
+            mode: SkbMode::Build,
+            headroom: RTE_PKTMBUF_HEADROOM as u16,
         }
     }
 }
@@ -228,29 +280,29 @@ impl RunOptions {
     /// give instead. `start` calls it first.
     pub fn validate(&self) -> Result<()> {
         super::instance::check_name(&self.name)?;
-        if self.queues == 0 || self.queues > MAX_QUEUES {
+        if self.rx.queues == 0 || self.rx.queues > MAX_QUEUES {
             bail!(
                 "--queues {} is out of range: give 1..={MAX_QUEUES} (RTE_MAX_QUEUES_PER_PORT)",
-                self.queues
+                self.rx.queues
             );
         }
-        if self.pool_cache > MAX_POOL_CACHE {
+        if self.pools.cache > MAX_POOL_CACHE {
             bail!(
                 "--pool-cache {} is out of range: give 0..={MAX_POOL_CACHE} (RTE_MEMPOOL_CACHE_MAX_SIZE)",
-                self.pool_cache
+                self.pools.cache
             );
         }
-        if self.burst == 0 || self.burst as usize > worker::MAX_BURST {
+        if self.rx.burst == 0 || self.rx.burst as usize > worker::MAX_BURST {
             bail!(
                 "--burst {} is out of range: give 1..={}",
-                self.burst,
+                self.rx.burst,
                 worker::MAX_BURST
             );
         }
-        if self.rx_desc < 32 {
+        if self.rx.desc < 32 {
             bail!(
                 "--rx-desc {} is too small: give 32 or more (512-4096 is usual)",
-                self.rx_desc
+                self.rx.desc
             );
         }
         if let Some(d) = self.duration {
@@ -258,7 +310,7 @@ impl RunOptions {
                 bail!("--duration must be a positive number of seconds");
             }
         }
-        if let Some(r) = self.data_room {
+        if let Some(r) = self.pools.data_room {
             if (r as u32) < RTE_PKTMBUF_HEADROOM + 64 {
                 bail!(
                     "--data-room {r} leaves no room for a frame after the {} B headroom",
@@ -268,41 +320,41 @@ impl RunOptions {
         }
         // The data room at the MTU asked for (the generator's port has 1500),
         // and the generator's frames in it: known before any port exists.
-        if let Some(mtu) = self.mtu {
+        if let Some(mtu) = self.rx.mtu {
             self.data_room_for(mtu)?;
         }
         if self.ports.is_empty() {
             self.gen.validate().map_err(anyhow::Error::msg)?;
-            let room = self.data_room_for(self.mtu.unwrap_or(1500))?;
+            let room = self.data_room_for(self.rx.mtu.unwrap_or(1500))?;
             gen::fits(&self.gen, room).map_err(anyhow::Error::msg)?;
         }
         if let Some(g) = &self.gro {
             g.validate().map_err(anyhow::Error::msg)?;
         }
-        if self.headroom as u32 > RTE_PKTMBUF_HEADROOM {
+        if self.skb.headroom as u32 > RTE_PKTMBUF_HEADROOM {
             bail!(
                 "--headroom {} is more than DPDK leaves in front of received data ({} B, RTE_PKTMBUF_HEADROOM, \
                  fixed when DPDK is built): give 0..={}",
-                self.headroom,
+                self.skb.headroom,
                 RTE_PKTMBUF_HEADROOM,
                 RTE_PKTMBUF_HEADROOM
             );
         }
         #[cfg(feature = "measure")]
-        if let Some(m) = &self.measure {
+        if let Some(m) = &self.stage.measure {
             m.validate(self)?;
         }
         if let Some((a, b)) = twice(&self.ports) {
             bail!("--port {a} and --port {b} name the same device: give each port once");
         }
-        if let Some((a, b)) = twice(&self.outputs) {
+        if let Some((a, b)) = twice(&self.stage.outputs) {
             bail!("outputs {a} and {b} name the same device: give each output once");
         }
-        if let Some(f) = &self.forward {
-            if !self.outputs.is_empty() {
+        if let Some(f) = &self.stage.forward {
+            if !self.stage.outputs.is_empty() {
                 bail!("the forward stage's outputs are its --to ports: give `outputs` only with a stage of your own");
             }
-            if self.capture.is_some() {
+            if self.stage.capture.is_some() {
                 bail!("forward and capture are stages of their own: give one of them");
             }
             if f.to.is_empty() {
@@ -322,10 +374,10 @@ impl RunOptions {
                 );
             }
         }
-        if self.skb_mode == SkbMode::Copy && self.gro.is_none() {
+        if self.skb.mode == SkbMode::Copy && self.gro.is_none() {
             bail!("--skb-mode copy builds skbs for GRO: use it with --gro on");
         }
-        if let Some(p) = &self.capture {
+        if let Some(p) = &self.stage.capture {
             if p.is_dir() {
                 bail!(
                     "--capture {}: is a directory: give a file in it (e.g. {})",
@@ -348,7 +400,7 @@ impl RunOptions {
     /// What errors call an output: the forward stage's `--to`, or a stage
     /// of the caller's `output`.
     pub(super) fn output_flag(&self) -> &'static str {
-        if self.forward.is_some() {
+        if self.stage.forward.is_some() {
             "--to"
         } else {
             "output"
@@ -367,7 +419,7 @@ impl RunOptions {
     }
 
     pub(super) fn data_room_for(&self, mtu: u16) -> Result<u16> {
-        match self.data_room {
+        match self.pools.data_room {
             Some(r) => Ok(r),
             None => pool_sizing::auto_data_room(mtu as u32, RTE_PKTMBUF_HEADROOM)
                 .map_err(anyhow::Error::msg),
@@ -378,14 +430,14 @@ impl RunOptions {
         let gen = self.uses_generator();
         Demand {
             rx_queues: queues,
-            rx_desc: self.rx_desc as u32,
+            rx_desc: self.rx.desc as u32,
             // The TX rings its mbufs may wait in: a stage's own per queue,
             // and every worker's on each RX port the run forwards to.
             tx_queues: queues.max(self.rx_outputs() as u32 * lcores),
-            tx_desc: self.rx_desc as u32,
+            tx_desc: self.rx.desc as u32,
             lcores,
-            cache: self.pool_cache,
-            burst: self.burst.max(gen::MAX_BURST as u16) as u32,
+            cache: self.pools.cache,
+            burst: self.rx.burst.max(gen::MAX_BURST as u16) as u32,
             // GRO holds at most a burst when it flushes every poll, else up to
             // every flow's packet at its frag budget.
             held_per_queue: match &self.gro {
@@ -396,10 +448,10 @@ impl RunOptions {
             },
             // The generator's rings: RX rings hold up to rx_desc each, plus its pending bursts.
             extra: if gen {
-                self.queues as u32 * (self.rx_desc as u32 + gen::MAX_BURST as u32)
+                self.rx.queues as u32 * (self.rx.desc as u32 + gen::MAX_BURST as u32)
             } else {
                 0
-            } + if self.capture.is_some() {
+            } + if self.stage.capture.is_some() {
                 CAPTURE_SLOTS
             } else {
                 0
@@ -409,17 +461,17 @@ impl RunOptions {
 
     /// Hugepage memory the run needs (pools at the expected MTU + EAL).
     pub(super) fn memory_needed(&self, lcores: u32) -> Result<u64> {
-        let mtu = self.mtu.unwrap_or(1500);
+        let mtu = self.rx.mtu.unwrap_or(1500);
         let room = self.data_room_for(mtu)?;
-        let capture = if self.capture.is_some() {
+        let capture = if self.stage.capture.is_some() {
             CAPTURE_SLOTS
         } else {
             0
         };
         let n = pool_sizing::element_count(&self.demand(
             lcores,
-            self.queues as u32,
-            self.cached_frames + capture,
+            self.rx.queues as u32,
+            self.pools.cached_frames + capture,
         ));
         let ports = self.ports.len().max(1) as u64;
         Ok(ports * pool_sizing::pool_bytes(n, PRIV_SIZE as u32, room as u32) + EAL_OVERHEAD)
@@ -444,14 +496,14 @@ pub const PRIV_SIZE: u16 = skb::PRIV_SIZE;
 #[cfg(feature = "measure")]
 impl Measure {
     pub(crate) fn validate(&self, opts: &RunOptions) -> Result<()> {
-        if opts.forward.is_some() {
+        if opts.stage.forward.is_some() {
             bail!("forward is a stage of its own: use it without --gro rte or --free per-packet");
         }
         match self {
             Measure::RteGro if opts.gro.is_some() => bail!(
                 "DPDK's rte_gro and grorx's GRO are alternatives: give --gro rte or --gro on, not both"
             ),
-            Measure::FreePerPacket if opts.capture.is_some() => {
+            Measure::FreePerPacket if opts.stage.capture.is_some() => {
                 bail!("--free per-packet is a sink: use it without --capture")
             }
             _ => Ok(()),
@@ -470,10 +522,13 @@ mod tests {
     fn forward(rx: &[&str], to: &[&str]) -> RunOptions {
         RunOptions {
             ports: rx.iter().map(|s| spec(s)).collect(),
-            forward: Some(ForwardOptions {
-                to: to.iter().map(|s| spec(s)).collect(),
-                encap: crate::forward::Encap::None,
-            }),
+            stage: StageOptions {
+                forward: Some(ForwardOptions {
+                    to: to.iter().map(|s| spec(s)).collect(),
+                    encap: crate::forward::Encap::None,
+                }),
+                ..StageOptions::default()
+            },
             ..RunOptions::default()
         }
     }
@@ -493,7 +548,10 @@ mod tests {
         assert!(forward(&["3b:00.0"], &["3b:00.1"]).validate().is_ok());
         let o = RunOptions {
             ports: vec![spec("net_null0"), spec("net_null1")],
-            outputs: vec![spec("net_null1"), spec("net_null0")],
+            stage: StageOptions {
+                outputs: vec![spec("net_null1"), spec("net_null0")],
+                ..StageOptions::default()
+            },
             ..RunOptions::default()
         };
         assert!(o.validate().is_ok());
@@ -538,7 +596,10 @@ mod tests {
         assert!(e.contains("--to 5e:00.0 and --to 0000:5e:00.0"), "{e}");
         let e = refusal(&RunOptions {
             ports: vec![spec("net_null0")],
-            outputs: vec![spec("3b:00.0"), spec("0000:3b:00.0")],
+            stage: StageOptions {
+                outputs: vec![spec("3b:00.0"), spec("0000:3b:00.0")],
+                ..StageOptions::default()
+            },
             ..RunOptions::default()
         });
         assert!(e.contains("give each output once"), "{e}");

@@ -110,7 +110,7 @@ impl Ports {
         let mut ids = Vec::new();
         if opts.uses_generator() {
             let socket = eal::socket_id();
-            let rp = RingPort::create(opts.queues, opts.rx_desc as u32, socket)?;
+            let rp = RingPort::create(opts.rx.queues, opts.rx.desc as u32, socket)?;
             ids.push(rp.port_id);
             once.push(None);
             cached.push(0);
@@ -151,7 +151,7 @@ impl Ports {
             }
             out_ids.push(id);
         }
-        let encap = match &opts.forward {
+        let encap = match &opts.stage.forward {
             Some(f) => f.encap,
             // A stage of the caller's may do anything: ask for every TX
             // offload the port has.
@@ -161,7 +161,7 @@ impl Ports {
         let mut plans = Vec::new();
         for &id in &ids {
             let cur = port::mtu(id);
-            let mtu = opts.mtu.unwrap_or(if cur == 0 { 1500 } else { cur });
+            let mtu = opts.rx.mtu.unwrap_or(if cur == 0 { 1500 } else { cur });
             let room = opts.data_room_for(mtu)?;
             let socket = port::socket(id);
             plans.push((id, mtu, room, socket));
@@ -169,8 +169,8 @@ impl Ports {
         let mut groups: Vec<PoolGroup> = Vec::new();
         let mut queue_pool: Vec<Vec<usize>> = vec![Vec::new(); ids.len()];
         for (pi, &(id, _, room, socket)) in plans.iter().enumerate() {
-            for q in 0..opts.queues {
-                let key = match opts.pool_scope {
+            for q in 0..opts.rx.queues {
+                let key = match opts.pools.scope {
                     PoolScope::Socket => (socket, room, u16::MAX, u16::MAX),
                     PoolScope::Port => (socket, room, id, u16::MAX),
                     PoolScope::Queue => (socket, room, id, q),
@@ -193,7 +193,7 @@ impl Ports {
                 queue_pool[pi].push(g);
             }
         }
-        if opts.capture.is_some() {
+        if opts.stage.capture.is_some() {
             groups[0].extra += CAPTURE_SLOTS;
         }
         let mut ports = Ports {
@@ -209,7 +209,7 @@ impl Ports {
         for g in &groups {
             let (socket, room, _, _) = g.key;
             let n = pool_sizing::element_count(&opts.demand(lcore_count, g.queues, g.extra));
-            let cache = pool_sizing::cache_size(opts.pool_cache, n);
+            let cache = pool_sizing::cache_size(opts.pools.cache, n);
             let seq = POOL_SEQ.fetch_add(1, Relaxed);
             ports.pools.push(Arc::new(Mempool::create(&PoolParams {
                 name: format!("grorx-s{}-{seq}", socket.max(0)),
@@ -219,7 +219,7 @@ impl Ports {
                 data_room: room,
                 socket,
             })?));
-            if opts.skb_mode == SkbMode::Copy {
+            if opts.skb.mode == SkbMode::Copy {
                 ports.head_pools.push(Mempool::create(&PoolParams {
                     name: format!("grorx-h{}-{seq}", socket.max(0)),
                     elements: n,
@@ -234,14 +234,14 @@ impl Ports {
             let segs = pool_sizing::segments_per_frame(mtu as u32, room, RTE_PKTMBUF_HEADROOM);
             let output = out_ids.contains(&id);
             let conf = PortConf {
-                rx_queues: opts.queues,
+                rx_queues: opts.rx.queues,
                 // A TX queue per worker: any queue's stage may transmit on
                 // any port without sharing a queue with another lcore.
                 tx_queues: workers,
-                rx_desc: opts.rx_desc,
-                tx_desc: opts.rx_desc,
+                rx_desc: opts.rx.desc,
+                tx_desc: opts.rx.desc,
                 mtu: Some(mtu),
-                promisc: opts.promisc,
+                promisc: opts.rx.promisc,
                 rx_csum: true,
                 scatter: segs > 1,
                 source_steers: ports.ring_port.is_some(),
@@ -294,7 +294,7 @@ impl Ports {
             ports.lines.extend(note);
         }
         for s in &mut ports.slots {
-            if let Err(e) = s.port.start(opts.promisc) {
+            if let Err(e) = s.port.start(opts.rx.promisc) {
                 if !super::link::connects_when_started(&opts.ports, &s.port) {
                     return Err(e);
                 }
@@ -357,8 +357,8 @@ impl Ports {
         let g = s.pools[q as usize];
         let head = self.head_pools.get(g);
         SkbConf {
-            mode: opts.skb_mode,
-            headroom: opts.headroom,
+            mode: opts.skb.mode,
+            headroom: opts.skb.headroom,
             buf_truesize: skb::truesize_of(&self.pools[g]),
             head_pool: head.map(|p| p.as_ptr()).unwrap_or(std::ptr::null_mut()),
             head_truesize: head.map(skb::truesize_of).unwrap_or(0),
@@ -521,11 +521,11 @@ fn forward_port(
 ) -> Result<(Port, Arc<Mempool>)> {
     let n = pool_sizing::element_count(&pool_sizing::Demand {
         rx_queues: 1,
-        rx_desc: opts.rx_desc as u32,
+        rx_desc: opts.rx.desc as u32,
         tx_queues: workers as u32,
-        tx_desc: opts.rx_desc as u32 + 512,
+        tx_desc: opts.rx.desc as u32 + 512,
         lcores: lcore_count,
-        cache: opts.pool_cache,
+        cache: opts.pools.cache,
         burst: 64,
         held_per_queue: 0,
         extra: 0,
@@ -534,7 +534,7 @@ fn forward_port(
     let pool = Arc::new(Mempool::create(&PoolParams {
         name: format!("grorx-f{id}-{}", POOL_SEQ.fetch_add(1, Relaxed)),
         elements: n,
-        cache: pool_sizing::cache_size(opts.pool_cache, n),
+        cache: pool_sizing::cache_size(opts.pools.cache, n),
         priv_size: PRIV_SIZE,
         data_room: room,
         socket,
@@ -542,8 +542,8 @@ fn forward_port(
     let conf = PortConf {
         rx_queues: 1,
         tx_queues: workers,
-        rx_desc: opts.rx_desc,
-        tx_desc: opts.rx_desc,
+        rx_desc: opts.rx.desc,
+        tx_desc: opts.rx.desc,
         mtu: None,
         promisc: false,
         rx_csum: false,

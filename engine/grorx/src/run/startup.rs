@@ -139,7 +139,7 @@ fn device_args(opts: &RunOptions) -> (Option<EalOpt>, Vec<String>) {
 mod tests {
     use super::*;
     use crate::port::spec::PortSpec;
-    use crate::run::ForwardOptions;
+    use crate::run::{ForwardOptions, StageOptions};
 
     fn spec(s: &str) -> PortSpec {
         PortSpec::parse(s).unwrap()
@@ -156,10 +156,13 @@ mod tests {
     fn pci_output_ports_are_on_the_allow_list_too() {
         let opts = RunOptions {
             ports: vec![spec("3b:00.0")],
-            forward: Some(ForwardOptions {
-                to: vec![spec("0000:5E:00.1,txq_inline_max=0")],
-                encap: crate::forward::Encap::None,
-            }),
+            stage: StageOptions {
+                forward: Some(ForwardOptions {
+                    to: vec![spec("0000:5E:00.1,txq_inline_max=0")],
+                    encap: crate::forward::Encap::None,
+                }),
+                ..StageOptions::default()
+            },
             ..RunOptions::default()
         };
         assert_eq!(
@@ -178,7 +181,10 @@ mod tests {
     fn a_pci_output_alone_keeps_the_pci_bus() {
         let opts = RunOptions {
             ports: vec![spec("net_null0")],
-            outputs: vec![spec("3b:00.0")],
+            stage: StageOptions {
+                outputs: vec![spec("3b:00.0")],
+                ..StageOptions::default()
+            },
             ..RunOptions::default()
         };
         assert_eq!(argv(&opts), ["grorx", "-a", "0000:3b:00.0"]);
