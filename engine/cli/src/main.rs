@@ -19,6 +19,8 @@ use std::process::ExitCode;
 use grorx_cli::bench;
 use grorx_cli::watch::{self, Output};
 
+mod flags;
+
 #[derive(Parser)]
 #[command(
     name = "grorx",
@@ -385,7 +387,9 @@ fn run_options(a: RunArgs) -> Result<(RunOptions, Output)> {
         ));
     }
     for &p in &a.gro.vxlan_port {
-        tunnels.add_vxlan(p).map_err(grorx_cli::usage)?;
+        tunnels
+            .add_vxlan(p)
+            .map_err(|e| grorx_cli::usage(e.to_string()))?;
     }
     if let Some(d) = a.json_interval {
         if !(0.01..=86400.0).contains(&d) {
@@ -619,7 +623,9 @@ fn main() -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            grorx_cli::out::sayln(&format!("grorx: error: {e:#}"));
+            // The libraries name settings; the user gave flags.
+            let msg = flags::in_flags(&format!("{e:#}"));
+            grorx_cli::out::sayln(&format!("grorx: error: {msg}"));
             ExitCode::from(grorx_cli::exit_code(&e))
         }
     }

@@ -718,7 +718,7 @@ impl<R: Rx> Harness<'_, R> {
 /// everything: GRO's outputs, for `check_outputs`.
 pub fn feed<R: Rx>(input: &Input, rx: &mut R) -> Result<Fed<R::Buf>, String> {
     let cfg = input.cfg;
-    cfg.validate()?;
+    cfg.validate().map_err(|e| e.to_string())?;
     let mut h = Harness {
         rx,
         verify: cfg.csum == CsumMode::Verify,

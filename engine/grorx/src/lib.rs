@@ -9,7 +9,8 @@
 //!
 //! An embedder describes a run with [`RunOptions`] (ports, queues, cores,
 //! pools, GRO settings, headroom: the knobs of the `grorx` command, grouped
-//! by what they configure), writes a
+//! by what they configure; a setting refused names itself, [`Setting`]),
+//! writes a
 //! [`Stage`] that decides per packet (transmit on a [`TxQueue`], consume or
 //! drop through [`Ctx`], or keep the [`Skb`]), and starts it with
 //! [`start_with`]. The [`Running`] handle serves live [`Stats`], stops the
@@ -60,10 +61,11 @@
 // imports from its own layer or below (scripts/check-modules.py holds the
 // order; docs/design.md draws it).
 
-// No DPDK: buffer sizing, what the workers count.
+// No DPDK: buffer sizing, what the workers count, the settings' names.
 mod counters;
 #[doc(hidden)]
 pub mod pool_sizing;
+pub mod setting;
 
 // DPDK, wrapped.
 mod dpdk;
@@ -123,5 +125,6 @@ pub use run::{
     run, shutdown, start, start_with, EalSetup, ForwardOptions, PoolOptions, PoolScope, RunOptions,
     Running, RxOptions, SkbOptions, StageOptions, Stats, Stopper,
 };
+pub use setting::{Setting, SettingError};
 pub use skb::Skb;
 pub use stage::{Ctx, QueueSetup, Sink, Stage, TxQueue};

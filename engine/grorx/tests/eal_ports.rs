@@ -11,6 +11,7 @@ use grorx::port::{self, Port, PortConf};
 use grorx::port_spec::PortSpec;
 use grorx::run::{self, EalSetup, PoolOptions, RunOptions, RxOptions};
 use grorx::traffic::{segment_stream, FlowSpec};
+use grorx::{Setting, SettingError};
 
 fn quiet(opts: RunOptions) -> RunOptions {
     RunOptions {
@@ -249,7 +250,8 @@ fn bad_ports_explain_themselves() {
         ..RunOptions::default()
     }))
     .unwrap_err();
-    assert!(e.to_string().contains("--queues"), "{e}");
+    let e = e.downcast_ref::<SettingError>().expect("a setting refused");
+    assert_eq!(e.setting, Setting::Queues, "{e}");
 }
 
 #[test]

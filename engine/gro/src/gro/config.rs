@@ -1,5 +1,7 @@
 //! GRO's settings for one queue, and the checksum modes.
 
+use crate::setting::{Setting, SettingError};
+
 /// Software checksum validation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CsumMode {
@@ -107,38 +109,42 @@ impl Default for GroConfig {
 }
 
 impl GroConfig {
-    /// Checks every setting's range; the error names the option to change.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks every setting's range; the error names the setting and what
+    /// to give instead.
+    pub fn validate(&self) -> Result<(), SettingError> {
+        let out_of_range = |setting, value: &dyn std::fmt::Display, range: String| {
+            Err(SettingError::new(
+                setting,
+                value,
+                format!("out of range: give {range}"),
+            ))
+        };
         if !(1..=MAX_FRAGS).contains(&self.max_frags) {
-            return Err(format!(
-                "--max-frags {} is out of range: give 1..={MAX_FRAGS} (Linux uses 17)",
-                self.max_frags
-            ));
+            return out_of_range(
+                Setting::MaxFrags,
+                &self.max_frags,
+                format!("1..={MAX_FRAGS} (Linux uses 17)"),
+            );
         }
         if !(1500..=super::big::BIG_MAX).contains(&self.max_size) {
-            return Err(format!(
-                "--gro-max-size {} is out of range: give 1500..={} (past 65535: BIG TCP)",
-                self.max_size,
-                super::big::BIG_MAX
-            ));
+            return out_of_range(
+                Setting::MaxSize,
+                &self.max_size,
+                format!("1500..={} (past 65535: BIG TCP)", super::big::BIG_MAX),
+            );
         }
         if !(1..=16384).contains(&self.flows) {
-            return Err(format!(
-                "--gro-flows {} is out of range: give 1..=16384",
-                self.flows
-            ));
+            return out_of_range(Setting::Flows, &self.flows, "1..=16384".into());
         }
         if self.reorder.segments > MAX_REORDER {
-            return Err(format!(
-                "--gro-reorder {} is out of range: give 0..={MAX_REORDER} (0 turns it off)",
-                self.reorder.segments
-            ));
+            return out_of_range(
+                Setting::ReorderSegments,
+                &self.reorder.segments,
+                format!("0..={MAX_REORDER} (0 turns it off)"),
+            );
         }
         if self.flow_cache > 16384 {
-            return Err(format!(
-                "--gro-flow-cache {} is out of range: give 0..=16384",
-                self.flow_cache
-            ));
+            return out_of_range(Setting::FlowCache, &self.flow_cache, "0..=16384".into());
         }
         Ok(())
     }

@@ -8,6 +8,7 @@ pub mod spec;
 
 use crate::dpdk::eal::{cstring, rte_errno, strerror};
 use crate::dpdk::mempool::Mempool;
+use crate::setting::Setting;
 use anyhow::{bail, Context, Result};
 use dpdk_sys as sys;
 use spec::PortSpec;
@@ -256,7 +257,7 @@ pub fn open(spec: &PortSpec) -> Result<u16> {
             // SAFETY: plain query.
             if unsafe { sys::rte_eth_dev_is_valid_port(*id) } == 0 {
                 bail!(
-                    "--port {id}: no such port ({} port(s) exist); name a device instead, e.g. --port net_null0",
+                    "port {id}: no such port ({} port(s) exist); name a device instead, e.g. net_null0",
                     count_avail()
                 );
             }
@@ -269,7 +270,7 @@ pub fn open(spec: &PortSpec) -> Result<u16> {
                 .or_else(|| id_by_name(addr))
                 .with_context(|| {
                     format!(
-                    "--port {addr}: DPDK did not take this PCI device; bind it to vfio-pci first \
+                    "port {addr}: DPDK did not take this PCI device; bind it to vfio-pci first \
                      (dpdk-devbind.py -b vfio-pci {addr}) and check the EAL lines above"
                 )
                 })
@@ -289,7 +290,7 @@ pub fn open(spec: &PortSpec) -> Result<u16> {
                     strerror(-r)
                 };
                 bail!(
-                    "--port '{spec}': DPDK could not create this virtual device ({why}); check the driver \
+                    "port '{spec}': DPDK could not create this virtual device ({why}); check the driver \
                      name and its arguments (e.g. net_null0, net_ring0, net_pcap0,rx_pcap=FILE, \
                      net_memif0,role=server,socket=PATH) and the EAL lines above"
                 );
@@ -299,7 +300,7 @@ pub fn open(spec: &PortSpec) -> Result<u16> {
                 .unwrap_or_else(|p| p.into_inner())
                 .push(name.clone());
             id_by_name(name).with_context(|| {
-                format!("--port '{spec}': device created but no ethdev port named {name}")
+                format!("port '{spec}': device created but no ethdev port named {name}")
             })
         }
     }
@@ -346,13 +347,17 @@ impl Port {
         };
         let mut notes = Vec::new();
         if conf.rx_queues == 0 {
-            bail!("port {name}: zero RX queues: give --queues 1 or more");
+            bail!(
+                "port {name}: zero RX queues: give 1 or more ({})",
+                Setting::Queues
+            );
         }
         if conf.rx_queues > info.max_rx_queues {
             bail!(
-                "port {name} ({driver}) has at most {} RX queues; asked for {}: lower --queues",
+                "port {name} ({driver}) has at most {} RX queues; asked for {}: lower {}",
                 info.max_rx_queues,
-                conf.rx_queues
+                conf.rx_queues,
+                Setting::Queues
             );
         }
         let tx_queues = conf.tx_queues.min(info.max_tx_queues);
@@ -369,9 +374,10 @@ impl Port {
             .unwrap_or(if cur_mtu == 0 { 1500 } else { cur_mtu });
         if mtu < info.min_mtu || mtu > info.max_mtu {
             bail!(
-                "port {name} ({driver}): MTU {mtu} is outside what it supports ({}..={}): give --mtu in that range",
+                "port {name} ({driver}): MTU {mtu} is outside what it supports ({}..={}): give {} in that range",
                 info.min_mtu,
-                info.max_mtu
+                info.max_mtu,
+                Setting::Mtu
             );
         }
         econf.rxmode.mtu = mtu as u32;

@@ -38,8 +38,9 @@ impl Lcores {
             if workers.len() < 2 {
                 bail!(
                     "the embedded generator needs its own lcore besides the workers: EAL has {} worker lcore(s); \
-                     give e.g. -- --lcores 0@0,1@1,2@0 or name a port with --port",
-                    workers.len()
+                     give EAL one more (e.g. --lcores 0@0,1@1,2@0 in its arguments) or name a port ({})",
+                    workers.len(),
+                    crate::setting::Setting::Ports
                 );
             }
             workers.pop()

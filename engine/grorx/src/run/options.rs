@@ -8,9 +8,10 @@ use crate::gro::GroConfig;
 use crate::measure::Measure;
 use crate::pool_sizing::{self, Demand};
 use crate::port::spec::PortSpec;
+use crate::setting::{Setting as S, SettingError};
 use crate::skb::{self, SkbMode};
 use crate::worker;
-use anyhow::{bail, Result};
+use anyhow::Result;
 
 /// How EAL is brought up.
 #[derive(Debug, Clone)]
@@ -261,6 +262,174 @@ impl Default for SkbOptions {
     }
 }
 
+/// A [`SettingError`] as the `anyhow::Error` `validate` returns.
+fn refuse(setting: S, value: impl std::fmt::Display, problem: impl Into<String>) -> anyhow::Error {
+    SettingError::new(setting, value, problem).into()
+}
+
+impl RxOptions {
+    fn validate(&self) -> Result<()> {
+        if self.queues == 0 || self.queues > MAX_QUEUES {
+            return Err(refuse(
+                S::Queues,
+                self.queues,
+                format!("out of range: give 1..={MAX_QUEUES} (RTE_MAX_QUEUES_PER_PORT)"),
+            ));
+        }
+        if self.burst == 0 || self.burst as usize > worker::MAX_BURST {
+            return Err(refuse(
+                S::Burst,
+                self.burst,
+                format!("out of range: give 1..={}", worker::MAX_BURST),
+            ));
+        }
+        if self.desc < 32 {
+            return Err(refuse(
+                S::RxDesc,
+                self.desc,
+                "too small: give 32 or more (512-4096 is usual)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl PoolOptions {
+    fn validate(&self) -> Result<()> {
+        if self.cache > MAX_POOL_CACHE {
+            return Err(refuse(
+                S::PoolCache,
+                self.cache,
+                format!("out of range: give 0..={MAX_POOL_CACHE} (RTE_MEMPOOL_CACHE_MAX_SIZE)"),
+            ));
+        }
+        if let Some(r) = self.data_room {
+            if (r as u32) < RTE_PKTMBUF_HEADROOM + 64 {
+                return Err(refuse(
+                    S::DataRoom,
+                    r,
+                    format!(
+                        "leaves no room for a frame after the {RTE_PKTMBUF_HEADROOM} B headroom"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl SkbOptions {
+    fn validate(&self, gro: bool) -> Result<()> {
+        if self.headroom as u32 > RTE_PKTMBUF_HEADROOM {
+            return Err(refuse(
+                S::Headroom,
+                self.headroom,
+                format!(
+                    "more than DPDK leaves in front of received data ({RTE_PKTMBUF_HEADROOM} B, \
+                     RTE_PKTMBUF_HEADROOM, fixed when DPDK is built): give 0..={RTE_PKTMBUF_HEADROOM}"
+                ),
+            ));
+        }
+        if self.mode == SkbMode::Copy && !gro {
+            return Err(refuse(
+                S::SkbMode,
+                "copy",
+                format!("builds skbs for GRO: use it with GRO on ({})", S::Gro),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl StageOptions {
+    /// The stages' rules, for a run with `rx_ports` RX ports.
+    fn validate(&self, rx_ports: usize) -> Result<()> {
+        if let Some((a, b)) = twice(&self.outputs) {
+            return Err(refuse(
+                S::Outputs,
+                format!("{a}, {b}"),
+                "both name the same device: give each output once",
+            ));
+        }
+        if let Some(f) = &self.forward {
+            if !self.outputs.is_empty() {
+                return Err(refuse(
+                    S::Outputs,
+                    "",
+                    format!(
+                        "the forward stage's outputs are its {}: give {} only with a stage of your own",
+                        S::ForwardTo,
+                        S::Outputs
+                    ),
+                ));
+            }
+            if self.capture.is_some() {
+                return Err(refuse(
+                    S::Capture,
+                    "",
+                    "forward and capture are stages of their own: give one of them",
+                ));
+            }
+            f.validate(rx_ports)?;
+        }
+        if let Some(p) = &self.capture {
+            if p.is_dir() {
+                return Err(refuse(
+                    S::Capture,
+                    p.display(),
+                    format!(
+                        "is a directory: give a file in it (e.g. {})",
+                        p.join("out.pcap").display()
+                    ),
+                ));
+            }
+            let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
+            if let Some(d) = dir.filter(|d| !d.is_dir()) {
+                return Err(refuse(
+                    S::Capture,
+                    p.display(),
+                    format!("directory {} does not exist", d.display()),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ForwardOptions {
+    fn validate(&self, rx_ports: usize) -> Result<()> {
+        if self.to.is_empty() {
+            return Err(refuse(
+                S::ForwardTo,
+                "",
+                "name an output port (e.g. net_null1)",
+            ));
+        }
+        let rx = rx_ports.max(1);
+        if self.to.len() != 1 && self.to.len() != rx {
+            return Err(refuse(
+                S::ForwardTo,
+                "",
+                format!(
+                    "{} outputs for {rx} RX port(s): give one for all, or one per RX port \
+                     ({}), in order",
+                    self.to.len(),
+                    S::Ports
+                ),
+            ));
+        }
+        if let Some((a, b)) = twice(&self.to) {
+            return Err(refuse(
+                S::ForwardTo,
+                format!("{a}, {b}"),
+                "both name the same device: give each output once (RX ports that share \
+                 an output: give that one alone)",
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// RX queues a port may have (DPDK 22.11's RTE_MAX_QUEUES_PER_PORT).
 pub(super) const MAX_QUEUES: u16 = 1024;
 /// The largest per-lcore mempool cache (RTE_MEMPOOL_CACHE_MAX_SIZE).
@@ -276,134 +445,53 @@ pub(super) const CAPTURE_SLOTS: u32 = 8192;
 pub(super) const COPY_BREAK: u16 = 128;
 
 impl RunOptions {
-    /// Refuses settings that cannot work, with a message that says what to
-    /// give instead. `start` calls it first.
+    /// Refuses settings that cannot work, with an error that names the
+    /// setting ([`SettingError`], or the GRO core's) and says what to give
+    /// instead. `start` calls it first.
     pub fn validate(&self) -> Result<()> {
         super::instance::check_name(&self.name)?;
-        if self.rx.queues == 0 || self.rx.queues > MAX_QUEUES {
-            bail!(
-                "--queues {} is out of range: give 1..={MAX_QUEUES} (RTE_MAX_QUEUES_PER_PORT)",
-                self.rx.queues
-            );
-        }
-        if self.pools.cache > MAX_POOL_CACHE {
-            bail!(
-                "--pool-cache {} is out of range: give 0..={MAX_POOL_CACHE} (RTE_MEMPOOL_CACHE_MAX_SIZE)",
-                self.pools.cache
-            );
-        }
-        if self.rx.burst == 0 || self.rx.burst as usize > worker::MAX_BURST {
-            bail!(
-                "--burst {} is out of range: give 1..={}",
-                self.rx.burst,
-                worker::MAX_BURST
-            );
-        }
-        if self.rx.desc < 32 {
-            bail!(
-                "--rx-desc {} is too small: give 32 or more (512-4096 is usual)",
-                self.rx.desc
-            );
-        }
+        self.rx.validate()?;
         if let Some(d) = self.duration {
             if !(d > 0.0 && d.is_finite()) {
-                bail!("--duration must be a positive number of seconds");
+                return Err(refuse(S::Duration, d, "give a positive number of seconds"));
             }
         }
-        if let Some(r) = self.pools.data_room {
-            if (r as u32) < RTE_PKTMBUF_HEADROOM + 64 {
-                bail!(
-                    "--data-room {r} leaves no room for a frame after the {} B headroom",
-                    RTE_PKTMBUF_HEADROOM
-                );
-            }
-        }
+        self.pools.validate()?;
         // The data room at the MTU asked for (the generator's port has 1500),
         // and the generator's frames in it: known before any port exists.
         if let Some(mtu) = self.rx.mtu {
             self.data_room_for(mtu)?;
         }
         if self.ports.is_empty() {
-            self.gen.validate().map_err(anyhow::Error::msg)?;
+            self.gen.validate()?;
             let room = self.data_room_for(self.rx.mtu.unwrap_or(1500))?;
             gen::fits(&self.gen, room).map_err(anyhow::Error::msg)?;
         }
         if let Some(g) = &self.gro {
-            g.validate().map_err(anyhow::Error::msg)?;
+            g.validate()?;
         }
-        if self.skb.headroom as u32 > RTE_PKTMBUF_HEADROOM {
-            bail!(
-                "--headroom {} is more than DPDK leaves in front of received data ({} B, RTE_PKTMBUF_HEADROOM, \
-                 fixed when DPDK is built): give 0..={}",
-                self.skb.headroom,
-                RTE_PKTMBUF_HEADROOM,
-                RTE_PKTMBUF_HEADROOM
-            );
+        self.skb.validate(self.gro.is_some())?;
+        if let Some((a, b)) = twice(&self.ports) {
+            return Err(refuse(
+                S::Ports,
+                format!("{a}, {b}"),
+                "both name the same device: give each port once",
+            ));
         }
         #[cfg(feature = "measure")]
         if let Some(m) = &self.stage.measure {
-            m.validate(self)?;
+            m.validate(&self.stage, self.gro.is_some())?;
         }
-        if let Some((a, b)) = twice(&self.ports) {
-            bail!("--port {a} and --port {b} name the same device: give each port once");
-        }
-        if let Some((a, b)) = twice(&self.stage.outputs) {
-            bail!("outputs {a} and {b} name the same device: give each output once");
-        }
-        if let Some(f) = &self.stage.forward {
-            if !self.stage.outputs.is_empty() {
-                bail!("the forward stage's outputs are its --to ports: give `outputs` only with a stage of your own");
-            }
-            if self.stage.capture.is_some() {
-                bail!("forward and capture are stages of their own: give one of them");
-            }
-            if f.to.is_empty() {
-                bail!("forward: name an output port (--to net_null1)");
-            }
-            let rx = self.ports.len().max(1);
-            if f.to.len() != 1 && f.to.len() != rx {
-                bail!(
-                    "--to given {} times for {rx} RX port(s): give one --to for all, or one per --port, in order",
-                    f.to.len()
-                );
-            }
-            if let Some((a, b)) = twice(&f.to) {
-                bail!(
-                    "--to {a} and --to {b} name the same device: give each output once \
-                     (RX ports that share an output: give that one --to alone)"
-                );
-            }
-        }
-        if self.skb.mode == SkbMode::Copy && self.gro.is_none() {
-            bail!("--skb-mode copy builds skbs for GRO: use it with --gro on");
-        }
-        if let Some(p) = &self.stage.capture {
-            if p.is_dir() {
-                bail!(
-                    "--capture {}: is a directory: give a file in it (e.g. {})",
-                    p.display(),
-                    p.join("out.pcap").display()
-                );
-            }
-            let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
-            if let Some(d) = dir.filter(|d| !d.is_dir()) {
-                bail!(
-                    "--capture {}: directory {} does not exist",
-                    p.display(),
-                    d.display()
-                );
-            }
-        }
-        Ok(())
+        self.stage.validate(self.ports.len())
     }
 
-    /// What errors call an output: the forward stage's `--to`, or a stage
-    /// of the caller's `output`.
-    pub(super) fn output_flag(&self) -> &'static str {
+    /// What errors call an output: the forward stage's `to`, or the
+    /// `outputs` of a stage of the caller's.
+    pub(super) fn output_setting(&self) -> S {
         if self.stage.forward.is_some() {
-            "--to"
+            S::ForwardTo
         } else {
-            "output"
+            S::Outputs
         }
     }
 
@@ -495,17 +583,32 @@ pub const PRIV_SIZE: u16 = skb::PRIV_SIZE;
 // here with the others: measure/ sits below run/ and does not see them.
 #[cfg(feature = "measure")]
 impl Measure {
-    pub(crate) fn validate(&self, opts: &RunOptions) -> Result<()> {
-        if opts.stage.forward.is_some() {
-            bail!("forward is a stage of its own: use it without --gro rte or --free per-packet");
+    pub(crate) fn validate(&self, stage: &StageOptions, gro: bool) -> Result<()> {
+        let setting = match self {
+            Measure::RteGro => S::RteGro,
+            Measure::FreePerPacket => S::FreePerPacket,
+        };
+        if stage.forward.is_some() {
+            return Err(refuse(
+                setting,
+                "",
+                "forward is a stage of its own: use it without a measurement stage",
+            ));
         }
         match self {
-            Measure::RteGro if opts.gro.is_some() => bail!(
-                "DPDK's rte_gro and grorx's GRO are alternatives: give --gro rte or --gro on, not both"
-            ),
-            Measure::FreePerPacket if opts.stage.capture.is_some() => {
-                bail!("--free per-packet is a sink: use it without --capture")
-            }
+            Measure::RteGro if gro => Err(refuse(
+                setting,
+                "",
+                format!(
+                    "DPDK's rte_gro and grorx's GRO are alternatives: give one ({} None)",
+                    S::Gro
+                ),
+            )),
+            Measure::FreePerPacket if stage.capture.is_some() => Err(refuse(
+                setting,
+                "",
+                format!("a sink: use it without {}", S::Capture),
+            )),
             _ => Ok(()),
         }
     }
@@ -533,8 +636,9 @@ mod tests {
         }
     }
 
-    fn refusal(o: &RunOptions) -> String {
-        format!("{:#}", o.validate().expect_err("refused"))
+    fn refusal(o: &RunOptions) -> SettingError {
+        let e = o.validate().expect_err("refused");
+        e.downcast::<SettingError>().expect("a setting refused")
     }
 
     #[test]
@@ -588,12 +692,14 @@ mod tests {
     #[test]
     fn a_device_named_twice_among_rx_or_outputs_is_refused() {
         let e = refusal(&forward(&["3b:00.0", "0000:3b:00.0"], &["5e:00.0"]));
-        assert!(e.contains("name the same device"), "{e}");
+        assert_eq!(e.setting, S::Ports, "{e}");
+        assert!(e.problem.contains("name the same device"), "{e}");
         let e = refusal(&forward(
             &["3b:00.0", "3b:00.1"],
             &["5e:00.0", "0000:5e:00.0"],
         ));
-        assert!(e.contains("--to 5e:00.0 and --to 0000:5e:00.0"), "{e}");
+        assert_eq!(e.setting, S::ForwardTo, "{e}");
+        assert_eq!(e.value, "5e:00.0, 0000:5e:00.0");
         let e = refusal(&RunOptions {
             ports: vec![spec("net_null0")],
             stage: StageOptions {
@@ -602,6 +708,33 @@ mod tests {
             },
             ..RunOptions::default()
         });
-        assert!(e.contains("give each output once"), "{e}");
+        assert_eq!(e.setting, S::Outputs, "{e}");
+        assert!(e.problem.contains("give each output once"), "{e}");
+    }
+
+    #[test]
+    fn a_refusal_names_the_setting_and_the_value() {
+        let e = refusal(&RunOptions {
+            rx: RxOptions {
+                queues: 2000,
+                ..RxOptions::default()
+            },
+            ..RunOptions::default()
+        });
+        assert_eq!(
+            e.to_string(),
+            "RunOptions::rx.queues 2000: out of range: give 1..=1024 (RTE_MAX_QUEUES_PER_PORT)"
+        );
+        let gro = RunOptions {
+            gro: Some(GroConfig {
+                max_frags: 0,
+                ..GroConfig::default()
+            }),
+            ..RunOptions::default()
+        }
+        .validate()
+        .unwrap_err();
+        let e = gro.downcast_ref::<crate::gro::SettingError>().unwrap();
+        assert_eq!(e.setting, crate::gro::Setting::MaxFrags);
     }
 }

@@ -42,7 +42,7 @@ pub(super) fn pcap_replays(opts: &RunOptions) -> Result<Replays> {
         let frames = match file {
             Some(f) => Some(
                 pcap::count_frames(std::path::Path::new(f))
-                    .with_context(|| format!("--port '{p}'"))?,
+                    .with_context(|| format!("port '{p}'"))?,
             ),
             None => None,
         };
@@ -122,13 +122,14 @@ impl Ports {
         }
         if ids.is_empty() || port::count_avail() == 0 {
             bail!(
-                "no port to receive on: name one with --port (e.g. --port net_null0) or run without --port for the embedded generator"
+                "no port to receive on: name one in {} (e.g. net_null0), or none for the embedded generator",
+                crate::setting::Setting::Ports
             );
         }
         // One device under two names (a PCI address in two forms, a vdev and
         // its port id) is only seen once EAL has resolved both.
         let rx_name = |i: usize| match opts.ports.get(i) {
-            Some(p) => format!("--port {p}"),
+            Some(p) => format!("{} {p}", crate::setting::Setting::Ports),
             None => "the embedded generator".to_string(),
         };
         for (i, id) in ids.iter().enumerate() {
@@ -140,14 +141,14 @@ impl Ports {
                 );
             }
         }
-        let out_flag = opts.output_flag();
+        let outputs = opts.output_setting();
         // An output that is an RX port too is configured once, as an RX
         // port that also transmits; the others are TX-only ports.
         let mut out_ids: Vec<u16> = Vec::new();
         for spec in opts.output_ports() {
             let id = port::open(spec)?;
             if out_ids.contains(&id) {
-                bail!("{out_flag} {spec} is port {id}, named twice: give each output once");
+                bail!("{outputs} {spec} is port {id}, named twice: give each output once");
             }
             out_ids.push(id);
         }
@@ -256,7 +257,7 @@ impl Ports {
             if output && port.tx_queues < workers {
                 let i = out_ids.iter().position(|&o| o == id).unwrap_or(0);
                 bail!(
-                    "{out_flag} {}: {}",
+                    "{outputs} {}: {}",
                     opts.output_ports()[i],
                     too_few_tx(&port, workers)
                 );
@@ -502,8 +503,11 @@ fn too_few_tx(port: &Port, workers: u16) -> String {
     };
     format!(
         "{} ({}) gives {} TX queue(s), and each of the run's {workers} workers needs one of its own \
-         (queues are not shared: no locks): give fewer worker cores (--cores){hint}",
-        port.name, port.driver, port.tx_queues
+         (queues are not shared: no locks): give fewer worker cores ({}){hint}",
+        port.name,
+        port.driver,
+        port.tx_queues,
+        crate::setting::Setting::Cores
     )
 }
 
@@ -555,7 +559,7 @@ fn forward_port(
     if port.tx_queues < workers {
         bail!(
             "{} {spec}: {}",
-            opts.output_flag(),
+            opts.output_setting(),
             too_few_tx(&port, workers)
         );
     }

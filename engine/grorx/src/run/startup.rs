@@ -6,6 +6,8 @@ use super::options::{RunOptions, NO_HUGE_MIN_MB};
 use crate::dpdk::eal::Eal;
 use crate::dpdk::eal_args::{self, EalOpt};
 use crate::dpdk::lcores::{self, LcorePlan};
+use crate::gro::Setting as GroSetting;
+use crate::setting::Setting;
 use anyhow::{bail, Result};
 
 /// Starts EAL from the options; returns it and the hugepage summary.
@@ -39,9 +41,14 @@ pub(super) fn start_eal(
     if let Some(total) = hugepages::memory_total().filter(|&t| need > t) {
         bail!(
             "the run's mbuf pools need {} MiB, more than this machine's {} MiB of memory: \
-             lower --queues, --rx-desc, --gro-flows, --gro-reorder or --pool-cache",
+             lower {}, {}, {}, {} or {}",
             need >> 20,
-            total >> 20
+            total >> 20,
+            Setting::Queues,
+            Setting::RxDesc,
+            GroSetting::Flows,
+            GroSetting::ReorderSegments,
+            Setting::PoolCache,
         );
     }
     let no_huge_mb = (need >> 20).max(NO_HUGE_MIN_MB);
@@ -50,7 +57,7 @@ pub(super) fn start_eal(
         summary = "hugepages: as the EAL arguments say".to_string();
     } else if no_huge {
         summary = format!(
-            "hugepages: off (--no-huge): 4 KiB pages, -m {no_huge_mb} (expect a lower packet rate from TLB misses)"
+            "hugepages: off, as asked: 4 KiB pages, -m {no_huge_mb} (expect a lower packet rate from TLB misses)"
         );
         ours.push(EalOpt::flag("--no-huge"));
         ours.push(EalOpt::with("-m", no_huge_mb.to_string()));
