@@ -36,7 +36,7 @@ pub enum Flush {
     FragLimit,
     /// Merging would exceed the size limit.
     SizeLimit,
-    /// Held longer than --gro-flush-us.
+    /// Held longer than `GroConfig::hold_us`.
     Age,
     /// Evicted (the oldest) to make room for a new flow.
     TableFull,

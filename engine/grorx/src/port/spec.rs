@@ -1,11 +1,11 @@
-//! `--port SPEC`: what the user names, and what it becomes before and after
+//! A port spec: what the user names, and what it becomes before and after
 //! EAL starts. Checked before EAL so a typo is a one-line error, not a page of
 //! EAL log.
 
 use std::fmt;
 use std::path::Path;
 
-/// A port as `--port` names it.
+/// A port as `RunOptions::ports` (or an output) names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PortSpec {
     /// A PCI device, `0000:3b:00.0` or `3b:00.0`, optionally `,devargs`:

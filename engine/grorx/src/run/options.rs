@@ -144,7 +144,7 @@ impl RunOptions {
 }
 
 impl ForwardOptions {
-    /// The output (index into `to`) of RX port number `rx` (in `--port` order).
+    /// The output (index into `to`) of RX port number `rx` (in `RunOptions::ports` order).
     pub fn output_of(&self, rx: usize) -> usize {
         if self.to.len() == 1 {
             0

@@ -1,4 +1,4 @@
-//! Bringing EAL up: lcores from `--cores`, the hugepage decision (use,
+//! Bringing EAL up: lcores from `RunOptions::cores`, the hugepage decision (use,
 //! reserve when root, or fall back to 4 KiB pages and say so), the
 //! instance's name as file prefix (claimed first), device allow-lists, then the user's own EAL arguments.
 
@@ -111,7 +111,7 @@ pub(super) fn start_eal(
     ours.push(EalOpt::with("--log-level", "lib.eal:warning"));
     ours.push(EalOpt::with("--log-level", "lib.telemetry:error"));
     // PCI allow-list entries are added whatever the user passes (they are
-    // what --port and --to asked for), then the user's own arguments.
+    // what the RX and output ports name), then the user's own arguments.
     let mut user = allow;
     user.extend(user_args.iter().cloned());
     let argv = eal_args::build("grorx", &ours, &user);
