@@ -11,7 +11,7 @@
 //! summary and, last, one JSON line of its counts.
 //!
 //! What it shows:
-//! - the two-way path: RX port i forwards to the other (`outputs` are the
+//! - the two-way path: RX port i forwards to the other (`stage.outputs` are the
 //!   RX ports in the other order), each queue through a `Forwarder` on its
 //!   worker's own TX queue (merged packets cut back into their segments);
 //! - state kept per connection in both directions, shared by every queue of
@@ -28,7 +28,7 @@
 //! the whole tuple (and track TCP state, and more than IPv4).
 
 use grorx::forward::{Encap, Forwarder};
-use grorx::{start_with, Ctx, PortSpec, QueueSetup, RunOptions, Skb, Stage};
+use grorx::{start_with, Ctx, PortSpec, QueueSetup, RunOptions, Skb, Stage, StageOptions};
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed, Ordering::Release};
 use std::sync::Arc;
@@ -262,7 +262,10 @@ fn main() -> anyhow::Result<()> {
         // The instance's name (EAL's file prefix): one run at a time holds it.
         name: std::env::var("GRORX_NAME").unwrap_or_else(|_| "stateful-firewall".into()),
         ports: vec![inside.clone(), outside.clone()],
-        outputs: vec![outside, inside],
+        stage: StageOptions {
+            outputs: vec![outside, inside],
+            ..StageOptions::default()
+        },
         duration: Some(args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(60.0)),
         ..RunOptions::default()
     };

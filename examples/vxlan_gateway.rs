@@ -15,7 +15,9 @@
 //! sees exactly the segments that came in, each encapsulated.
 
 use grorx::forward::{Encap, Forwarder, VxlanConf};
-use grorx::{start_with, Ctx, GenConfig, PortSpec, QueueSetup, RunOptions, Skb, Stage};
+use grorx::{
+    start_with, Ctx, GenConfig, PortSpec, QueueSetup, RunOptions, Skb, Stage, StageOptions,
+};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
@@ -93,12 +95,15 @@ fn main() -> anyhow::Result<()> {
             vlan: Some(10),
             ..GenConfig::default()
         },
-        outputs: vec![port(&"net_null1".to_string())?],
+        stage: StageOptions {
+            outputs: vec![port(&"net_null1".to_string())?],
+            ..StageOptions::default()
+        },
         ..RunOptions::default()
     };
     if let [input, output, rest @ ..] = args.as_slice() {
         opts.ports = vec![port(input)?];
-        opts.outputs = vec![port(output)?];
+        opts.stage.outputs = vec![port(output)?];
         opts.duration = rest.first().map(|s| s.parse()).transpose()?.or(Some(5.0));
     }
     let (r, sent) = run(&opts)?;
@@ -112,7 +117,7 @@ fn main() -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use grorx::{EalSetup, GenConfig, PortSpec, RunOptions};
+    use grorx::{EalSetup, GenConfig, PortSpec, RunOptions, StageOptions};
 
     fn opts(vlan: Option<u16>, count: u64) -> RunOptions {
         RunOptions {
@@ -121,7 +126,10 @@ mod tests {
                 count,
                 ..Default::default()
             },
-            outputs: vec![PortSpec::parse("net_null1").unwrap()],
+            stage: StageOptions {
+                outputs: vec![PortSpec::parse("net_null1").unwrap()],
+                ..StageOptions::default()
+            },
             eal: EalSetup::Start {
                 user_args: vec![],
                 no_huge: true,

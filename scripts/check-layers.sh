@@ -7,6 +7,8 @@
 # (grorx-cli) does not depend on dpdk-sys itself. Inside
 # grorx, its folders' layers (scripts/check-modules.py): no import circle
 # between them, none up a layer, dpdk-sys only under dpdk/ and where listed.
+# The libraries speak their own words (scripts/check-flag-words.py): at most
+# 10 of their strings name a flag of the command's.
 set -euo pipefail
 case "${1:-}" in -h | --help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 cd "$(dirname "$0")/.."
@@ -39,5 +41,6 @@ if cargo tree -q -p grorx-cli -e normal --depth 1 --prefix none --format '{p}' |
     fail=1
 fi
 python3 scripts/check-modules.py || fail=1
-[ "$fail" -eq 0 ] && echo "check-layers: grorx-gro has no DPDK; grorx has no CLI crates; grorx-bench sits under the CLI only; the CLI reaches DPDK through grorx"
+python3 scripts/check-flag-words.py || fail=1
+[ "$fail" -eq 0 ] && echo "check-layers: grorx-gro has no DPDK; grorx has no CLI crates; grorx-bench sits under the CLI only; the CLI reaches DPDK through grorx; the libraries name settings, not flags"
 exit "$fail"

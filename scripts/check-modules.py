@@ -22,8 +22,9 @@ from pathlib import Path
 
 # Bottom first. A module imports from its own layer (no circle) or below.
 LAYERS = [
-    # Pure arithmetic and counters: no DPDK, nothing of the engine.
-    ("pool_sizing", "counters"),
+    # Pure arithmetic, counters and the settings' names: no DPDK, nothing
+    # of the engine.
+    ("pool_sizing", "counters", "setting"),
     # DPDK wrapped: EAL, lcores, mbufs, mempools, the ring port.
     ("dpdk",),
     # What the data path is made of: ports and their gates, the skb.

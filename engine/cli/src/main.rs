@@ -4,17 +4,22 @@ use anyhow::{Context, Result};
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use grorx::forward::Encap;
 use grorx::gen::GenConfig;
-use grorx::gro::{CsumMode, GroConfig};
+use grorx::gro::{CsumMode, GroConfig, ReorderWindow};
 use grorx::lcores::parse_cpu_list;
 use grorx::measure::Measure;
 use grorx::port_spec::PortSpec;
-use grorx::run::{EalSetup, ForwardOptions, PoolScope, RunOptions, Topology};
+use grorx::run::{
+    EalSetup, ForwardOptions, PoolOptions, PoolScope, RunOptions, RxOptions, SkbOptions,
+    StageOptions, Topology,
+};
 use grorx::skb::SkbMode;
 use grorx::wire::Tunnels;
 use std::process::ExitCode;
 
 use grorx_bench as bench;
 use grorx_cli::watch::{self, Output};
+
+mod flags;
 
 #[derive(Parser)]
 #[command(
@@ -385,7 +390,9 @@ fn run_options(a: RunArgs) -> Result<(RunOptions, Output)> {
         ));
     }
     for &p in &a.gro.vxlan_port {
-        tunnels.add_vxlan(p).map_err(grorx_cli::usage)?;
+        tunnels
+            .add_vxlan(p)
+            .map_err(|e| grorx_cli::usage(e.to_string()))?;
     }
     if let Some(d) = a.json_interval {
         if !(0.01..=86400.0).contains(&d) {
@@ -406,16 +413,30 @@ fn run_options(a: RunArgs) -> Result<(RunOptions, Output)> {
     };
     let opts = RunOptions {
         name: a.name,
-        ports: a.ports,
-        queues: a.queues,
-        cores: a.cores.map(|c| c.0),
-        rx_desc: a.rx_desc,
-        burst: a.burst,
-        mtu: a.mtu,
-        data_room: a.data_room,
-        pool_cache: a.pool_cache,
+        eal: EalSetup::Start {
+            user_args: a.eal,
+            no_huge: a.no_huge,
+        },
         duration: a.duration,
-        promisc: !a.no_promisc,
+        ports: a.ports,
+        cores: a.cores.map(|c| c.0),
+        rx: RxOptions {
+            queues: a.queues,
+            desc: a.rx_desc,
+            burst: a.burst,
+            mtu: a.mtu,
+            promisc: !a.no_promisc,
+        },
+        pools: PoolOptions {
+            data_room: a.data_room,
+            cache: a.pool_cache,
+            scope: match a.pool_scope {
+                ScopeArg::Socket => PoolScope::Socket,
+                ScopeArg::Port => PoolScope::Port,
+                ScopeArg::Queue => PoolScope::Queue,
+            },
+            ..PoolOptions::default()
+        },
         gen: GenConfig {
             flows: a.gen.gen_flows,
             mss: a.gen.gen_mss,
@@ -429,10 +450,6 @@ fn run_options(a: RunArgs) -> Result<(RunOptions, Output)> {
             nic_csum: a.gen.gen_nic_csum,
             ..GenConfig::default()
         },
-        eal: EalSetup::Start {
-            user_args: a.eal,
-            no_huge: a.no_huge,
-        },
         gro: (a.gro.gro == OnOff::On).then_some(GroConfig {
             max_frags: a.gro.max_frags,
             max_size: a.gro.gro_max_size,
@@ -442,40 +459,41 @@ fn run_options(a: RunArgs) -> Result<(RunOptions, Output)> {
                 CsumArg::Verify => CsumMode::Verify,
                 CsumArg::Trust => CsumMode::Trust,
             },
-            reorder: a.gro.gro_reorder,
+            hold_us: a.gro.gro_flush_us,
+            reorder: ReorderWindow {
+                segments: a.gro.gro_reorder,
+                wait_us: a.gro.gro_reorder_us,
+            },
             udp: a.gro.gro_udp,
             tunnels,
             ..GroConfig::default()
         }),
-        gro_flush_us: a.gro.gro_flush_us,
-        gro_reorder_us: a.gro.gro_reorder_us,
-        headroom: a.gro.headroom,
-        skb_mode: match a.gro.skb_mode {
-            SkbArg::Build => SkbMode::Build,
-            SkbArg::Copy => SkbMode::Copy,
+        skb: SkbOptions {
+            mode: match a.gro.skb_mode {
+                SkbArg::Build => SkbMode::Build,
+                SkbArg::Copy => SkbMode::Copy,
+            },
+            headroom: a.gro.headroom,
+        },
+        stage: StageOptions {
+            measure: (a.gro.gro == OnOff::Rte).then_some(Measure::RteGro),
+            ..StageOptions::default()
         },
         cycles: a.cycles,
-        measure: (a.gro.gro == OnOff::Rte).then_some(Measure::RteGro),
-        pool_scope: match a.pool_scope {
-            ScopeArg::Socket => PoolScope::Socket,
-            ScopeArg::Port => PoolScope::Port,
-            ScopeArg::Queue => PoolScope::Queue,
-        },
-        ..RunOptions::default()
     };
     Ok((opts, out))
 }
 
 fn sink(a: SinkArgs) -> Result<()> {
     let (mut opts, out) = run_options(a.run)?;
-    opts.capture = a.capture;
+    opts.stage.capture = a.capture;
     if a.free == FreeArg::PerPacket {
-        if opts.measure.is_some() {
+        if opts.stage.measure.is_some() {
             return Err(grorx_cli::usage(
                 "--free per-packet is a sink of its own: use it without --gro rte",
             ));
         }
-        opts.measure = Some(Measure::FreePerPacket);
+        opts.stage.measure = Some(Measure::FreePerPacket);
     }
     watch::run("sink", &opts, &out)
 }
@@ -494,7 +512,7 @@ fn forward(a: ForwardArgs) -> Result<()> {
                 .map_err(|e| grorx_cli::usage(format!("--port-topology {}: {e}", t.name())))?
         }
     };
-    opts.forward = Some(ForwardOptions {
+    opts.stage.forward = Some(ForwardOptions {
         to,
         encap: match a.encap {
             EncapArg::None => Encap::None,
@@ -608,7 +626,9 @@ fn main() -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            grorx_cli::out::sayln(&format!("grorx: error: {e:#}"));
+            // The libraries name settings; the user gave flags.
+            let msg = flags::in_flags(&format!("{e:#}"));
+            grorx_cli::out::sayln(&format!("grorx: error: {msg}"));
             ExitCode::from(grorx_cli::exit_code(&e))
         }
     }

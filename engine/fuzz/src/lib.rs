@@ -293,11 +293,17 @@ pub fn decode(data: &[u8]) -> Input {
             n @ 0xf000.. => 65536 + (n - 0xf000) as u32 * 112,
             n => 1500 + (n as u32 % (65535 - 1500 + 1)),
         },
+        // The harness keeps its own clock: the hold time is its, not the
+        // config's.
+        hold_us: 0,
         // The top two bits of max_frags: the reorder window, off for half
         // the inputs (then every flow is held to arrival order; with it,
         // to leaving no more reordered than it came). Off, half of those
         // take each poll whole (`Harness::polls`).
-        reorder: [0, 0, 3, grorx_gro::MAX_REORDER][(rc.max_frags >> 6) as usize],
+        reorder: grorx_gro::ReorderWindow {
+            segments: [0, 0, 3, grorx_gro::MAX_REORDER][(rc.max_frags >> 6) as usize],
+            ..Default::default()
+        },
         // Off: the oracle knows TCP's merges only.
         udp: false,
         // Off: the oracle reads plain TCP only; the `tunnel` target holds
@@ -712,12 +718,12 @@ impl<R: Rx> Harness<'_, R> {
 /// everything: GRO's outputs, for `check_outputs`.
 pub fn feed<R: Rx>(input: &Input, rx: &mut R) -> Result<Fed<R::Buf>, String> {
     let cfg = input.cfg;
-    cfg.validate()?;
+    cfg.validate().map_err(|e| e.to_string())?;
     let mut h = Harness {
         rx,
         verify: cfg.csum == CsumMode::Verify,
-        window: cfg.reorder > 0,
-        polls: cfg.reorder == 0 && input.polls,
+        window: cfg.reorder.segments > 0,
+        polls: cfg.reorder.segments == 0 && input.polls,
         burst: Vec::new(),
         gro: Gro::with_hash_key(cfg, HASH_KEY),
         fed: Fed {
@@ -830,7 +836,7 @@ pub fn check_outputs<B, O: Output>(fed: &Fed<B>, outs: &[O]) -> Result<Summary, 
     // sequence, than it arrived).
     // Per flow, its inputs with payload: their sequence ranges (window on)
     // or the stream outputs are read off (off).
-    let window = cfg.reorder > 0;
+    let window = cfg.reorder.segments > 0;
     let flows = keys.len();
     let mut seen_in: Vec<Vec<(u32, u32)>> = vec![Vec::new(); if window { flows } else { 0 }];
     let mut seen_out = seen_in.clone();

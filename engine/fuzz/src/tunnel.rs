@@ -120,7 +120,10 @@ pub fn decode(data: &[u8]) -> Input {
     let cfg = GroConfig {
         flow_cache: if b[2] & 4 == 4 { 0 } else { 1024 },
         // Half the inputs with the reorder window.
-        reorder: [0, 0, 3, grorx_gro::MAX_REORDER][(b[2] >> 3 & 3) as usize],
+        reorder: grorx_gro::ReorderWindow {
+            segments: [0, 0, 3, grorx_gro::MAX_REORDER][(b[2] >> 3 & 3) as usize],
+            ..Default::default()
+        },
         ..frames::config(b, FLOWS as u8)
     };
     let ops = frames::ops(&mut u, MAX_OPS);
@@ -504,7 +507,7 @@ pub fn check(input: &Input) -> Result<Summary, String> {
         parse,
         |x| &x.flow,
         |ins, bytes| check_merged(&cfg, ins, bytes),
-        if cfg.reorder > 0 {
+        if cfg.reorder.segments > 0 {
             frames::Order::Sequence(&|x: &Seg| (x.seq, x.payload.len() as u32))
         } else {
             frames::Order::Arrival
@@ -648,7 +651,7 @@ mod tests {
             });
             ops.push(op(flow));
             let mut i = input(ops.clone());
-            i.cfg.reorder = 4;
+            i.cfg.reorder.segments = 4;
             let (g, outs) =
                 frames::run(i.cfg, &frames(&ops), ops.iter().map(|o| (o.dt, o.after)), 8).unwrap();
             check(&i).unwrap();

@@ -8,6 +8,8 @@
 //! - [`Gro`]: the merge decision, the bounded per-queue table, flushes and
 //!   their reasons ([`GroStats`]).
 //! - [`hist`]: distributions counted on the hot path.
+//! - [`setting`]: the settings a caller may get wrong, and the error that
+//!   names one ([`SettingError`]).
 //! - `traffic` (feature `traffic`): valid TCP flows as frames, for tests,
 //!   benchmarks and the engine's generator.
 //! - `selftest` (feature `traffic`): Linux's GRO selftest cases as frames,
@@ -19,9 +21,11 @@ pub mod csum;
 pub mod hist;
 #[cfg(any(test, feature = "traffic"))]
 pub mod selftest;
+pub mod setting;
 #[cfg(any(test, feature = "traffic"))]
 pub mod traffic;
 pub mod wire;
 
 mod gro;
 pub use gro::*;
+pub use setting::{Setting, SettingError};

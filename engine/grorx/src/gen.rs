@@ -20,12 +20,13 @@ use crate::dpdk::eal::tsc;
 use crate::dpdk::mbuf::{field as mb, flags, rte_mbuf, Burst, RTE_PKTMBUF_HEADROOM};
 use crate::dpdk::mempool::Mempool;
 use crate::dpdk::ring_port::{PoolPtr, RingPtr};
+use crate::setting::{Setting, SettingError};
 use crate::traffic::{self, FlowSpec, Segment};
 use crate::wire::field::{self, ipv4, tcp};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
-/// What the embedded generator sends (`RunOptions::gen`, the `--gen-*` options).
+/// What the embedded generator sends (`RunOptions::gen`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GenConfig {
     /// TCP flows; flow f goes to queue f % queues.
@@ -77,31 +78,46 @@ impl Default for GenConfig {
 pub const MAX_FLOWS: u32 = 1 << 20;
 
 impl GenConfig {
-    /// Checks every setting's range; the error names the option to change.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks every setting's range; the error names the setting.
+    pub fn validate(&self) -> Result<(), SettingError> {
         if self.flows == 0 || self.flows > MAX_FLOWS {
-            return Err(format!(
-                "--gen-flows {} is out of range: give 1..={MAX_FLOWS} (each flow's state takes \
-                 about {} B)",
+            return Err(SettingError::new(
+                Setting::GenFlows,
                 self.flows,
-                std::mem::size_of::<Flow>()
+                format!(
+                    "out of range: give 1..={MAX_FLOWS} (each flow's state takes about {} B)",
+                    std::mem::size_of::<Flow>()
+                ),
             ));
         }
         if self.mss == 0 || self.mss > 9000 {
-            return Err(format!(
-                "--gen-mss {} is out of range: give 1..=9000",
-                self.mss
+            return Err(SettingError::new(
+                Setting::GenMss,
+                self.mss,
+                "out of range: give 1..=9000",
             ));
         }
         if self.interleave == 0 {
-            return Err("--gen-interleave must be at least 1".into());
+            return Err(SettingError::new(
+                Setting::GenInterleave,
+                0,
+                "give 1 or more",
+            ));
         }
         if self.burst == 0 || self.burst as usize > MAX_BURST {
-            return Err(format!("generator burst must be 1..={MAX_BURST}"));
+            return Err(SettingError::new(
+                Setting::GenBurst,
+                self.burst,
+                format!("out of range: give 1..={MAX_BURST}"),
+            ));
         }
         if let Some(v) = self.vlan {
             if v == 0 || v > 4094 {
-                return Err(format!("--gen-vlan {v}: a VLAN id is 1..=4094"));
+                return Err(SettingError::new(
+                    Setting::GenVlan,
+                    v,
+                    "a VLAN id is 1..=4094",
+                ));
             }
         }
         Ok(())
@@ -160,10 +176,13 @@ pub fn fits(cfg: &GenConfig, data_room: u16) -> Result<(), String> {
     let need = payload_offset(cfg) + cfg.mss as usize;
     if need > data_room as usize {
         return Err(format!(
-            "generator frames ({} B + {} B headroom) do not fit the pool's {} B data room: lower --gen-mss or raise --mtu",
+            "generator frames ({} B + {} B headroom) do not fit the pool's {} B data room: \
+             lower {} or raise {}",
             cfg.frame_len(),
             RTE_PKTMBUF_HEADROOM,
-            data_room
+            data_room,
+            Setting::GenMss,
+            Setting::Mtu
         ));
     }
     Ok(())

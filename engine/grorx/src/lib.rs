@@ -8,7 +8,9 @@
 //! shared, nothing is locked.
 //!
 //! An embedder describes a run with [`RunOptions`] (ports, queues, cores,
-//! pools, GRO settings, headroom: the knobs of the `grorx` command), writes a
+//! pools, GRO settings, headroom: the knobs of the `grorx` command, grouped
+//! by what they configure; a setting refused names itself, [`Setting`]),
+//! writes a
 //! [`Stage`] that decides per packet (transmit on a [`TxQueue`], consume or
 //! drop through [`Ctx`], or keep the [`Skb`]), and starts it with
 //! [`start_with`]. The [`Running`] handle serves live [`Stats`], stops the
@@ -44,7 +46,7 @@
 //! ```
 //!
 //! The built-in stages use the same trait: [`Sink`], the capture writer and
-//! the forwarder (`RunOptions::capture`, `RunOptions::forward`, started with
+//! the forwarder (`RunOptions::stage`'s `capture` and `forward`, started with
 //! [`start`]). The GRO core itself, without DPDK, is the `grorx-gro` crate,
 //! re-exported here as [`gro`] (with [`wire`] header views and [`csum`]).
 //!
@@ -59,10 +61,11 @@
 // imports from its own layer or below (scripts/check-modules.py holds the
 // order; docs/design.md draws it).
 
-// No DPDK: buffer sizing, what the workers count.
+// No DPDK: buffer sizing, what the workers count, the settings' names.
 mod counters;
 #[doc(hidden)]
 pub mod pool_sizing;
+pub mod setting;
 
 // DPDK, wrapped.
 mod dpdk;
@@ -119,8 +122,9 @@ pub use gro::{CsumMode, GroConfig};
 pub use port_spec::PortSpec;
 pub use report::Report;
 pub use run::{
-    run, shutdown, start, start_with, EalSetup, ForwardOptions, PoolScope, RunOptions, Running,
-    Stats, Stopper,
+    run, shutdown, start, start_with, EalSetup, ForwardOptions, PoolOptions, PoolScope, RunOptions,
+    Running, RxOptions, SkbOptions, StageOptions, Stats, Stopper,
 };
+pub use setting::{Setting, SettingError};
 pub use skb::Skb;
 pub use stage::{Ctx, QueueSetup, Sink, Stage, TxQueue};

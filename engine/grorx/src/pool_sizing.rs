@@ -25,7 +25,8 @@ pub fn auto_data_room(mtu: u32, headroom: u32) -> Result<u16, String> {
     if room > MAX_DATA_ROOM {
         return Err(format!(
             "MTU {mtu} needs a {room} B data room, more than one mbuf can hold ({MAX_DATA_ROOM}): \
-             give --data-room N to receive frames in several segments"
+             give a smaller one ({}) to receive frames in several segments",
+            crate::setting::Setting::DataRoom
         ));
     }
     Ok(room as u16)
@@ -129,7 +130,7 @@ mod tests {
     #[test]
     fn too_big_is_refused_with_advice() {
         let e = auto_data_room(65000, 128).unwrap_err();
-        assert!(e.contains("--data-room"));
+        assert!(e.contains("RunOptions::pools.data_room"), "{e}");
     }
 
     #[test]

@@ -24,7 +24,7 @@ pub struct SkbMeta {
     pub tail: *mut rte_mbuf,
     /// Bytes of buffer this packet pins (mbuf + private area + data room, per buffer).
     pub truesize: u32,
-    /// Headroom a prepend may use (the `--headroom` setting, at most what the head has).
+    /// Headroom a prepend may use (`RunOptions::skb.headroom`, at most what the head has).
     pub headroom: u16,
     /// Payload bytes per original segment (0: GRO never held the packet).
     pub gso_size: u16,
@@ -71,7 +71,7 @@ const _: () = assert!(
     "the skb fits one cache line"
 );
 
-/// How skbs are built (`RunOptions::skb_mode`, `--skb-mode`).
+/// How skbs are built (`RunOptions::skb.mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SkbMode {
     /// Built in place in the received buffer (the default).
@@ -629,7 +629,7 @@ impl GroBuf for Skb {
         unsafe { self.grew(tail, nb, len, truesize) };
     }
 
-    /// The headroom a prepend may use (`--headroom`): a BIG TCP IPv6
+    /// The headroom a prepend may use (`RunOptions::skb.headroom`): a BIG TCP IPv6
     /// packet's jumbo header goes there.
     #[inline(always)]
     fn headroom(&self) -> usize {

@@ -5,7 +5,7 @@
 mod common;
 
 use grorx::capture::STALL;
-use grorx::run::{self, EalSetup, RunOptions};
+use grorx::run::{self, EalSetup, RunOptions, StageOptions};
 use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, Instant};
 
@@ -25,7 +25,10 @@ fn a_stuck_writer_does_not_keep_the_run_from_stopping() {
         .unwrap();
     let opts = RunOptions {
         eal: EalSetup::Existing,
-        capture: Some(fifo.clone()),
+        stage: StageOptions {
+            capture: Some(fifo.clone()),
+            ..StageOptions::default()
+        },
         duration: Some(1.0),
         // Every frame goes to the capture on its own: the ring fills fast,
         // and the worker waits on it when the stop comes.

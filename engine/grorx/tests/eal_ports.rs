@@ -9,8 +9,9 @@ use grorx::mbuf::{Burst, Mbuf};
 use grorx::mempool::{Mempool, PoolParams};
 use grorx::port::{self, Port, PortConf};
 use grorx::port_spec::PortSpec;
-use grorx::run::{self, EalSetup, RunOptions};
+use grorx::run::{self, EalSetup, PoolOptions, RunOptions, RxOptions};
 use grorx::traffic::{segment_stream, FlowSpec};
+use grorx::{Setting, SettingError};
 
 fn quiet(opts: RunOptions) -> RunOptions {
     RunOptions {
@@ -209,7 +210,10 @@ fn split_frames_use_several_segments() {
     let spec = format!("net_pcap6,rx_pcap={}", path.display());
     let r = run::run(&quiet(RunOptions {
         ports: vec![PortSpec::parse(&spec).unwrap()],
-        data_room: Some(128 + 1024),
+        pools: PoolOptions {
+            data_room: Some(128 + 1024),
+            ..PoolOptions::default()
+        },
         duration: Some(30.0),
         ..RunOptions::default()
     }))
@@ -239,11 +243,15 @@ fn bad_ports_explain_themselves() {
     .unwrap_err();
     assert!(e.to_string().contains("could not create"), "{e}");
     let e = run::run(&quiet(RunOptions {
-        queues: 0,
+        rx: RxOptions {
+            queues: 0,
+            ..RxOptions::default()
+        },
         ..RunOptions::default()
     }))
     .unwrap_err();
-    assert!(e.to_string().contains("--queues"), "{e}");
+    let e = e.downcast_ref::<SettingError>().expect("a setting refused");
+    assert_eq!(e.setting, Setting::Queues, "{e}");
 }
 
 #[test]
@@ -258,7 +266,10 @@ fn pool_scope_shares_or_splits_pools() {
         let ports = vec![PortSpec::parse(a).unwrap(), PortSpec::parse(b).unwrap()];
         let r = run::run(&quiet(RunOptions {
             ports,
-            pool_scope: scope,
+            pools: PoolOptions {
+                scope,
+                ..PoolOptions::default()
+            },
             duration: Some(0.2),
             ..RunOptions::default()
         }))

@@ -11,7 +11,7 @@ use grorx::mbuf::{Burst, Mbuf};
 use grorx::mempool::{Mempool, PoolParams};
 use grorx::port_spec::PortSpec;
 use grorx::ring_port::RingPort;
-use grorx::run::{self, EalSetup, RunOptions};
+use grorx::run::{self, EalSetup, RunOptions, RxOptions, StageOptions};
 use grorx::traffic::{segment_stream, FlowSpec};
 use grorx::wire::{Fields, Tcp};
 use std::collections::HashMap;
@@ -78,9 +78,15 @@ fn flows_stay_on_their_queue_and_every_mbuf_returns() {
     let r = run::run(&RunOptions {
         eal: EalSetup::Existing,
         ports: vec![PortSpec::Id(rp.port_id)],
-        queues,
+        rx: RxOptions {
+            queues,
+            ..RxOptions::default()
+        },
         duration: Some(1.0),
-        capture: Some(cap.clone()),
+        stage: StageOptions {
+            capture: Some(cap.clone()),
+            ..StageOptions::default()
+        },
         gro: Some(GroConfig {
             max_frags: 64,
             ..Default::default()

@@ -8,7 +8,7 @@ mod common;
 use dpdk_sys::{self as sys, inline as mb};
 use grorx::gro::{Gro, GroBuf, GroConfig};
 use grorx::mempool::{Mempool, PoolParams};
-use grorx::run::{self, EalSetup, RunOptions};
+use grorx::run::{self, EalSetup, RunOptions, SkbOptions, StageOptions};
 use grorx::skb::{self, Skb, SkbConf, SkbMode, SkbStats};
 use grorx::traffic::{segment_stream, FlowSpec};
 use grorx::wire::{Fields, Tcp};
@@ -299,7 +299,10 @@ fn capture_writes_what_gro_delivers() {
     let n = 50_000;
     let r = run::run(&RunOptions {
         eal: EalSetup::Existing,
-        capture: Some(path.clone()),
+        stage: StageOptions {
+            capture: Some(path.clone()),
+            ..StageOptions::default()
+        },
         gen: grorx::gen::GenConfig {
             count: n,
             flows: 3,
@@ -333,8 +336,7 @@ fn copy_mode_and_headroom_settings_run_end_to_end() {
     for (mode, headroom) in [(SkbMode::Copy, 128), (SkbMode::Build, 0)] {
         let r = run::run(&RunOptions {
             eal: EalSetup::Existing,
-            skb_mode: mode,
-            headroom,
+            skb: SkbOptions { mode, headroom },
             gen: grorx::gen::GenConfig {
                 count: 20_000,
                 ..Default::default()
@@ -348,7 +350,10 @@ fn copy_mode_and_headroom_settings_run_end_to_end() {
     }
     let e = run::run(&RunOptions {
         eal: EalSetup::Existing,
-        headroom: 200,
+        skb: SkbOptions {
+            headroom: 200,
+            ..SkbOptions::default()
+        },
         ..RunOptions::default()
     })
     .unwrap_err();

@@ -9,7 +9,7 @@ mod common;
 use grorx::mbuf::Mbuf;
 use grorx::mempool::{self, Mempool, PoolParams};
 use grorx::port_spec::PortSpec;
-use grorx::run::{self, EalSetup, RunOptions};
+use grorx::run::{self, EalSetup, RunOptions, StageOptions};
 use grorx::stage::{Ctx, QueueSetup, Sink, Stage};
 use grorx::Skb;
 use std::sync::Arc;
@@ -18,10 +18,13 @@ fn null_ports(rx: &[&str], outputs: &[&str]) -> RunOptions {
     RunOptions {
         eal: EalSetup::Existing,
         ports: rx.iter().map(|p| PortSpec::parse(p).unwrap()).collect(),
-        outputs: outputs
-            .iter()
-            .map(|p| PortSpec::parse(p).unwrap())
-            .collect(),
+        stage: StageOptions {
+            outputs: outputs
+                .iter()
+                .map(|p| PortSpec::parse(p).unwrap())
+                .collect(),
+            ..StageOptions::default()
+        },
         duration: Some(0.3),
         ..RunOptions::default()
     }
@@ -180,10 +183,8 @@ fn a_stage_that_fails_for_its_second_queue_leaves_nothing_behind() {
     let (eal, _g) = common::eal();
     assert!(eal.worker_lcores().len() >= 2, "a worker per queue");
     let before = grorx_pools();
-    let opts = RunOptions {
-        queues: 2,
-        ..null_ports(&["net_null0"], &["net_null1"])
-    };
+    let mut opts = null_ports(&["net_null0"], &["net_null1"]);
+    opts.rx.queues = 2;
     let mut made = 0;
     let e = run::start_with(&opts, |q: &QueueSetup| {
         made += 1;

@@ -1,5 +1,7 @@
 //! GRO's settings for one queue, and the checksum modes.
 
+use crate::setting::{Setting, SettingError};
+
 /// Software checksum validation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CsumMode {
@@ -23,7 +25,10 @@ pub enum OutCsum {
     Pseudo,
 }
 
-/// GRO's settings for one queue (the `--gro-*` options).
+/// GRO's settings for one queue: what a merge may build, what the table
+/// holds, and how long packets may be held (the two times are the caller's
+/// to apply: it passes `Gro::flush_older` and `Gro::expire_reorder` the
+/// deadlines they give on its own clock).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GroConfig {
     /// Buffers one merged packet may span (1..=`MAX_FRAGS`; Linux's
@@ -44,10 +49,12 @@ pub struct GroConfig {
     pub csum: CsumMode,
     /// What a merged packet's TCP checksum field holds.
     pub out_csum: OutCsum,
-    /// Segments per flow that may wait ahead of a sequence gap for it to
-    /// fill (0: off; at most `MAX_REORDER`). How long they may wait is the
-    /// caller's: `Gro::expire_reorder`.
-    pub reorder: u16,
+    /// Hold packets across polls up to this many microseconds (0: flush at
+    /// the end of every poll).
+    pub hold_us: u32,
+    /// The window in which segments ahead of a sequence gap wait for it to
+    /// fill: how many, and how long.
+    pub reorder: ReorderWindow,
     /// Merge UDP datagrams too (see the `udp` module), in a table of their
     /// own as large as TCP's.
     pub udp: bool,
@@ -56,7 +63,28 @@ pub struct GroConfig {
     pub tunnels: crate::wire::Tunnels,
 }
 
-/// The most segments a flow may hold ahead of a gap (`GroConfig::reorder`).
+/// The reorder window (`GroConfig::reorder`): its size and its time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReorderWindow {
+    /// Segments per flow that may wait ahead of a sequence gap for it to
+    /// fill (0: off, gaps flush as in Linux; at most `MAX_REORDER`).
+    pub segments: u16,
+    /// The longest a segment waits ahead of a gap, in microseconds (across
+    /// polls): then its flow gives up the wait (`Gro::expire_reorder`).
+    pub wait_us: u32,
+}
+
+impl Default for ReorderWindow {
+    fn default() -> Self {
+        ReorderWindow {
+            segments: 0,
+            wait_us: 100,
+        }
+    }
+}
+
+/// The most segments a flow may hold ahead of a gap
+/// (`GroConfig::reorder.segments`).
 pub const MAX_REORDER: u16 = 16;
 
 /// The most buffers a merged packet may span (`GroConfig::max_frags`): room
@@ -72,7 +100,8 @@ impl Default for GroConfig {
             flow_cache: 1024,
             csum: CsumMode::Verify,
             out_csum: OutCsum::Full,
-            reorder: 0,
+            hold_us: 0,
+            reorder: ReorderWindow::default(),
             udp: false,
             tunnels: crate::wire::Tunnels::default(),
         }
@@ -80,38 +109,42 @@ impl Default for GroConfig {
 }
 
 impl GroConfig {
-    /// Checks every setting's range; the error names the option to change.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks every setting's range; the error names the setting and what
+    /// to give instead.
+    pub fn validate(&self) -> Result<(), SettingError> {
+        let out_of_range = |setting, value: &dyn std::fmt::Display, range: String| {
+            Err(SettingError::new(
+                setting,
+                value,
+                format!("out of range: give {range}"),
+            ))
+        };
         if !(1..=MAX_FRAGS).contains(&self.max_frags) {
-            return Err(format!(
-                "--max-frags {} is out of range: give 1..={MAX_FRAGS} (Linux uses 17)",
-                self.max_frags
-            ));
+            return out_of_range(
+                Setting::MaxFrags,
+                &self.max_frags,
+                format!("1..={MAX_FRAGS} (Linux uses 17)"),
+            );
         }
         if !(1500..=super::big::BIG_MAX).contains(&self.max_size) {
-            return Err(format!(
-                "--gro-max-size {} is out of range: give 1500..={} (past 65535: BIG TCP)",
-                self.max_size,
-                super::big::BIG_MAX
-            ));
+            return out_of_range(
+                Setting::MaxSize,
+                &self.max_size,
+                format!("1500..={} (past 65535: BIG TCP)", super::big::BIG_MAX),
+            );
         }
         if !(1..=16384).contains(&self.flows) {
-            return Err(format!(
-                "--gro-flows {} is out of range: give 1..=16384",
-                self.flows
-            ));
+            return out_of_range(Setting::Flows, &self.flows, "1..=16384".into());
         }
-        if self.reorder > MAX_REORDER {
-            return Err(format!(
-                "--gro-reorder {} is out of range: give 0..={MAX_REORDER} (0 turns it off)",
-                self.reorder
-            ));
+        if self.reorder.segments > MAX_REORDER {
+            return out_of_range(
+                Setting::ReorderSegments,
+                &self.reorder.segments,
+                format!("0..={MAX_REORDER} (0 turns it off)"),
+            );
         }
         if self.flow_cache > 16384 {
-            return Err(format!(
-                "--gro-flow-cache {} is out of range: give 0..=16384",
-                self.flow_cache
-            ));
+            return out_of_range(Setting::FlowCache, &self.flow_cache, "0..=16384".into());
         }
         Ok(())
     }

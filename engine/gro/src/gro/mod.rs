@@ -59,7 +59,7 @@ mod tunnel;
 mod udp;
 
 pub use buf::{CsumHint, GroBuf, GsoInfo, RxHints, VecBuf};
-pub use config::{CsumMode, GroConfig, OutCsum, MAX_FRAGS, MAX_REORDER};
+pub use config::{CsumMode, GroConfig, OutCsum, ReorderWindow, MAX_FRAGS, MAX_REORDER};
 pub use stats::{Flush, GroReport, GroStats, Pass, ReorderReport};
 
 use fast::*;
@@ -174,10 +174,10 @@ impl<B: GroBuf> Gro<B> {
             missed_at: 0,
             now: 0,
             hist: None,
-            reorder: (cfg.reorder > 0).then(|| {
+            reorder: (cfg.reorder.segments > 0).then(|| {
                 Box::new(Reorder::new(
                     cfg.table_entries(),
-                    cfg.reorder as usize,
+                    cfg.reorder.segments as usize,
                     cfg.flows,
                 ))
             }),

@@ -372,7 +372,7 @@ impl<B: GroBuf> Gro<B> {
     /// at or before `deadline` (TSC): its held packet leaves
     /// (`Flush::ReorderTimeout`), then the segments, in sequence order.
     /// The engine calls it once per poll with the window on, before the
-    /// end-of-poll flush, with `now` less `--gro-reorder-us`.
+    /// end-of-poll flush, with `now` less `GroConfig::reorder.wait_us`.
     pub fn expire_reorder(&mut self, deadline: u64, out: &mut impl FnMut(B)) {
         if self.reorder_busy() {
             self.settle(out);

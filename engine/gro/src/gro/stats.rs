@@ -36,7 +36,7 @@ pub enum Flush {
     FragLimit,
     /// Merging would exceed the size limit.
     SizeLimit,
-    /// Held longer than --gro-flush-us.
+    /// Held longer than `GroConfig::hold_us`.
     Age,
     /// Evicted (the oldest) to make room for a new flow.
     TableFull,
@@ -47,11 +47,11 @@ pub enum Flush {
     /// leaves first, so the flow keeps its order.
     Unmergeable,
     /// Segments waited ahead of a sequence gap longer than the reorder
-    /// window's time (`--gro-reorder-us`): the held packet left, then they
-    /// did, in sequence order.
+    /// window's time (`GroConfig::reorder.wait_us`): the held packet left,
+    /// then they did, in sequence order.
     ReorderTimeout,
     /// One more segment came ahead of a gap than the reorder window holds
-    /// (`--gro-reorder`): as `ReorderTimeout`.
+    /// (`GroConfig::reorder.segments`): as `ReorderTimeout`.
     ReorderFull,
     /// A tunnelled segment whose outer headers differ from the head's in a
     /// field that must not change (outer TOS/TTL/DF, traffic class, hop
@@ -220,7 +220,7 @@ pub struct GroStats {
     /// built).
     pub heads_built: u64,
     /// Held packets started in the entry a remembered flow left
-    /// (`--gro-flow-cache`): nothing rebuilt.
+    /// (`GroConfig::flow_cache`): nothing rebuilt.
     pub heads_cached: u64,
     /// Largest number of segments in one output packet.
     pub max_segments: u64,
@@ -271,13 +271,13 @@ pub struct GroReport {
     pub merged_segments: u64,
     /// Held packets started in a new table entry (parsed, hashed, template built).
     pub heads_built: u64,
-    /// Held packets started in the entry a remembered flow left (`--gro-flow-cache`).
+    /// Held packets started in the entry a remembered flow left (`GroConfig::flow_cache`).
     pub heads_cached: u64,
     /// Packets in per packet out (`segments_in / packets_out`; 0 when none left).
     pub avg_segments_per_packet: f64,
     /// Most segments in one packet out.
     pub max_segments_per_packet: u64,
-    /// The reorder window (`--gro-reorder`): segments that waited ahead of a
+    /// The reorder window (`GroConfig::reorder`): segments that waited ahead of a
     /// gap, and those merged once it filled (timeouts are flush reasons).
     pub reorder: ReorderReport,
     /// Held packets let out, by reason (every reason, zeros included).

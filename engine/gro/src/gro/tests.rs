@@ -953,32 +953,44 @@ fn non_tcp_frames_do_not_flush() {
 }
 
 #[test]
-fn config_ranges() {
+fn config_ranges_name_the_setting_refused() {
+    use crate::Setting;
     assert!(GroConfig::default().validate().is_ok());
-    assert!(GroConfig {
-        max_frags: 0,
-        ..Default::default()
+    let refused = |c: GroConfig| c.validate().unwrap_err().setting;
+    let d = GroConfig::default();
+    assert_eq!(refused(GroConfig { max_frags: 0, ..d }), Setting::MaxFrags);
+    assert_eq!(
+        refused(GroConfig {
+            max_frags: MAX_FRAGS + 1,
+            ..d
+        }),
+        Setting::MaxFrags
+    );
+    assert_eq!(
+        refused(GroConfig {
+            max_size: 1499,
+            ..d
+        }),
+        Setting::MaxSize
+    );
+    assert_eq!(refused(GroConfig { flows: 0, ..d }), Setting::Flows);
+    assert_eq!(
+        refused(GroConfig {
+            flow_cache: 16385,
+            ..d
+        }),
+        Setting::FlowCache
+    );
+    let e = GroConfig {
+        max_frags: 600,
+        ..d
     }
     .validate()
-    .is_err());
-    assert!(GroConfig {
-        max_frags: MAX_FRAGS + 1,
-        ..Default::default()
-    }
-    .validate()
-    .is_err());
-    assert!(GroConfig {
-        max_size: 1499,
-        ..Default::default()
-    }
-    .validate()
-    .is_err());
-    assert!(GroConfig {
-        flows: 0,
-        ..Default::default()
-    }
-    .validate()
-    .is_err());
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "GroConfig::max_frags 600: out of range: give 1..=512 (Linux uses 17)"
+    );
 }
 
 #[test]

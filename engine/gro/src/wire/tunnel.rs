@@ -5,6 +5,7 @@
 use super::field::{self, geneve, ipv4, ipv6, udp, vxlan};
 use super::parse::ip_layer;
 use super::*;
+use crate::setting::{Setting, SettingError};
 
 /// The UDP ports whose datagrams GRO looks inside (VXLAN, Geneve).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,20 +48,20 @@ impl Tunnels {
         }
     }
 
-    /// Adds a VXLAN port (`--vxlan-port`); the error says what to do.
-    pub fn add_vxlan(&mut self, port: u16) -> Result<(), String> {
+    /// Adds a VXLAN port; the error says what to do.
+    pub fn add_vxlan(&mut self, port: u16) -> Result<(), SettingError> {
+        let refuse = |problem| SettingError::new(Setting::VxlanPorts, port, problem);
         if port == 0 || self.geneve.contains(&port) {
-            return Err(format!(
-                "--vxlan-port {port}: give a UDP port from 1 to 65535 that is not Geneve's"
+            return Err(refuse(
+                "give a UDP port from 1 to 65535 that is not Geneve's".into(),
             ));
         }
         if self.vxlan.contains(&port) {
             return Ok(());
         }
         let most = self.vxlan.len();
-        let free = self.vxlan.iter_mut().find(|p| **p == 0).ok_or_else(|| {
-            format!("--vxlan-port {port}: at most {most} VXLAN ports (4789 counts)")
-        })?;
+        let free = (self.vxlan.iter_mut().find(|p| **p == 0))
+            .ok_or_else(|| refuse(format!("at most {most} VXLAN ports (4789 counts)")))?;
         *free = port;
         Ok(())
     }

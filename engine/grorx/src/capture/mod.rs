@@ -80,6 +80,12 @@ pub(crate) struct Link {
     stall_tsc: u64,
 }
 
+/// The capture as its errors name it (they may surface in a report, long
+/// after the settings were checked).
+fn named(path: &Path) -> String {
+    format!("capture {}", path.display())
+}
+
 impl Link {
     fn fail(&self, msg: String) {
         let mut e = self.error.lock().unwrap_or_else(|p| p.into_inner());
@@ -145,8 +151,8 @@ impl Capture {
             .open(path)
             .with_context(|| {
                 format!(
-                    "--capture {}: cannot create the file (a writable path, or a FIFO with a reader)",
-                    path.display()
+                    "{}: cannot create the file (a writable path, or a FIFO with a reader)",
+                    named(path)
                 )
             })?;
         use std::os::fd::AsRawFd;
@@ -154,11 +160,7 @@ impl Capture {
         // writes block again (the writer thread handles a stalled write).
         let r = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETFL, 0) };
         if r < 0 {
-            bail!(
-                "--capture {}: {}",
-                path.display(),
-                io::Error::last_os_error()
-            );
+            bail!("{}: {}", named(path), io::Error::last_os_error());
         }
         Ok(f)
     }
@@ -250,10 +252,7 @@ impl Capture {
             loop {
                 if t.is_finished() {
                     if t.join().is_err() {
-                        l.fail(format!(
-                            "--capture {}: the writer thread panicked",
-                            l.path.display()
-                        ));
+                        l.fail(format!("{}: the writer thread panicked", named(&l.path)));
                     }
                     break;
                 }
@@ -269,10 +268,10 @@ impl Capture {
             if l.given_up.load(Ordering::Relaxed) {
                 // Packets were freed unwritten: the capture is not whole.
                 l.fail(format!(
-                    "--capture {}: the writer made no progress for {} s at the stop (a write that \
+                    "{}: the writer made no progress for {} s at the stop (a write that \
                      does not return: a pipe nobody reads, a hung filesystem?); {} packet(s) were \
                      not written",
-                    l.path.display(),
+                    named(&l.path),
                     STALL.as_secs(),
                     l.dropped.load(Ordering::Relaxed)
                 ));
@@ -380,9 +379,9 @@ impl Out {
                 ""
             };
             l.fail(format!(
-                "--capture {}: write failed: {e}; the file holds the {} packet(s) written before, \
+                "{}: write failed: {e}; the file holds the {} packet(s) written before, \
                  whole{hint}",
-                l.path.display(),
+                named(&l.path),
                 l.packets.load(Ordering::Relaxed)
             ));
         }
@@ -429,7 +428,7 @@ fn write_loop(l: &Link, file: File) {
                     l.dropped.fetch_add(1, Ordering::Relaxed);
                 } else if let Err(e) = out.w.packet(ts, len, Chunks(m)) {
                     l.dropped.fetch_add(1, Ordering::Relaxed);
-                    l.fail(format!("--capture {}: {e}", l.path.display()));
+                    l.fail(format!("{}: {e}", named(&l.path)));
                 } else {
                     out.recs.push((out.w.get_ref().len(), len));
                     l.buffered.fetch_add(1, Ordering::Relaxed);

@@ -134,7 +134,7 @@ pub struct Writer<W: io::Write> {
 
 /// The longest record pcap readers take whole (Wireshark's and tcpdump's
 /// limit): a 64 KiB packet, or a BIG TCP one of up to 256 KiB with its
-/// Ethernet header. A longer one (`--gro-max-size` past 262130) is cut to
+/// Ethernet header. A longer one (`GroConfig::max_size` past 262130) is cut to
 /// it, its record stating both lengths, as `tcpdump -s` cuts.
 pub const SNAPLEN: u32 = 262_144;
 

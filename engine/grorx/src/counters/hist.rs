@@ -147,7 +147,7 @@ impl HdrLog {
     /// Creates (or truncates) the log at `path` and writes its header.
     pub fn create(path: &std::path::Path) -> anyhow::Result<HdrLog> {
         let f = std::fs::File::create(path)
-            .map_err(|e| anyhow::anyhow!("--hdr-log {}: {e}", path.display()))?;
+            .map_err(|e| anyhow::anyhow!("HDR histogram log {}: {e}", path.display()))?;
         let mut log = HdrLog {
             file: std::io::BufWriter::new(f),
             ser: V2DeflateSerializer::new(),
@@ -178,7 +178,7 @@ impl HdrLog {
         ] {
             if !hist.is_empty() {
                 w.write_histogram(hist, since, len, Tag::new(tag))
-                    .map_err(|e| anyhow::anyhow!("--hdr-log: {e}"))?;
+                    .map_err(|e| anyhow::anyhow!("HDR histogram log: {e}"))?;
             }
         }
         Ok(())

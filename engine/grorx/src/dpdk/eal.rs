@@ -104,8 +104,9 @@ impl Eal {
             };
             return Err(format!(
                 "DPDK EAL failed to start: {why}. Check the EAL arguments ({}), hugepages \
-                 (grorx hugepages) or add -- --no-huge -m 512",
-                argv[1..].join(" ")
+                 (grorx hugepages) or run on 4 KiB pages ({})",
+                argv[1..].join(" "),
+                crate::setting::Setting::NoHuge
             ));
         }
         // SAFETY: EAL is up.

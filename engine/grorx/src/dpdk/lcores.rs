@@ -5,6 +5,8 @@
 //! The embedded traffic generator needs its own lcore: it shares the main
 //! lcore's CPU when no spare CPU exists, since the main lcore mostly sleeps.
 
+use crate::setting::Setting;
+
 /// The lcore plan: lcore ids are dense from 0 (main), then workers, then the
 /// generator.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,7 +18,7 @@ pub struct LcorePlan {
 
 impl LcorePlan {
     /// `available`: CPUs this process may run on; `workers`: the user's
-    /// `--cores` list, if any; `generator`: whether the built-in source runs.
+    /// `RunOptions::cores`, if any; `generator`: whether the built-in source runs.
     pub fn new(
         available: &[usize],
         workers: Option<&[usize]>,
@@ -28,11 +30,15 @@ impl LcorePlan {
         let worker_cpus: Vec<usize> = match workers {
             Some(w) => {
                 if w.is_empty() {
-                    return Err("--cores lists no CPU: give e.g. --cores 1 or --cores 2-5".into());
+                    return Err(format!(
+                        "{}: lists no CPU: give one or more (e.g. 1, or 2-5)",
+                        Setting::Cores
+                    ));
                 }
                 if let Some(bad) = w.iter().find(|c| !available.contains(c)) {
                     return Err(format!(
-                        "--cores: CPU {bad} is not available to this process (available: {})",
+                        "{}: CPU {bad} is not available to this process (available: {})",
+                        Setting::Cores,
                         format_cpus(available)
                     ));
                 }

@@ -5,6 +5,7 @@ use crate::port::{
     RTE_ETH_TX_OFFLOAD_IPV4_CKSUM, RTE_ETH_TX_OFFLOAD_MULTI_SEGS, RTE_ETH_TX_OFFLOAD_TCP_CKSUM,
     RTE_ETH_TX_OFFLOAD_TCP_TSO,
 };
+use crate::setting::Setting;
 use anyhow::Result;
 
 /// `RTE_ETH_TX_OFFLOAD_OUTER_IPV4_CKSUM`, which dpdk-sys does not name
@@ -124,15 +125,18 @@ impl Encap {
         }
     }
 
-    /// The CLI form: `none`, `virtio` or `vxlan` (with `vni`, the other
-    /// outer fields at their defaults).
+    /// By name: `none`, `virtio` or `vxlan` (with `vni`, the other outer
+    /// fields at their defaults).
     pub fn parse(kind: &str, vni: u32) -> Result<Encap, String> {
         match kind {
             "none" => Ok(Encap::None),
             "virtio" | "virtio-net" => Ok(Encap::VirtioNet),
             "vxlan" => {
                 if vni > 0x00ff_ffff {
-                    return Err(format!("--vni {vni} is out of range: give 0..=16777215"));
+                    return Err(format!(
+                        "{} {vni}: out of range: give 0..=16777215",
+                        Setting::Vni
+                    ));
                 }
                 Ok(Encap::Vxlan(VxlanConf {
                     vni,
@@ -140,7 +144,8 @@ impl Encap {
                 }))
             }
             _ => Err(format!(
-                "--encap {kind}: unknown encapsulation; give none, virtio or vxlan"
+                "{} {kind}: unknown encapsulation; give none, virtio or vxlan",
+                Setting::Encap
             )),
         }
     }

@@ -10,6 +10,7 @@ use crate::counters::table::counter_table;
 use crate::dpdk::eal::{cstring, rte_errno, strerror};
 use crate::dpdk::ethdev::{self, bits::*, rte_eth_conf, rte_eth_dev_info, rte_eth_link};
 use crate::dpdk::mempool::Mempool;
+use crate::setting::Setting;
 use anyhow::{bail, Context, Result};
 use spec::PortSpec;
 use std::ffi::CStr;
@@ -234,7 +235,7 @@ pub fn open(spec: &PortSpec) -> Result<u16> {
         PortSpec::Id(id) => {
             if !ethdev::is_valid_port(*id) {
                 bail!(
-                    "--port {id}: no such port ({} port(s) exist); name a device instead, e.g. --port net_null0",
+                    "port {id}: no such port ({} port(s) exist); name a device instead, e.g. net_null0",
                     count_avail()
                 );
             }
@@ -247,7 +248,7 @@ pub fn open(spec: &PortSpec) -> Result<u16> {
                 .or_else(|| id_by_name(addr))
                 .with_context(|| {
                     format!(
-                    "--port {addr}: DPDK did not take this PCI device; bind it to vfio-pci first \
+                    "port {addr}: DPDK did not take this PCI device; bind it to vfio-pci first \
                      (dpdk-devbind.py -b vfio-pci {addr}) and check the EAL lines above"
                 )
                 })
@@ -266,7 +267,7 @@ pub fn open(spec: &PortSpec) -> Result<u16> {
                     strerror(-r)
                 };
                 bail!(
-                    "--port '{spec}': DPDK could not create this virtual device ({why}); check the driver \
+                    "port '{spec}': DPDK could not create this virtual device ({why}); check the driver \
                      name and its arguments (e.g. net_null0, net_ring0, net_pcap0,rx_pcap=FILE, \
                      net_memif0,role=server,socket=PATH) and the EAL lines above"
                 );
@@ -276,7 +277,7 @@ pub fn open(spec: &PortSpec) -> Result<u16> {
                 .unwrap_or_else(|p| p.into_inner())
                 .push(name.clone());
             id_by_name(name).with_context(|| {
-                format!("--port '{spec}': device created but no ethdev port named {name}")
+                format!("port '{spec}': device created but no ethdev port named {name}")
             })
         }
     }
@@ -485,13 +486,17 @@ fn check_limits(
     driver: &str,
 ) -> Result<u16> {
     if conf.rx_queues == 0 {
-        bail!("port {name}: zero RX queues: give --queues 1 or more");
+        bail!(
+            "port {name}: zero RX queues: give 1 or more ({})",
+            Setting::Queues
+        );
     }
     if conf.rx_queues > info.max_rx_queues {
         bail!(
-            "port {name} ({driver}) has at most {} RX queues; asked for {}: lower --queues",
+            "port {name} ({driver}) has at most {} RX queues; asked for {}: lower {}",
             info.max_rx_queues,
-            conf.rx_queues
+            conf.rx_queues,
+            Setting::Queues
         );
     }
     let cur_mtu = mtu(id);
@@ -500,9 +505,10 @@ fn check_limits(
         .unwrap_or(if cur_mtu == 0 { 1500 } else { cur_mtu });
     if mtu < info.min_mtu || mtu > info.max_mtu {
         bail!(
-            "port {name} ({driver}): MTU {mtu} is outside what it supports ({}..={}): give --mtu in that range",
+            "port {name} ({driver}): MTU {mtu} is outside what it supports ({}..={}): give {} in that range",
             info.min_mtu,
-            info.max_mtu
+            info.max_mtu,
+            Setting::Mtu
         );
     }
     Ok(mtu)

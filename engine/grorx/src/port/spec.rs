@@ -1,11 +1,11 @@
-//! `--port SPEC`: what the user names, and what it becomes before and after
+//! A port spec: what the user names, and what it becomes before and after
 //! EAL starts. Checked before EAL so a typo is a one-line error, not a page of
 //! EAL log.
 
 use std::fmt;
 use std::path::Path;
 
-/// A port as `--port` names it.
+/// A port as `RunOptions::ports` (or an output) names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PortSpec {
     /// A PCI device, `0000:3b:00.0` or `3b:00.0`, optionally `,devargs`:
@@ -47,7 +47,7 @@ impl fmt::Display for PortSpec {
 
 const HELP: &str = "expected a PCI address (0000:3b:00.0), a virtual device \
 (net_null0, net_ring0, net_pcap0,rx_pcap=FILE, net_memif0,role=client,socket=PATH) \
-or a port id EAL created from your own -- arguments";
+or the id of a port EAL created from its own arguments";
 
 fn is_hex(s: &str, n: usize) -> bool {
     s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit())
@@ -82,12 +82,12 @@ pub fn pci_full(addr: &str) -> String {
 }
 
 impl PortSpec {
-    /// Parses a `--port` value and checks the files a vdev reads or writes; the
+    /// Parses a port spec and checks the files a vdev reads or writes; the
     /// error says what forms are accepted.
     pub fn parse(spec: &str) -> Result<PortSpec, String> {
         let spec = spec.trim();
         if spec.is_empty() {
-            return Err(format!("empty --port: {HELP}"));
+            return Err(format!("empty port: {HELP}"));
         }
         if let Ok(id) = spec.parse::<u16>() {
             return Ok(PortSpec::Id(id));
@@ -106,7 +106,7 @@ impl PortSpec {
             && head.len() > 4
             && head.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
         if !ok_name {
-            return Err(format!("--port '{spec}' is not a port: {HELP}"));
+            return Err(format!("'{spec}' is not a port: {HELP}"));
         }
         let args = rest.unwrap_or_default();
         let spec = PortSpec::Vdev {
@@ -191,14 +191,14 @@ impl PortSpec {
             match k {
                 "rx_pcap" if !Path::new(v).is_file() => {
                     return Err(format!(
-                        "--port '{self}': rx_pcap file '{v}' does not exist (give the path of a pcap capture)"
+                        "port '{self}': rx_pcap file '{v}' does not exist (give the path of a pcap capture)"
                     ));
                 }
                 "tx_pcap" => {
                     let dir = Path::new(v).parent().filter(|p| !p.as_os_str().is_empty());
                     if let Some(d) = dir.filter(|d| !d.is_dir()) {
                         return Err(format!(
-                            "--port '{self}': directory '{}' for tx_pcap does not exist",
+                            "port '{self}': directory '{}' for tx_pcap does not exist",
                             d.display()
                         ));
                     }

@@ -218,7 +218,7 @@ pub struct Report {
     pub gro: Option<GroReport>,
     /// Percentiles merged over queues (hold times in ns).
     pub histograms: HistReport,
-    /// Held packets that waited longer than the hold limit (`gro_flush_us`):
+    /// Held packets that waited longer than the hold limit (`GroConfig::hold_us`):
     /// their queue was polled late. None when GRO flushes every poll (or is off).
     pub gro_holds_over_limit: Option<u64>,
     /// TSC cycles per received packet by phase, all queues (`--cycles`).

@@ -110,11 +110,11 @@ pub(super) fn report(
 /// the forwarder does the prepends, so its misses count too.
 fn skb_report(opts: &RunOptions, total: &QueueCounts, r: &Workers) -> SkbReport {
     SkbReport {
-        mode: match opts.skb_mode {
+        mode: match opts.skb.mode {
             SkbMode::Build => "build".into(),
             SkbMode::Copy => "copy".into(),
         },
-        headroom: opts.headroom,
+        headroom: opts.skb.headroom,
         // The forwarder does the prepends in forward mode.
         headroom_miss: total.headroom_miss
             + r.forward
@@ -128,7 +128,7 @@ fn skb_report(opts: &RunOptions, total: &QueueCounts, r: &Workers) -> SkbReport 
 
 /// What the forward stage sent, summed over its workers.
 fn forward_report(opts: &RunOptions, r: &Workers) -> Option<ForwardReport> {
-    opts.forward.as_ref().map(|f| {
+    opts.stage.forward.as_ref().map(|f| {
         let mut s = crate::forward::ForwardStats::default();
         for c in &r.forward {
             s.add(&c.load());
@@ -290,7 +290,7 @@ fn per_packet(c: &QueueCounts) -> Cycles {
 
 /// The hold limit, microseconds: GRO on and holding across polls.
 fn hold_limit_us(opts: &RunOptions) -> Option<u64> {
-    (opts.gro.is_some() && opts.gro_flush_us > 0).then_some(opts.gro_flush_us as u64)
+    (opts.gro.map(|g| g.hold_us as u64)).filter(|&us| us > 0)
 }
 
 /// A note when GRO held packets well past the hold limit, with the reason:
@@ -331,7 +331,10 @@ mod tests {
     #[test]
     fn a_hold_well_past_its_limit_is_noted_with_the_reason() {
         let held = RunOptions {
-            gro_flush_us: 50,
+            gro: Some(crate::gro::GroConfig {
+                hold_us: 50,
+                ..Default::default()
+            }),
             ..RunOptions::default()
         };
         let n = hold_overrun(&held, &hold(900)).expect("noted");

@@ -30,24 +30,20 @@ pub(super) struct Prepared {
     hugepages: String,
     lcores: Lcores,
     ports: Ports,
-    /// `RunOptions::capture`'s file, created before EAL started.
+    /// `RunOptions::stage.capture`'s file, created before EAL started.
     capture_file: Option<std::fs::File>,
 }
 
 impl Prepared {
     pub fn new(opts: &RunOptions) -> Result<Prepared> {
         opts.validate()?;
-        // Files named by --port are read before EAL starts.
+        // Files the ports name are read before EAL starts.
         let replays = ports::pcap_replays(opts)?;
-        let capture_file = opts
-            .capture
-            .as_deref()
+        let capture_file = (opts.stage.capture.as_deref())
             .map(Capture::create_file)
             .transpose()?;
-        let opts = RunOptions {
-            cached_frames: replays.cached.iter().copied().max().unwrap_or(0),
-            ..opts.clone()
-        };
+        let mut opts = opts.clone();
+        opts.pools.cached_frames = replays.cached.iter().copied().max().unwrap_or(0);
         let (eal, hugepages) = super::eal_for(&opts)?;
         let lcores = Lcores::choose(eal, &opts)?;
         let ports = Ports::setup(&opts, lcores.count, lcores.polling(&opts), replays)?;
@@ -61,10 +57,10 @@ impl Prepared {
         })
     }
 
-    /// The capture writer `RunOptions::capture` asks for, started on the
+    /// The capture writer `RunOptions::stage.capture` asks for, started on the
     /// main lcore's CPU (never a worker's).
     pub fn capture(&mut self) -> Result<Option<Capture>> {
-        let (Some(path), Some(file)) = (&self.opts.capture, self.capture_file.take()) else {
+        let (Some(path), Some(file)) = (&self.opts.stage.capture, self.capture_file.take()) else {
             return Ok(None);
         };
         let cpu = usize::try_from(self.eal.lcore_cpu(self.eal.main_lcore())).ok();

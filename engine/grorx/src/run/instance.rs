@@ -6,6 +6,7 @@
 //! with a message that names the holder; the kernel drops the lock when the
 //! holder exits, however it exits.
 
+use crate::setting::Setting;
 use anyhow::{bail, Context, Result};
 use std::fs::File;
 use std::io::{Read, Seek, Write};
@@ -26,7 +27,8 @@ pub(super) fn check_name(name: &str) -> Result<()> {
         && !name.starts_with('.');
     if !ok {
         bail!(
-            "bad instance name '{name}': use 1-64 letters, digits, '-', '_' or '.' (e.g. --name rx-a)"
+            "{} '{name}': not an instance name: use 1-64 letters, digits, '-', '_' or '.' (e.g. rx-a)",
+            Setting::Name
         );
     }
     Ok(())
@@ -68,12 +70,13 @@ pub(super) fn claim(name: &str) -> Result<()> {
         let _ = f.read_to_string(&mut pid);
         let pid = pid.trim();
         bail!(
-            "another grorx named '{name}' is running{}: give this one another name (--name NAME)",
+            "another grorx named '{name}' is running{}: give this one another name ({})",
             if pid.is_empty() {
                 String::new()
             } else {
                 format!(" (pid {pid})")
-            }
+            },
+            Setting::Name
         );
     }
     f.set_len(0)?;

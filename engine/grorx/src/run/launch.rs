@@ -28,7 +28,7 @@ pub(super) struct Lcores {
 impl Lcores {
     /// The workers that will poll: one per RX queue at most (`worker::assign`).
     pub fn polling(&self, opts: &RunOptions) -> u16 {
-        let queues = opts.ports.len().max(1) * opts.queues as usize;
+        let queues = opts.ports.len().max(1) * opts.rx.queues as usize;
         self.workers.len().min(queues).min(u16::MAX as usize) as u16
     }
 
@@ -38,8 +38,9 @@ impl Lcores {
             if workers.len() < 2 {
                 bail!(
                     "the embedded generator needs its own lcore besides the workers: EAL has {} worker lcore(s); \
-                     give e.g. -- --lcores 0@0,1@1,2@0 or name a port with --port",
-                    workers.len()
+                     give EAL one more (e.g. --lcores 0@0,1@1,2@0 in its arguments) or name a port ({})",
+                    workers.len(),
+                    crate::setting::Setting::Ports
                 );
             }
             workers.pop()
@@ -271,12 +272,16 @@ fn short_type_name<T>() -> &'static str {
 /// How the workers poll: the options in TSC ticks.
 fn worker_conf(eal: &Eal, opts: &RunOptions) -> WorkerConf {
     WorkerConf {
-        burst: opts.burst,
-        drain_rounds: opts.rx_desc as u32 / opts.burst.max(1) as u32 + 4,
+        burst: opts.rx.burst,
+        drain_rounds: opts.rx.desc as u32 / opts.rx.burst.max(1) as u32 + 4,
         gro: opts.gro,
-        gro_hold_tsc: opts.gro_flush_us as u64 * eal.tsc_hz() / 1_000_000,
+        gro_hold_tsc: opts
+            .gro
+            .map_or(0, |g| g.hold_us as u64 * eal.tsc_hz() / 1_000_000),
         reorder_tsc: match &opts.gro {
-            Some(g) if g.reorder > 0 => opts.gro_reorder_us as u64 * eal.tsc_hz() / 1_000_000,
+            Some(g) if g.reorder.segments > 0 => {
+                g.reorder.wait_us as u64 * eal.tsc_hz() / 1_000_000
+            }
             _ => 0,
         },
         tsc_hz: eal.tsc_hz(),

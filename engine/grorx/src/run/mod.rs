@@ -40,7 +40,10 @@ mod watch;
 
 pub use handle::{QueueStats, Running, Stats, Stopper};
 pub use link::LinkStats;
-pub use options::{EalSetup, ForwardOptions, PoolScope, RunOptions, Topology, PRIV_SIZE};
+pub use options::{
+    EalSetup, ForwardOptions, PoolOptions, PoolScope, RunOptions, RxOptions, SkbOptions,
+    StageOptions, Topology, PRIV_SIZE,
+};
 
 use crate::dpdk::eal::{self, Eal};
 use crate::forward::ForwardCounters;
@@ -57,10 +60,10 @@ where
     S: Stage,
     F: FnMut(&QueueSetup) -> Result<S>,
 {
-    if opts.capture.is_some() || opts.forward.is_some() {
+    if opts.stage.capture.is_some() || opts.stage.forward.is_some() {
         anyhow::bail!(
             "capture and forward are the built-in stages of `start`: a run with a stage of its \
-             own takes neither (its output ports are `outputs`)"
+             own takes neither (its output ports are `stage.outputs`)"
         );
     }
     let p = handle::Prepared::new(opts)?;
@@ -68,18 +71,18 @@ where
 }
 
 /// Starts a run with the built-in stage the options name: forward
-/// (`forward`), capture (`capture`), or the sink.
+/// (`stage.forward`), capture (`stage.capture`), or the sink.
 pub fn start(opts: &RunOptions) -> Result<Running> {
     let mut p = handle::Prepared::new(opts)?;
     #[cfg(feature = "measure")]
-    if let Some(m) = opts.measure {
+    if let Some(m) = opts.stage.measure {
         return start_measure(p, m);
     }
     if let Some(cap) = p.capture()? {
         let tx = cap.tx();
         return p.launch(&mut |_, _| Ok(CaptureStage::new(tx.clone())), Some(cap));
     }
-    if let Some(f) = &opts.forward {
+    if let Some(f) = &opts.stage.forward {
         let mut counters: Vec<Arc<ForwardCounters>> = Vec::new();
         let mut make = |q: &QueueSetup, ports: &ports::Ports| {
             let out = f.output_of(ports.rx_index(q.port));

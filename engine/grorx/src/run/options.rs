@@ -8,9 +8,10 @@ use crate::gro::GroConfig;
 use crate::measure::Measure;
 use crate::pool_sizing::{self, Demand};
 use crate::port::spec::PortSpec;
+use crate::setting::{Setting as S, SettingError};
 use crate::skb::{self, SkbMode};
 use crate::worker;
-use anyhow::{bail, Result};
+use anyhow::Result;
 
 /// How EAL is brought up.
 #[derive(Debug, Clone)]
@@ -26,8 +27,10 @@ pub enum EalSetup {
     Existing,
 }
 
-/// What a run is asked to do: the knobs of `grorx sink` and `grorx forward`
-/// as typed fields. `RunOptions::default()` is the quick start's run: the
+/// What a run is asked to do, grouped by what each part configures: where
+/// packets come from (`ports`, or the generator), how they are received
+/// (`rx`, `cores`), the buffers (`pools`, `skb`), GRO (`gro`) and what runs
+/// after it (`stage`). `RunOptions::default()` is the quick start's run: the
 /// embedded generator, one queue, GRO on with Linux's limits.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -36,51 +39,78 @@ pub struct RunOptions {
     /// `/var/run/dpdk/<name>/dpdk_telemetry.v2`. One process at a time
     /// holds a name; a second is refused before EAL starts.
     pub name: String,
+    /// How EAL is brought up (started here, or already running).
+    pub eal: EalSetup,
+    /// Stop after this many seconds; None: when stopped, a one-shot replay
+    /// is consumed, or the generator's count is received.
+    pub duration: Option<f64>,
     /// Ports to receive on; none means the embedded generator.
     pub ports: Vec<PortSpec>,
+    /// The embedded generator's traffic (used when `ports` is empty).
+    pub gen: GenConfig,
+    /// Worker CPUs; None: one, the last CPU.
+    pub cores: Option<Vec<usize>>,
+    /// How the ports receive: queues, rings, bursts, MTU.
+    pub rx: RxOptions,
+    /// The mbuf pools.
+    pub pools: PoolOptions,
+    /// GRO per RX queue, with how long it may hold packets; None: GRO off.
+    pub gro: Option<GroConfig>,
+    /// How skbs are built in the mbufs.
+    pub skb: SkbOptions,
+    /// What takes the packets GRO delivers (the sink unless set here).
+    pub stage: StageOptions,
+    /// Count TSC cycles per phase (RX, GRO, stage) per packet.
+    pub cycles: bool,
+}
+
+/// How the RX ports receive (`RunOptions::rx`).
+#[derive(Debug, Clone)]
+pub struct RxOptions {
     /// RX queues per port (RSS spreads flows over them).
     pub queues: u16,
-    /// Worker CPUs (`--cores`).
-    pub cores: Option<Vec<usize>>,
     /// RX descriptors per queue.
-    pub rx_desc: u16,
+    pub desc: u16,
     /// Packets per RX burst (at most `worker::MAX_BURST`, 256).
     pub burst: u16,
     /// Port MTU; None keeps the port's own.
     pub mtu: Option<u16>,
-    /// Force a data room (to split frames over several mbufs).
-    pub data_room: Option<u16>,
-    /// Per-lcore mempool cache, in mbufs (0: none).
-    pub pool_cache: u32,
-    /// Stop after this many seconds; None: when stopped, a one-shot replay
-    /// is consumed, or the generator's count is received.
-    pub duration: Option<f64>,
     /// Promiscuous mode on the RX ports.
     pub promisc: bool,
-    /// The embedded generator's traffic (used when `ports` is empty).
-    pub gen: GenConfig,
-    /// How EAL is brought up (started here, or already running).
-    pub eal: EalSetup,
-    /// None: GRO off.
-    pub gro: Option<GroConfig>,
-    /// Hold packets across polls up to this long (0: flush every poll).
-    pub gro_flush_us: u32,
-    /// With the reorder window on (`GroConfig::reorder`), the longest a
-    /// segment waits ahead of a gap, in microseconds (across polls).
-    pub gro_reorder_us: u32,
-    /// Headroom a prepend may use (at most DPDK's RTE_PKTMBUF_HEADROOM).
-    pub headroom: u16,
-    /// How skbs are built (in place, or copy mode for the experiment).
-    pub skb_mode: SkbMode,
-    /// Write every packet the GRO stage outputs to this pcap file.
-    pub capture: Option<std::path::PathBuf>,
+}
+
+/// The mbuf pools (`RunOptions::pools`).
+#[derive(Debug, Clone)]
+pub struct PoolOptions {
+    /// Force a data room (to split frames over several mbufs); None: one
+    /// frame at the MTU per mbuf.
+    pub data_room: Option<u16>,
+    /// Per-lcore mempool cache, in mbufs (0: none).
+    pub cache: u32,
+    /// How widely mbuf pools are shared.
+    pub scope: PoolScope,
     /// mbufs a port keeps for itself (net_pcap infinite_rx caches its file);
     /// filled in by `run`.
     pub cached_frames: u32,
-    /// How widely mbuf pools are shared.
-    pub pool_scope: PoolScope,
+}
+
+/// How skbs are built (`RunOptions::skb`).
+#[derive(Debug, Clone)]
+pub struct SkbOptions {
+    /// In place, or copy mode for the experiment.
+    pub mode: SkbMode,
+    /// Headroom a prepend may use (at most DPDK's RTE_PKTMBUF_HEADROOM).
+    pub headroom: u16,
+}
+
+/// What takes the packets GRO delivers (`RunOptions::stage`): the sink
+/// unless one of these is set, or `start_with` is given a stage.
+#[derive(Debug, Clone, Default)]
+pub struct StageOptions {
     /// Forward what GRO delivers, encapsulated (the built-in forward stage).
     pub forward: Option<ForwardOptions>,
+    /// Write every packet the GRO stage outputs to this pcap file.
+    pub capture: Option<std::path::PathBuf>,
     /// Ports a stage of the caller's forwards to, in order: TX-only ports
     /// (each with a pool for header mbufs) or RX ports of the run (a bump in
     /// the wire); every worker has a TX queue of its own on each. A stage
@@ -89,8 +119,6 @@ pub struct RunOptions {
     /// A measurement-only stage instead of the sink (`start` only).
     #[cfg(feature = "measure")]
     pub measure: Option<Measure>,
-    /// Count TSC cycles per phase (RX, GRO, stage) per packet.
-    pub cycles: bool,
 }
 
 /// The built-in forward stage: where to, and how encapsulated.
@@ -105,18 +133,18 @@ pub struct ForwardOptions {
 }
 
 impl RunOptions {
-    /// The output ports of the run: the forward stage's `to`, or `outputs`
+    /// The output ports of the run: the forward stage's `to`, or `stage.outputs`
     /// (RX ports among them too).
     pub(super) fn output_ports(&self) -> &[PortSpec] {
-        match &self.forward {
+        match &self.stage.forward {
             Some(f) => &f.to,
-            None => &self.outputs,
+            None => &self.stage.outputs,
         }
     }
 }
 
 impl ForwardOptions {
-    /// The output (index into `to`) of RX port number `rx` (in `--port` order).
+    /// The output (index into `to`) of RX port number `rx` (in `RunOptions::ports` order).
     pub fn output_of(&self, rx: usize) -> usize {
         if self.to.len() == 1 {
             0
@@ -184,35 +212,221 @@ impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
             name: "grorx".to_string(),
-            ports: Vec::new(),
-            queues: 1,
-            cores: None,
-            rx_desc: 1024,
-            burst: 32,
-            mtu: None,
-            data_room: None,
-            pool_cache: 256,
-            duration: None,
-            promisc: true,
-            gen: GenConfig::default(),
             eal: EalSetup::Start {
                 user_args: Vec::new(),
                 no_huge: false,
             },
+            duration: None,
+            ports: Vec::new(),
+            gen: GenConfig::default(),
+            cores: None,
+            rx: RxOptions::default(),
+            pools: PoolOptions::default(),
             gro: Some(GroConfig::default()),
-            gro_flush_us: 0,
-            gro_reorder_us: 100,
-            headroom: RTE_PKTMBUF_HEADROOM as u16,
-            skb_mode: SkbMode::Build,
-            capture: None,
-            cached_frames: 0,
-            pool_scope: PoolScope::Socket,
-            forward: None,
-            outputs: Vec::new(),
-            #[cfg(feature = "measure")]
-            measure: None,
+            skb: SkbOptions::default(),
+            stage: StageOptions::default(),
             cycles: false,
         }
+    }
+}
+
+impl Default for RxOptions {
+    fn default() -> Self {
+        RxOptions {
+            queues: 1,
+            desc: 1024,
+            burst: 32,
+            mtu: None,
+            promisc: true,
+        }
+    }
+}
+
+impl Default for PoolOptions {
+    fn default() -> Self {
+        PoolOptions {
+            data_room: None,
+            cache: 256,
+            scope: PoolScope::Socket,
+            cached_frames: 0,
+        }
+    }
+}
+
+impl Default for SkbOptions {
+    fn default() -> Self {
+        SkbOptions {
+            mode: SkbMode::Build,
+            headroom: RTE_PKTMBUF_HEADROOM as u16,
+        }
+    }
+}
+
+/// A [`SettingError`] as the `anyhow::Error` `validate` returns.
+fn refuse(setting: S, value: impl std::fmt::Display, problem: impl Into<String>) -> anyhow::Error {
+    SettingError::new(setting, value, problem).into()
+}
+
+impl RxOptions {
+    fn validate(&self) -> Result<()> {
+        if self.queues == 0 || self.queues > MAX_QUEUES {
+            return Err(refuse(
+                S::Queues,
+                self.queues,
+                format!("out of range: give 1..={MAX_QUEUES} (RTE_MAX_QUEUES_PER_PORT)"),
+            ));
+        }
+        if self.burst == 0 || self.burst as usize > worker::MAX_BURST {
+            return Err(refuse(
+                S::Burst,
+                self.burst,
+                format!("out of range: give 1..={}", worker::MAX_BURST),
+            ));
+        }
+        if self.desc < 32 {
+            return Err(refuse(
+                S::RxDesc,
+                self.desc,
+                "too small: give 32 or more (512-4096 is usual)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl PoolOptions {
+    fn validate(&self) -> Result<()> {
+        if self.cache > MAX_POOL_CACHE {
+            return Err(refuse(
+                S::PoolCache,
+                self.cache,
+                format!("out of range: give 0..={MAX_POOL_CACHE} (RTE_MEMPOOL_CACHE_MAX_SIZE)"),
+            ));
+        }
+        if let Some(r) = self.data_room {
+            if (r as u32) < RTE_PKTMBUF_HEADROOM + 64 {
+                return Err(refuse(
+                    S::DataRoom,
+                    r,
+                    format!(
+                        "leaves no room for a frame after the {RTE_PKTMBUF_HEADROOM} B headroom"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl SkbOptions {
+    fn validate(&self, gro: bool) -> Result<()> {
+        if self.headroom as u32 > RTE_PKTMBUF_HEADROOM {
+            return Err(refuse(
+                S::Headroom,
+                self.headroom,
+                format!(
+                    "more than DPDK leaves in front of received data ({RTE_PKTMBUF_HEADROOM} B, \
+                     RTE_PKTMBUF_HEADROOM, fixed when DPDK is built): give 0..={RTE_PKTMBUF_HEADROOM}"
+                ),
+            ));
+        }
+        if self.mode == SkbMode::Copy && !gro {
+            return Err(refuse(
+                S::SkbMode,
+                "copy",
+                format!("builds skbs for GRO: use it with GRO on ({})", S::Gro),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl StageOptions {
+    /// The stages' rules, for a run with `rx_ports` RX ports.
+    fn validate(&self, rx_ports: usize) -> Result<()> {
+        if let Some((a, b)) = twice(&self.outputs) {
+            return Err(refuse(
+                S::Outputs,
+                format!("{a}, {b}"),
+                "both name the same device: give each output once",
+            ));
+        }
+        if let Some(f) = &self.forward {
+            if !self.outputs.is_empty() {
+                return Err(refuse(
+                    S::Outputs,
+                    "",
+                    format!(
+                        "the forward stage's outputs are its {}: give {} only with a stage of your own",
+                        S::ForwardTo,
+                        S::Outputs
+                    ),
+                ));
+            }
+            if self.capture.is_some() {
+                return Err(refuse(
+                    S::Capture,
+                    "",
+                    "forward and capture are stages of their own: give one of them",
+                ));
+            }
+            f.validate(rx_ports)?;
+        }
+        if let Some(p) = &self.capture {
+            if p.is_dir() {
+                return Err(refuse(
+                    S::Capture,
+                    p.display(),
+                    format!(
+                        "is a directory: give a file in it (e.g. {})",
+                        p.join("out.pcap").display()
+                    ),
+                ));
+            }
+            let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
+            if let Some(d) = dir.filter(|d| !d.is_dir()) {
+                return Err(refuse(
+                    S::Capture,
+                    p.display(),
+                    format!("directory {} does not exist", d.display()),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ForwardOptions {
+    fn validate(&self, rx_ports: usize) -> Result<()> {
+        if self.to.is_empty() {
+            return Err(refuse(
+                S::ForwardTo,
+                "",
+                "name an output port (e.g. net_null1)",
+            ));
+        }
+        let rx = rx_ports.max(1);
+        if self.to.len() != 1 && self.to.len() != rx {
+            return Err(refuse(
+                S::ForwardTo,
+                "",
+                format!(
+                    "{} outputs for {rx} RX port(s): give one for all, or one per RX port \
+                     ({}), in order",
+                    self.to.len(),
+                    S::Ports
+                ),
+            ));
+        }
+        if let Some((a, b)) = twice(&self.to) {
+            return Err(refuse(
+                S::ForwardTo,
+                format!("{a}, {b}"),
+                "both name the same device: give each output once (RX ports that share \
+                 an output: give that one alone)",
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -231,134 +445,53 @@ pub(super) const CAPTURE_SLOTS: u32 = 8192;
 pub(super) const COPY_BREAK: u16 = 128;
 
 impl RunOptions {
-    /// Refuses settings that cannot work, with a message that says what to
-    /// give instead. `start` calls it first.
+    /// Refuses settings that cannot work, with an error that names the
+    /// setting ([`SettingError`], or the GRO core's) and says what to give
+    /// instead. `start` calls it first.
     pub fn validate(&self) -> Result<()> {
         super::instance::check_name(&self.name)?;
-        if self.queues == 0 || self.queues > MAX_QUEUES {
-            bail!(
-                "--queues {} is out of range: give 1..={MAX_QUEUES} (RTE_MAX_QUEUES_PER_PORT)",
-                self.queues
-            );
-        }
-        if self.pool_cache > MAX_POOL_CACHE {
-            bail!(
-                "--pool-cache {} is out of range: give 0..={MAX_POOL_CACHE} (RTE_MEMPOOL_CACHE_MAX_SIZE)",
-                self.pool_cache
-            );
-        }
-        if self.burst == 0 || self.burst as usize > worker::MAX_BURST {
-            bail!(
-                "--burst {} is out of range: give 1..={}",
-                self.burst,
-                worker::MAX_BURST
-            );
-        }
-        if self.rx_desc < 32 {
-            bail!(
-                "--rx-desc {} is too small: give 32 or more (512-4096 is usual)",
-                self.rx_desc
-            );
-        }
+        self.rx.validate()?;
         if let Some(d) = self.duration {
             if !(d > 0.0 && d.is_finite()) {
-                bail!("--duration must be a positive number of seconds");
+                return Err(refuse(S::Duration, d, "give a positive number of seconds"));
             }
         }
-        if let Some(r) = self.data_room {
-            if (r as u32) < RTE_PKTMBUF_HEADROOM + 64 {
-                bail!(
-                    "--data-room {r} leaves no room for a frame after the {} B headroom",
-                    RTE_PKTMBUF_HEADROOM
-                );
-            }
-        }
+        self.pools.validate()?;
         // The data room at the MTU asked for (the generator's port has 1500),
         // and the generator's frames in it: known before any port exists.
-        if let Some(mtu) = self.mtu {
+        if let Some(mtu) = self.rx.mtu {
             self.data_room_for(mtu)?;
         }
         if self.ports.is_empty() {
-            self.gen.validate().map_err(anyhow::Error::msg)?;
-            let room = self.data_room_for(self.mtu.unwrap_or(1500))?;
+            self.gen.validate()?;
+            let room = self.data_room_for(self.rx.mtu.unwrap_or(1500))?;
             gen::fits(&self.gen, room).map_err(anyhow::Error::msg)?;
         }
         if let Some(g) = &self.gro {
-            g.validate().map_err(anyhow::Error::msg)?;
+            g.validate()?;
         }
-        if self.headroom as u32 > RTE_PKTMBUF_HEADROOM {
-            bail!(
-                "--headroom {} is more than DPDK leaves in front of received data ({} B, RTE_PKTMBUF_HEADROOM, \
-                 fixed when DPDK is built): give 0..={}",
-                self.headroom,
-                RTE_PKTMBUF_HEADROOM,
-                RTE_PKTMBUF_HEADROOM
-            );
+        self.skb.validate(self.gro.is_some())?;
+        if let Some((a, b)) = twice(&self.ports) {
+            return Err(refuse(
+                S::Ports,
+                format!("{a}, {b}"),
+                "both name the same device: give each port once",
+            ));
         }
         #[cfg(feature = "measure")]
-        if let Some(m) = &self.measure {
-            m.validate(self)?;
+        if let Some(m) = &self.stage.measure {
+            m.validate(&self.stage, self.gro.is_some())?;
         }
-        if let Some((a, b)) = twice(&self.ports) {
-            bail!("--port {a} and --port {b} name the same device: give each port once");
-        }
-        if let Some((a, b)) = twice(&self.outputs) {
-            bail!("outputs {a} and {b} name the same device: give each output once");
-        }
-        if let Some(f) = &self.forward {
-            if !self.outputs.is_empty() {
-                bail!("the forward stage's outputs are its --to ports: give `outputs` only with a stage of your own");
-            }
-            if self.capture.is_some() {
-                bail!("forward and capture are stages of their own: give one of them");
-            }
-            if f.to.is_empty() {
-                bail!("forward: name an output port (--to net_null1)");
-            }
-            let rx = self.ports.len().max(1);
-            if f.to.len() != 1 && f.to.len() != rx {
-                bail!(
-                    "--to given {} times for {rx} RX port(s): give one --to for all, or one per --port, in order",
-                    f.to.len()
-                );
-            }
-            if let Some((a, b)) = twice(&f.to) {
-                bail!(
-                    "--to {a} and --to {b} name the same device: give each output once \
-                     (RX ports that share an output: give that one --to alone)"
-                );
-            }
-        }
-        if self.skb_mode == SkbMode::Copy && self.gro.is_none() {
-            bail!("--skb-mode copy builds skbs for GRO: use it with --gro on");
-        }
-        if let Some(p) = &self.capture {
-            if p.is_dir() {
-                bail!(
-                    "--capture {}: is a directory: give a file in it (e.g. {})",
-                    p.display(),
-                    p.join("out.pcap").display()
-                );
-            }
-            let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
-            if let Some(d) = dir.filter(|d| !d.is_dir()) {
-                bail!(
-                    "--capture {}: directory {} does not exist",
-                    p.display(),
-                    d.display()
-                );
-            }
-        }
-        Ok(())
+        self.stage.validate(self.ports.len())
     }
 
-    /// What errors call an output: the forward stage's `--to`, or a stage
-    /// of the caller's `output`.
-    pub(super) fn output_flag(&self) -> &'static str {
-        if self.forward.is_some() {
-            "--to"
+    /// What errors call an output: the forward stage's `to`, or the
+    /// `outputs` of a stage of the caller's.
+    pub(super) fn output_setting(&self) -> S {
+        if self.stage.forward.is_some() {
+            S::ForwardTo
         } else {
-            "output"
+            S::Outputs
         }
     }
 
@@ -374,7 +507,7 @@ impl RunOptions {
     }
 
     pub(super) fn data_room_for(&self, mtu: u16) -> Result<u16> {
-        match self.data_room {
+        match self.pools.data_room {
             Some(r) => Ok(r),
             None => pool_sizing::auto_data_room(mtu as u32, RTE_PKTMBUF_HEADROOM)
                 .map_err(anyhow::Error::msg),
@@ -385,28 +518,28 @@ impl RunOptions {
         let gen = self.uses_generator();
         Demand {
             rx_queues: queues,
-            rx_desc: self.rx_desc as u32,
+            rx_desc: self.rx.desc as u32,
             // The TX rings its mbufs may wait in: a stage's own per queue,
             // and every worker's on each RX port the run forwards to.
             tx_queues: queues.max(self.rx_outputs() as u32 * lcores),
-            tx_desc: self.rx_desc as u32,
+            tx_desc: self.rx.desc as u32,
             lcores,
-            cache: self.pool_cache,
-            burst: self.burst.max(gen::MAX_BURST as u16) as u32,
+            cache: self.pools.cache,
+            burst: self.rx.burst.max(gen::MAX_BURST as u16) as u32,
             // GRO holds at most a burst when it flushes every poll, else up to
             // every flow's packet at its frag budget.
             held_per_queue: match &self.gro {
-                Some(g) if self.gro_flush_us > 0 || g.reorder > 0 => {
-                    g.flows as u32 * (g.max_frags + g.reorder) as u32
+                Some(g) if g.hold_us > 0 || g.reorder.segments > 0 => {
+                    g.flows as u32 * (g.max_frags + g.reorder.segments) as u32
                 }
                 _ => 0,
             },
             // The generator's rings: RX rings hold up to rx_desc each, plus its pending bursts.
             extra: if gen {
-                self.queues as u32 * (self.rx_desc as u32 + gen::MAX_BURST as u32)
+                self.rx.queues as u32 * (self.rx.desc as u32 + gen::MAX_BURST as u32)
             } else {
                 0
-            } + if self.capture.is_some() {
+            } + if self.stage.capture.is_some() {
                 CAPTURE_SLOTS
             } else {
                 0
@@ -416,17 +549,17 @@ impl RunOptions {
 
     /// Hugepage memory the run needs (pools at the expected MTU + EAL).
     pub(super) fn memory_needed(&self, lcores: u32) -> Result<u64> {
-        let mtu = self.mtu.unwrap_or(1500);
+        let mtu = self.rx.mtu.unwrap_or(1500);
         let room = self.data_room_for(mtu)?;
-        let capture = if self.capture.is_some() {
+        let capture = if self.stage.capture.is_some() {
             CAPTURE_SLOTS
         } else {
             0
         };
         let n = pool_sizing::element_count(&self.demand(
             lcores,
-            self.queues as u32,
-            self.cached_frames + capture,
+            self.rx.queues as u32,
+            self.pools.cached_frames + capture,
         ));
         let ports = self.ports.len().max(1) as u64;
         Ok(ports * pool_sizing::pool_bytes(n, PRIV_SIZE as u32, room as u32) + EAL_OVERHEAD)
@@ -450,17 +583,32 @@ pub const PRIV_SIZE: u16 = skb::PRIV_SIZE;
 // here with the others: measure/ sits below run/ and does not see them.
 #[cfg(feature = "measure")]
 impl Measure {
-    pub(crate) fn validate(&self, opts: &RunOptions) -> Result<()> {
-        if opts.forward.is_some() {
-            bail!("forward is a stage of its own: use it without --gro rte or --free per-packet");
+    pub(crate) fn validate(&self, stage: &StageOptions, gro: bool) -> Result<()> {
+        let setting = match self {
+            Measure::RteGro => S::RteGro,
+            Measure::FreePerPacket => S::FreePerPacket,
+        };
+        if stage.forward.is_some() {
+            return Err(refuse(
+                setting,
+                "",
+                "forward is a stage of its own: use it without a measurement stage",
+            ));
         }
         match self {
-            Measure::RteGro if opts.gro.is_some() => bail!(
-                "DPDK's rte_gro and grorx's GRO are alternatives: give --gro rte or --gro on, not both"
-            ),
-            Measure::FreePerPacket if opts.capture.is_some() => {
-                bail!("--free per-packet is a sink: use it without --capture")
-            }
+            Measure::RteGro if gro => Err(refuse(
+                setting,
+                "",
+                format!(
+                    "DPDK's rte_gro and grorx's GRO are alternatives: give one ({} None)",
+                    S::Gro
+                ),
+            )),
+            Measure::FreePerPacket if stage.capture.is_some() => Err(refuse(
+                setting,
+                "",
+                format!("a sink: use it without {}", S::Capture),
+            )),
             _ => Ok(()),
         }
     }
@@ -477,16 +625,20 @@ mod tests {
     fn forward(rx: &[&str], to: &[&str]) -> RunOptions {
         RunOptions {
             ports: rx.iter().map(|s| spec(s)).collect(),
-            forward: Some(ForwardOptions {
-                to: to.iter().map(|s| spec(s)).collect(),
-                encap: crate::forward::Encap::None,
-            }),
+            stage: StageOptions {
+                forward: Some(ForwardOptions {
+                    to: to.iter().map(|s| spec(s)).collect(),
+                    encap: crate::forward::Encap::None,
+                }),
+                ..StageOptions::default()
+            },
             ..RunOptions::default()
         }
     }
 
-    fn refusal(o: &RunOptions) -> String {
-        format!("{:#}", o.validate().expect_err("refused"))
+    fn refusal(o: &RunOptions) -> SettingError {
+        let e = o.validate().expect_err("refused");
+        e.downcast::<SettingError>().expect("a setting refused")
     }
 
     #[test]
@@ -500,7 +652,10 @@ mod tests {
         assert!(forward(&["3b:00.0"], &["3b:00.1"]).validate().is_ok());
         let o = RunOptions {
             ports: vec![spec("net_null0"), spec("net_null1")],
-            outputs: vec![spec("net_null1"), spec("net_null0")],
+            stage: StageOptions {
+                outputs: vec![spec("net_null1"), spec("net_null0")],
+                ..StageOptions::default()
+            },
             ..RunOptions::default()
         };
         assert!(o.validate().is_ok());
@@ -537,17 +692,49 @@ mod tests {
     #[test]
     fn a_device_named_twice_among_rx_or_outputs_is_refused() {
         let e = refusal(&forward(&["3b:00.0", "0000:3b:00.0"], &["5e:00.0"]));
-        assert!(e.contains("name the same device"), "{e}");
+        assert_eq!(e.setting, S::Ports, "{e}");
+        assert!(e.problem.contains("name the same device"), "{e}");
         let e = refusal(&forward(
             &["3b:00.0", "3b:00.1"],
             &["5e:00.0", "0000:5e:00.0"],
         ));
-        assert!(e.contains("--to 5e:00.0 and --to 0000:5e:00.0"), "{e}");
+        assert_eq!(e.setting, S::ForwardTo, "{e}");
+        assert_eq!(e.value, "5e:00.0, 0000:5e:00.0");
         let e = refusal(&RunOptions {
             ports: vec![spec("net_null0")],
-            outputs: vec![spec("3b:00.0"), spec("0000:3b:00.0")],
+            stage: StageOptions {
+                outputs: vec![spec("3b:00.0"), spec("0000:3b:00.0")],
+                ..StageOptions::default()
+            },
             ..RunOptions::default()
         });
-        assert!(e.contains("give each output once"), "{e}");
+        assert_eq!(e.setting, S::Outputs, "{e}");
+        assert!(e.problem.contains("give each output once"), "{e}");
+    }
+
+    #[test]
+    fn a_refusal_names_the_setting_and_the_value() {
+        let e = refusal(&RunOptions {
+            rx: RxOptions {
+                queues: 2000,
+                ..RxOptions::default()
+            },
+            ..RunOptions::default()
+        });
+        assert_eq!(
+            e.to_string(),
+            "RunOptions::rx.queues 2000: out of range: give 1..=1024 (RTE_MAX_QUEUES_PER_PORT)"
+        );
+        let gro = RunOptions {
+            gro: Some(GroConfig {
+                max_frags: 0,
+                ..GroConfig::default()
+            }),
+            ..RunOptions::default()
+        }
+        .validate()
+        .unwrap_err();
+        let e = gro.downcast_ref::<crate::gro::SettingError>().unwrap();
+        assert_eq!(e.setting, crate::gro::Setting::MaxFrags);
     }
 }

@@ -42,7 +42,7 @@ pub(super) fn pcap_replays(opts: &RunOptions) -> Result<Replays> {
         let frames = match file {
             Some(f) => Some(
                 pcap::count_frames(std::path::Path::new(f))
-                    .with_context(|| format!("--port '{p}'"))?,
+                    .with_context(|| format!("port '{p}'"))?,
             ),
             None => None,
         };
@@ -117,7 +117,7 @@ impl Ports {
         } = replays;
         let (ids, ring_port) = open_rx(opts, &mut once, &mut cached)?;
         let out_ids = open_outputs(opts)?;
-        let encap = match &opts.forward {
+        let encap = match &opts.stage.forward {
             Some(f) => f.encap,
             // A stage of the caller's may do anything: ask for every TX
             // offload the port has.
@@ -168,7 +168,7 @@ impl Ports {
         for g in groups {
             let (socket, room, _, _) = g.key;
             let n = pool_sizing::element_count(&opts.demand(lcore_count, g.queues, g.extra));
-            let cache = pool_sizing::cache_size(opts.pool_cache, n);
+            let cache = pool_sizing::cache_size(opts.pools.cache, n);
             let seq = POOL_SEQ.fetch_add(1, Relaxed);
             self.pools.push(Arc::new(Mempool::create(&PoolParams {
                 name: format!("grorx-s{}-{seq}", socket.max(0)),
@@ -178,7 +178,7 @@ impl Ports {
                 data_room: room,
                 socket,
             })?));
-            if opts.skb_mode == SkbMode::Copy {
+            if opts.skb.mode == SkbMode::Copy {
                 self.head_pools.push(Mempool::create(&PoolParams {
                     name: format!("grorx-h{}-{seq}", socket.max(0)),
                     elements: n,
@@ -207,14 +207,14 @@ impl Ports {
         let segs = pool_sizing::segments_per_frame(mtu as u32, room, RTE_PKTMBUF_HEADROOM);
         let output = self.out_ids.contains(&id);
         let conf = PortConf {
-            rx_queues: opts.queues,
+            rx_queues: opts.rx.queues,
             // A TX queue per worker: any queue's stage may transmit on
             // any port without sharing a queue with another lcore.
             tx_queues: workers,
-            rx_desc: opts.rx_desc,
-            tx_desc: opts.rx_desc,
+            rx_desc: opts.rx.desc,
+            tx_desc: opts.rx.desc,
             mtu: Some(mtu),
-            promisc: opts.promisc,
+            promisc: opts.rx.promisc,
             rx_csum: true,
             scatter: segs > 1,
             source_steers: self.ring_port.is_some(),
@@ -227,10 +227,10 @@ impl Ports {
         let qp: Vec<&Mempool> = pools.iter().map(|&g| &*self.pools[g]).collect();
         let port = Port::configure(id, &conf, &qp)?;
         if output && port.tx_queues < workers {
-            let out_flag = opts.output_flag();
+            let outputs = opts.output_setting();
             let i = self.out_ids.iter().position(|&o| o == id).unwrap_or(0);
             bail!(
-                "{out_flag} {}: {}",
+                "{outputs} {}: {}",
                 opts.output_ports()[i],
                 too_few_tx(&port, workers)
             );
@@ -263,7 +263,7 @@ impl Ports {
             self.lines.extend(note);
         }
         for s in &mut self.slots {
-            if let Err(e) = s.port.start(opts.promisc) {
+            if let Err(e) = s.port.start(opts.rx.promisc) {
                 if !super::link::connects_when_started(&opts.ports, &s.port) {
                     return Err(e);
                 }
@@ -326,8 +326,8 @@ impl Ports {
         let g = s.pools[q as usize];
         let head = self.head_pools.get(g);
         SkbConf {
-            mode: opts.skb_mode,
-            headroom: opts.headroom,
+            mode: opts.skb.mode,
+            headroom: opts.skb.headroom,
             buf_truesize: skb::truesize_of(&self.pools[g]),
             head_pool: head.map(|p| p.as_ptr()).unwrap_or(std::ptr::null_mut()),
             head_truesize: head.map(skb::truesize_of).unwrap_or(0),
@@ -473,7 +473,7 @@ fn open_rx(
     let mut ids = Vec::new();
     if opts.uses_generator() {
         let socket = eal::socket_id();
-        let rp = RingPort::create(opts.queues, opts.rx_desc as u32, socket)?;
+        let rp = RingPort::create(opts.rx.queues, opts.rx.desc as u32, socket)?;
         ids.push(rp.port_id);
         once.push(None);
         cached.push(0);
@@ -485,13 +485,14 @@ fn open_rx(
     }
     if ids.is_empty() || port::count_avail() == 0 {
         bail!(
-            "no port to receive on: name one with --port (e.g. --port net_null0) or run without --port for the embedded generator"
+            "no port to receive on: name one in {} (e.g. net_null0), or none for the embedded generator",
+            crate::setting::Setting::Ports
         );
     }
     // One device under two names (a PCI address in two forms, a vdev and
     // its port id) is only seen once EAL has resolved both.
     let rx_name = |i: usize| match opts.ports.get(i) {
-        Some(p) => format!("--port {p}"),
+        Some(p) => format!("{} {p}", crate::setting::Setting::Ports),
         None => "the embedded generator".to_string(),
     };
     for (i, id) in ids.iter().enumerate() {
@@ -510,12 +511,12 @@ fn open_rx(
 /// that is an RX port too is configured once, as an RX port that also
 /// transmits; the others are TX-only ports.
 fn open_outputs(opts: &RunOptions) -> Result<Vec<u16>> {
-    let out_flag = opts.output_flag();
+    let outputs = opts.output_setting();
     let mut out_ids: Vec<u16> = Vec::new();
     for spec in opts.output_ports() {
         let id = port::open(spec)?;
         if out_ids.contains(&id) {
-            bail!("{out_flag} {spec} is port {id}, named twice: give each output once");
+            bail!("{outputs} {spec} is port {id}, named twice: give each output once");
         }
         out_ids.push(id);
     }
@@ -526,7 +527,7 @@ fn open_outputs(opts: &RunOptions) -> Result<Vec<u16>> {
 /// room and socket.
 fn plan_rx(opts: &RunOptions, id: u16) -> Result<RxPlan> {
     let cur = port::mtu(id);
-    let mtu = opts.mtu.unwrap_or(if cur == 0 { 1500 } else { cur });
+    let mtu = opts.rx.mtu.unwrap_or(if cur == 0 { 1500 } else { cur });
     Ok(RxPlan {
         id,
         mtu,
@@ -549,8 +550,8 @@ fn pool_groups(
         let RxPlan {
             id, room, socket, ..
         } = *plan;
-        for q in 0..opts.queues {
-            let key = match opts.pool_scope {
+        for q in 0..opts.rx.queues {
+            let key = match opts.pools.scope {
                 PoolScope::Socket => (socket, room, u16::MAX, u16::MAX),
                 PoolScope::Port => (socket, room, id, u16::MAX),
                 PoolScope::Queue => (socket, room, id, q),
@@ -573,7 +574,7 @@ fn pool_groups(
             queue_pool[pi].push(g);
         }
     }
-    if opts.capture.is_some() {
+    if opts.stage.capture.is_some() {
         groups[0].extra += CAPTURE_SLOTS;
     }
     (groups, queue_pool)
@@ -588,8 +589,11 @@ fn too_few_tx(port: &Port, workers: u16) -> String {
     };
     format!(
         "{} ({}) gives {} TX queue(s), and each of the run's {workers} workers needs one of its own \
-         (queues are not shared: no locks): give fewer worker cores (--cores){hint}",
-        port.name, port.driver, port.tx_queues
+         (queues are not shared: no locks): give fewer worker cores ({}){hint}",
+        port.name,
+        port.driver,
+        port.tx_queues,
+        crate::setting::Setting::Cores
     )
 }
 
@@ -607,11 +611,11 @@ fn forward_port(
 ) -> Result<(Port, Arc<Mempool>)> {
     let n = pool_sizing::element_count(&pool_sizing::Demand {
         rx_queues: 1,
-        rx_desc: opts.rx_desc as u32,
+        rx_desc: opts.rx.desc as u32,
         tx_queues: workers as u32,
-        tx_desc: opts.rx_desc as u32 + 512,
+        tx_desc: opts.rx.desc as u32 + 512,
         lcores: lcore_count,
-        cache: opts.pool_cache,
+        cache: opts.pools.cache,
         burst: 64,
         held_per_queue: 0,
         extra: 0,
@@ -620,7 +624,7 @@ fn forward_port(
     let pool = Arc::new(Mempool::create(&PoolParams {
         name: format!("grorx-f{id}-{}", POOL_SEQ.fetch_add(1, Relaxed)),
         elements: n,
-        cache: pool_sizing::cache_size(opts.pool_cache, n),
+        cache: pool_sizing::cache_size(opts.pools.cache, n),
         priv_size: PRIV_SIZE,
         data_room: room,
         socket,
@@ -628,8 +632,8 @@ fn forward_port(
     let conf = PortConf {
         rx_queues: 1,
         tx_queues: workers,
-        rx_desc: opts.rx_desc,
-        tx_desc: opts.rx_desc,
+        rx_desc: opts.rx.desc,
+        tx_desc: opts.rx.desc,
         mtu: None,
         promisc: false,
         rx_csum: false,
@@ -641,7 +645,7 @@ fn forward_port(
     if port.tx_queues < workers {
         bail!(
             "{} {spec}: {}",
-            opts.output_flag(),
+            opts.output_setting(),
             too_few_tx(&port, workers)
         );
     }

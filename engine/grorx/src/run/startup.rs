@@ -1,4 +1,4 @@
-//! Bringing EAL up: lcores from `--cores`, the hugepage decision (use,
+//! Bringing EAL up: lcores from `RunOptions::cores`, the hugepage decision (use,
 //! reserve when root, or fall back to 4 KiB pages and say so), the
 //! instance's name as file prefix (claimed first), device allow-lists, then the user's own EAL arguments.
 
@@ -6,6 +6,8 @@ use super::options::{RunOptions, NO_HUGE_MIN_MB};
 use crate::dpdk::eal::Eal;
 use crate::dpdk::eal_args::{self, EalOpt};
 use crate::dpdk::lcores::{self, LcorePlan};
+use crate::gro::Setting as GroSetting;
+use crate::setting::Setting;
 use anyhow::{bail, Result};
 
 /// Starts EAL from the options; returns it and the hugepage summary.
@@ -25,9 +27,14 @@ pub(super) fn start_eal(
     if let Some(total) = hugepages::memory_total().filter(|&t| need > t) {
         bail!(
             "the run's mbuf pools need {} MiB, more than this machine's {} MiB of memory: \
-             lower --queues, --rx-desc, --gro-flows, --gro-reorder or --pool-cache",
+             lower {}, {}, {}, {} or {}",
             need >> 20,
-            total >> 20
+            total >> 20,
+            Setting::Queues,
+            Setting::RxDesc,
+            GroSetting::Flows,
+            GroSetting::ReorderSegments,
+            Setting::PoolCache,
         );
     }
     let no_huge_mb = (need >> 20).max(NO_HUGE_MIN_MB);
@@ -36,7 +43,7 @@ pub(super) fn start_eal(
         summary = "hugepages: as the EAL arguments say".to_string();
     } else if no_huge {
         summary = format!(
-            "hugepages: off (--no-huge): 4 KiB pages, -m {no_huge_mb} (expect a lower packet rate from TLB misses)"
+            "hugepages: off, as asked: 4 KiB pages, -m {no_huge_mb} (expect a lower packet rate from TLB misses)"
         );
         ours.push(EalOpt::flag("--no-huge"));
         ours.push(EalOpt::with("-m", no_huge_mb.to_string()));
@@ -51,7 +58,7 @@ pub(super) fn start_eal(
     ours.push(EalOpt::with("--log-level", "lib.eal:warning"));
     ours.push(EalOpt::with("--log-level", "lib.telemetry:error"));
     // PCI allow-list entries are added whatever the user passes (they are
-    // what --port and --to asked for), then the user's own arguments.
+    // what the RX and output ports name), then the user's own arguments.
     let mut user = allow;
     user.extend(user_args.iter().cloned());
     let argv = eal_args::build("grorx", &ours, &user);
@@ -152,7 +159,7 @@ fn device_args(opts: &RunOptions) -> (Option<EalOpt>, Vec<String>) {
 mod tests {
     use super::*;
     use crate::port::spec::PortSpec;
-    use crate::run::ForwardOptions;
+    use crate::run::{ForwardOptions, StageOptions};
 
     fn spec(s: &str) -> PortSpec {
         PortSpec::parse(s).unwrap()
@@ -169,10 +176,13 @@ mod tests {
     fn pci_output_ports_are_on_the_allow_list_too() {
         let opts = RunOptions {
             ports: vec![spec("3b:00.0")],
-            forward: Some(ForwardOptions {
-                to: vec![spec("0000:5E:00.1,txq_inline_max=0")],
-                encap: crate::forward::Encap::None,
-            }),
+            stage: StageOptions {
+                forward: Some(ForwardOptions {
+                    to: vec![spec("0000:5E:00.1,txq_inline_max=0")],
+                    encap: crate::forward::Encap::None,
+                }),
+                ..StageOptions::default()
+            },
             ..RunOptions::default()
         };
         assert_eq!(
@@ -191,7 +201,10 @@ mod tests {
     fn a_pci_output_alone_keeps_the_pci_bus() {
         let opts = RunOptions {
             ports: vec![spec("net_null0")],
-            outputs: vec![spec("3b:00.0")],
+            stage: StageOptions {
+                outputs: vec![spec("3b:00.0")],
+                ..StageOptions::default()
+            },
             ..RunOptions::default()
         };
         assert_eq!(argv(&opts), ["grorx", "-a", "0000:3b:00.0"]);

@@ -84,7 +84,7 @@ pub struct QueueSetup {
     /// The pool the queue receives into: header mbufs for a prepend that
     /// does not fit the headroom ([`Skb::prepend`]) may come from it.
     pub pool: Arc<Mempool>,
-    /// The run's output ports (`RunOptions::outputs`, or the forward
+    /// The run's output ports (`RunOptions::stage.outputs`, or the forward
     /// stage's `to`), in order: their ids and the pools for their header
     /// mbufs and software segments (for an RX port, this queue's own pool).
     pub outputs: Vec<(u16, Arc<Mempool>)>,
@@ -104,7 +104,7 @@ impl QueueSetup {
         crate::port::gate::TxGate::new(self.gate.clone(), port)
     }
 
-    /// The id of output port `i` (`RunOptions::outputs[i]`; an RX port of
+    /// The id of output port `i` (`RunOptions::stage.outputs[i]`; an RX port of
     /// the run may be one).
     pub fn output(&self, i: usize) -> Option<u16> {
         self.outputs.get(i).map(|o| o.0)
@@ -116,7 +116,7 @@ impl QueueSetup {
     pub fn forwarder(&self, i: usize, encap: Encap) -> anyhow::Result<Forwarder> {
         let Some((port, pool)) = self.outputs.get(i) else {
             anyhow::bail!(
-                "output {i} does not exist: the run has {} output port(s) (RunOptions::outputs)",
+                "output {i} does not exist: the run has {} output port(s) (RunOptions::stage.outputs)",
                 self.outputs.len()
             );
         };

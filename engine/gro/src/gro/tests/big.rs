@@ -213,7 +213,8 @@ fn the_settings_allow_512k_and_512_buffers_and_no_more() {
     }
     .validate()
     .unwrap_err();
-    assert!(e.contains("1500..=524288"), "{e}");
+    assert_eq!(e.setting, crate::Setting::MaxSize, "{e}");
+    assert!(e.problem.contains("1500..=524288"), "{e}");
     assert!(GroConfig {
         max_frags: MAX_FRAGS + 1,
         ..ok

@@ -108,7 +108,10 @@ fn another_layout_is_looked_at_from_the_next_poll() {
 #[test]
 fn the_reorder_window_takes_polls_segment_by_segment() {
     let mut g = gro(GroConfig {
-        reorder: 4,
+        reorder: ReorderWindow {
+            segments: 4,
+            ..ReorderWindow::default()
+        },
         ..GroConfig::default()
     });
     let mut x = Flow::new(9, false);

@@ -9,7 +9,10 @@ use std::collections::HashMap;
 
 fn window(n: u16) -> GroConfig {
     GroConfig {
-        reorder: n,
+        reorder: ReorderWindow {
+            segments: n,
+            ..ReorderWindow::default()
+        },
         ..GroConfig::default()
     }
 }
@@ -389,7 +392,11 @@ fn flush_all_lets_the_waiting_segments_out_too() {
 fn the_window_is_refused_past_its_bound() {
     assert!(window(MAX_REORDER).validate().is_ok());
     let e = window(MAX_REORDER + 1).validate().unwrap_err();
-    assert!(e.contains("--gro-reorder"), "{e}");
+    assert_eq!(e.setting, crate::Setting::ReorderSegments, "{e}");
+    assert_eq!(
+        e.to_string(),
+        "GroConfig::reorder.segments 17: out of range: give 0..=16 (0 turns it off)"
+    );
 }
 
 /// How often a flow's segments step back in sequence (start before the end
@@ -478,7 +485,10 @@ fn rng(seed: &mut u64) -> u64 {
 /// wait given up after `c.wait` polls; everything out at the end.
 fn run(c: &Case, input: Vec<VecBuf>, full_path_only: bool) -> (Gro<VecBuf>, Vec<VecBuf>) {
     let mut g = gro(GroConfig {
-        reorder: c.reorder,
+        reorder: ReorderWindow {
+            segments: c.reorder,
+            ..ReorderWindow::default()
+        },
         max_frags: c.max_frags,
         flows: c.table,
         ..GroConfig::default()

@@ -430,9 +430,10 @@ fn more_vxlan_ports_than_fit_are_refused_with_what_to_do() {
     }
     assert!(t.add_vxlan(3).is_ok(), "one already there");
     let e = t.add_vxlan(4).unwrap_err();
-    assert!(e.contains("at most 4"), "{e}");
+    assert_eq!(e.setting, crate::Setting::VxlanPorts, "{e}");
+    assert!(e.problem.contains("at most 4"), "{e}");
     assert!(t.add_vxlan(0).is_err());
-    assert!(t.add_vxlan(6081).unwrap_err().contains("Geneve"));
+    assert!(t.add_vxlan(6081).unwrap_err().problem.contains("Geneve"));
 }
 
 #[test]
