@@ -910,3 +910,103 @@ fn segments_merged_in_a_tunnel_are_sent_as_the_segments_received() {
         }
     }
 }
+
+#[test]
+fn a_big_tcp_packet_leaves_in_tso_pieces_within_64k_where_the_port_takes_tso() {
+    let _e = common::eal();
+    let p = pool(2047, 2176);
+    let lo = Loopback::new(1024, &p);
+    let tso = sys::RTE_ETH_TX_OFFLOAD_TCP_TSO
+        | sys::RTE_ETH_TX_OFFLOAD_IPV4_CKSUM
+        | sys::RTE_ETH_TX_OFFLOAD_TCP_CKSUM
+        | sys::RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+    let cfg = GroConfig {
+        max_size: 262_144,
+        max_frags: 512,
+        ..GroConfig::default()
+    };
+    let (segs, mss, per) = (180usize, 1448usize, 45usize);
+    for ipv6 in [false, true] {
+        let spec = FlowSpec::numbered(9, ipv6);
+        let frames = segment_stream(&spec, 9, 3, segs * mss, mss);
+        let want: Vec<u8> = frames
+            .iter()
+            .flat_map(|f| f[f.len() - mss..].to_vec())
+            .collect();
+        for (bits, pieces) in [(tso, segs.div_ceil(per)), (0, segs)] {
+            let skbs = merged(&p, 128, &frames, 4096, cfg);
+            assert_eq!(skbs.len(), 1, "one BIG packet");
+            assert!(skbs[0].len() > 65_535);
+            let mut f = forwarder(&lo, Encap::None, TxOffloads::Given(bits), &p);
+            let st = forward_all(&mut f, skbs);
+            let out = lo.rx_all();
+            assert_eq!(out.len(), pieces);
+            assert_eq!(st.gso_packets, 1, "cut in software");
+            if bits == 0 {
+                assert_eq!((st.tso_packets, st.gso_segments), (0, segs as u64));
+                drop(out);
+                continue;
+            }
+            assert_eq!((st.tso_packets, st.gso_segments), (pieces as u64, 0));
+            let mut payload = Vec::new();
+            for (j, m) in out.iter().enumerate() {
+                let b = bytes_of(m);
+                assert!(b.len() - 14 <= 65_535, "each piece within 64 KiB");
+                let t = Tcp::parse(&b, b.len(), false).expect("a valid TCP packet");
+                let (l3, l4) = (t.l3 as usize, t.l4 as usize);
+                let last = j + 1 == pieces;
+                let n = if last { segs - j * per } else { per };
+                assert_eq!(b.len() - t.payload as usize, n * mss);
+                let seq = u32::from_be_bytes(b[l4 + 4..l4 + 8].try_into().unwrap());
+                assert_eq!(seq, 3 + (j * per * mss) as u32, "piece {j}'s sequence");
+                assert_eq!(
+                    b[l4 + 13] & TCP_PSH != 0,
+                    last,
+                    "PSH on the last piece only"
+                );
+                let fl = Fields::new(&b, t);
+                assert_eq!(
+                    u16::from_be_bytes([b[l4 + 16], b[l4 + 17]]),
+                    fl.pseudo_sum(0),
+                    "TCP checksum: pseudo-header sum without the length"
+                );
+                if ipv6 {
+                    assert_eq!(b[l3 + 6], 6, "no jumbo header: TCP follows IPv6");
+                    let plen = u16::from_be_bytes([b[l3 + 4], b[l3 + 5]]) as usize;
+                    assert_eq!(plen, b.len() - l4);
+                } else {
+                    let tot = u16::from_be_bytes([b[l3 + 2], b[l3 + 3]]) as usize;
+                    assert_eq!(tot, b.len() - l3);
+                    let id = u16::from_be_bytes([b[l3 + 4], b[l3 + 5]]);
+                    assert_eq!(
+                        id as usize,
+                        1 + j * per,
+                        "the IP ID of the piece's first segment"
+                    );
+                    assert_eq!(
+                        &b[l3 + 10..l3 + 12],
+                        &[0, 0],
+                        "IPv4 checksum left to the NIC"
+                    );
+                }
+                let ipf = if ipv6 {
+                    sys::RTE_MBUF_F_TX_IPV6
+                } else {
+                    sys::RTE_MBUF_F_TX_IPV4 | sys::RTE_MBUF_F_TX_IP_CKSUM
+                };
+                assert_eq!(tx_flags(m), sys::RTE_MBUF_F_TX_TCP_SEG | ipf);
+                // SAFETY: field read of an mbuf we own.
+                let word = unsafe { mb::tx_offload(m.as_ptr()) };
+                assert_eq!(
+                    word,
+                    mb::tx_offload_word(14, (l4 - l3) as u64, 32, mss as u64)
+                );
+                payload.extend_from_slice(&b[t.payload as usize..]);
+            }
+            assert_eq!(payload, want, "the payload, whole and in order");
+            drop(out);
+            drop(f);
+            assert_eq!(p.in_use(), 0, "every mbuf back");
+        }
+    }
+}

@@ -68,17 +68,12 @@ impl Forwarder {
     ) {
         let hl = lay.hdr_len();
         let (ip, tcp) = (lay.ip(), lay.tcp());
-        let mut flags = RTE_MBUF_F_TX_TCP_SEG;
-        if lay.ipv6 {
-            flags |= RTE_MBUF_F_TX_IPV6;
-        } else {
-            flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM;
+        let (mut flags, mut word) = tso_request(lay);
+        if !lay.ipv6 {
             field::write16(h, ip, ipv4::CHECKSUM, 0);
         }
         let p = pseudo(h, lay, 0);
         field::write16(h, tcp, tcp::CHECKSUM, p);
-        let mut word =
-            mb::tx_offload_word(lay.l2 as u64, lay.l3 as u64, lay.l4 as u64, lay.mss as u64);
         if lay.elen > 0 {
             let id = self.next_outer_id();
             // SAFETY: the caller guarantees `m` is a valid chain head.
@@ -99,8 +94,7 @@ impl Forwarder {
         // write; scatter stays within its data.
         unsafe {
             scatter(m, 0, &h[..hl]);
-            (*m).ol_flags = ((*m).ol_flags & !RTE_MBUF_F_TX_OFFLOAD_MASK) | flags;
-            (*m).__bindgen_anon_3.tx_offload = word;
+            set_tx_request(m, flags, word);
         }
         self.stats.tso_packets += 1;
         self.needs_prepare = true;
@@ -108,7 +102,9 @@ impl Forwarder {
     }
 
     /// Software GSO: the merged chain `m` (headers `tmpl`) back into
-    /// MSS-sized segments, in place where the chain allows.
+    /// MSS-sized segments, in place where the chain allows; or, with
+    /// `lay.per` above 1, into TSO pieces of that many segments (a BIG TCP
+    /// packet for a port whose TSO takes 64 KiB).
     ///
     /// # Safety
     /// `m` is a valid mbuf chain head the caller owns and hands over: its
@@ -127,12 +123,12 @@ impl Forwarder {
         unsafe {
             let hl = lay.hdr_len();
             let payload = mb::pkt_len(m) as usize - hl;
-            let mss = lay.mss;
-            let nseg = payload.div_ceil(mss);
+            let step = lay.mss * lay.per;
+            let nseg = payload.div_ceil(step);
             self.stats.gso_packets += 1;
             let mut hdr = [0u8; MAX_HDR];
             // Segment 0 keeps the head (and whatever prepend chained in front).
-            let len0 = mss.min(payload);
+            let len0 = step.min(payload);
             let (x, cnt, acc) = walk(m, hl + len0);
             let mut cur;
             if acc == hl + len0 && !x.is_null() {
@@ -143,11 +139,14 @@ impl Forwarder {
                 (*x).next = std::ptr::null_mut();
                 (*m).nb_segs = cnt;
                 (*m).pkt_len = (hl + len0) as u32;
-                let ps = chain_sum(m, hl, len0);
+                let ps = if len0 > lay.mss {
+                    0
+                } else {
+                    chain_sum(m, hl, len0)
+                };
                 self.seg_header(&mut hdr, tmpl, lay, 0, len0, nseg == 1, ps, sport);
                 scatter(m, 0, &hdr[..hl]);
-                clear_tx_flags(m);
-                self.stats.gso_segments += 1;
+                self.mark_out(m, lay, len0);
                 self.queue(m);
             } else {
                 cur = Cursor { m, off: hl };
@@ -156,7 +155,7 @@ impl Forwarder {
                 }
             }
             for k in 1..nseg {
-                let seglen = mss.min(payload - k * mss);
+                let seglen = step.min(payload - k * step);
                 let last = k + 1 == nseg;
                 normalize(&mut cur);
                 if cur.m.is_null() {
@@ -169,9 +168,13 @@ impl Forwarder {
                         let first = cur.m;
                         cur.m = (*x).next;
                         (*x).next = std::ptr::null_mut();
-                        let ps = chain_sum(first, 0, seglen);
+                        let ps = if seglen > lay.mss {
+                            0
+                        } else {
+                            chain_sum(first, 0, seglen)
+                        };
                         self.seg_header(&mut hdr, tmpl, lay, k, seglen, last, ps, sport);
-                        self.emit_aligned(first, cnt, &hdr[..hl], seglen, reserve);
+                        self.emit_aligned(first, cnt, &hdr[..hl], lay, seglen, reserve);
                         continue;
                     }
                 }
@@ -196,6 +199,7 @@ impl Forwarder {
         first: *mut rte_mbuf,
         cnt: u16,
         hdr: &[u8],
+        lay: &Layout,
         seglen: usize,
         reserve: usize,
     ) {
@@ -219,7 +223,6 @@ impl Forwarder {
                 std::ptr::copy_nonoverlapping(hdr.as_ptr(), mb::mtod(first), hl);
                 (*first).nb_segs = cnt;
                 (*first).pkt_len = (hl + seglen) as u32;
-                clear_tx_flags(first);
                 first
             } else {
                 self.stats.headroom_miss += 1;
@@ -236,7 +239,7 @@ impl Forwarder {
                 (*h).port = (*first).port;
                 h
             };
-            self.stats.gso_segments += 1;
+            self.mark_out(seg, lay, seglen);
             self.queue(seg);
         }
     }
@@ -309,10 +312,30 @@ impl Forwarder {
             let mut hdr = [0u8; MAX_HDR];
             self.seg_header(&mut hdr, tmpl, lay, k, seglen, last, sum.value(), sport);
             std::ptr::copy_nonoverlapping(hdr.as_ptr(), mb::mtod(h), hl);
-            self.stats.gso_segments += 1;
             self.stats.copied_segments += 1;
+            self.mark_out(h, lay, seglen);
             self.queue(h);
             true
+        }
+    }
+
+    /// The TX offload request of a packet out of software segmentation,
+    /// and its count: a TSO piece (more than one segment's payload) asks
+    /// the port to segment it; a segment asks for nothing.
+    ///
+    /// # Safety
+    /// `m` points to a live mbuf the caller may write.
+    unsafe fn mark_out(&mut self, m: *mut rte_mbuf, lay: &Layout, seglen: usize) {
+        if seglen > lay.mss {
+            let (flags, word) = tso_request(lay);
+            // SAFETY: the caller's contract.
+            unsafe { set_tx_request(m, flags, word) };
+            self.stats.tso_packets += 1;
+            self.needs_prepare = true;
+        } else {
+            // SAFETY: the caller's contract.
+            unsafe { clear_tx_flags(m) };
+            self.stats.gso_segments += 1;
         }
     }
 
@@ -346,6 +369,9 @@ impl Forwarder {
         }
         let (ip, tcp, l3) = (lay.ip(), lay.tcp(), lay.l3);
         let tcp_len = lay.l4 + seglen;
+        // The packet's first segment: `k` counts packets out, each of
+        // `lay.per` segments.
+        let first = k * lay.per;
         // The L4 header: TCP's sequence number and flags, or UDP's length;
         // then either's checksum.
         if lay.ipv6 {
@@ -354,7 +380,7 @@ impl Forwarder {
         } else {
             let id0 = field::read16(tmpl, ip, ipv4::ID);
             field::write16(out, ip, ipv4::TOTAL_LEN, (l3 + tcp_len) as u16);
-            field::write16(out, ip, ipv4::ID, id0.wrapping_add(k as u16));
+            field::write16(out, ip, ipv4::ID, id0.wrapping_add(first as u16));
             field::write16(out, ip, ipv4::CHECKSUM, 0);
             let c = csum::ipv4_header(&out[ip..ip + l3]);
             field::write16(out, ip, ipv4::CHECKSUM, c);
@@ -364,7 +390,7 @@ impl Forwarder {
             udp::CHECKSUM
         } else {
             let seq0 = field::read32(tmpl, tcp, tcp::SEQ);
-            let seq = seq0.wrapping_add((k * lay.mss) as u32);
+            let seq = seq0.wrapping_add((first * lay.mss) as u32);
             field::write32(out, tcp, tcp::SEQ, seq);
             let mut f = tmpl[tcp + tcp::FLAGS];
             if k > 0 {
@@ -376,6 +402,14 @@ impl Forwarder {
             out[tcp + tcp::FLAGS] = f;
             tcp::CHECKSUM
         };
+        if seglen > lay.mss {
+            // A TSO piece: the port fills in each segment's checksums from
+            // the pseudo-header sum without the length (DPDK's contract).
+            field::write16(out, ip, ipv4::CHECKSUM, 0);
+            let p = pseudo(out, lay, 0);
+            field::write16(out, tcp, tcp::CHECKSUM, p);
+            return;
+        }
         field::write16(out, tcp, csum_at.clone(), 0);
         let s = csum::add(
             csum::add(
@@ -394,6 +428,30 @@ impl Forwarder {
             let inner_pseudo = pseudo(out, lay, tcp_len);
             seg_outer(out, lay.elen, &o, k, hl + seglen, tcp, inner_pseudo);
         }
+    }
+}
+
+/// What a TSO packet without encapsulation asks of the port: its
+/// `ol_flags` and its `tx_offload` word (header lengths and the MSS).
+fn tso_request(lay: &Layout) -> (u64, u64) {
+    let ip = if lay.ipv6 {
+        RTE_MBUF_F_TX_IPV6
+    } else {
+        RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM
+    };
+    let word = mb::tx_offload_word(lay.l2 as u64, lay.l3 as u64, lay.l4 as u64, lay.mss as u64);
+    (RTE_MBUF_F_TX_TCP_SEG | ip, word)
+}
+
+/// Replaces `m`'s TX offload request with `flags` and `word`.
+///
+/// # Safety
+/// `m` points to a live mbuf the caller may write.
+unsafe fn set_tx_request(m: *mut rte_mbuf, flags: u64, word: u64) {
+    // SAFETY: the caller guarantees `m` is a live mbuf it may write.
+    unsafe {
+        (*m).ol_flags = ((*m).ol_flags & !RTE_MBUF_F_TX_OFFLOAD_MASK) | flags;
+        (*m).__bindgen_anon_3.tx_offload = word;
     }
 }
 

@@ -78,6 +78,10 @@ struct Layout {
     l3: usize,
     l4: usize,
     mss: usize,
+    /// Segments each packet out carries: 1 when software makes the
+    /// segments; more when it cuts a BIG TCP packet into pieces the port's
+    /// TSO takes (each within 64 KiB).
+    per: usize,
     ipv6: bool,
     /// UDP datagrams merged (`l4` is the UDP header), else TCP segments.
     udp: bool,
@@ -339,6 +343,7 @@ impl Forwarder {
             l3,
             l4: meta.l4_len as usize,
             mss: meta.gso_size as usize,
+            per: 1,
             ipv6,
             udp: meta.flags & skb::SKB_GSO_UDP != 0,
             outer,
@@ -373,7 +378,17 @@ impl Forwarder {
             match self.encap {
                 // Datagrams go back to datagrams in software, whatever the
                 // port or peer offers; so do segments received in a tunnel.
-                _ if lay.udp || lay.outer.is_some() || big => self.gso(m, &h, &lay, sport, reserve),
+                _ if lay.udp || lay.outer.is_some() => self.gso(m, &h, &lay, sport, reserve),
+                // A BIG TCP packet: in TSO pieces within 64 KiB where the
+                // port takes TSO, else in segments.
+                Encap::None if big => {
+                    let lay = Layout {
+                        per: self.tso_piece(&lay),
+                        ..lay
+                    };
+                    self.gso(m, &h, &lay, sport, reserve)
+                }
+                _ if big => self.gso(m, &h, &lay, sport, reserve),
                 Encap::VirtioNet => self.virtio_gso(m, &mut h, &lay),
                 Encap::None | Encap::Vxlan(_) => {
                     let vx = lay.elen > 0;
@@ -391,6 +406,33 @@ impl Forwarder {
                 }
             }
         }
+    }
+
+    /// Segments in each TSO piece of a BIG TCP packet going out without
+    /// encapsulation: as many as keep a piece's IP length within 65535, its
+    /// buffers within what the port takes (a segment's own buffer and one
+    /// for the headers) and a copied piece within `MAX_COPY_SEGS`; 1
+    /// (software segments) when the port has no TSO for the packet's IP
+    /// version.
+    fn tso_piece(&self, lay: &Layout) -> usize {
+        let can = if lay.ipv6 {
+            self.caps.tso_v6
+        } else {
+            self.caps.tso_v4
+        };
+        if !can || lay.mss == 0 {
+            return 1;
+        }
+        let per = (big::IP_MAX as usize - lay.l3 - lay.l4) / lay.mss;
+        let per = match self.caps.max_segs {
+            0 => per,
+            m => per.min((m as usize).saturating_sub(1)),
+        };
+        // A piece copied (a chain not cut at segment boundaries) must fit
+        // the buffers a copy may take.
+        let cap = (self.pool.data_room() as usize).saturating_sub(RTE_PKTMBUF_HEADROOM as usize);
+        let copyable = (MAX_COPY_SEGS * cap).saturating_sub(lay.hdr_len()) / lay.mss;
+        per.min(copyable).max(1)
     }
 
     #[inline(always)]
