@@ -53,11 +53,8 @@ DPDK_HOME = "dpdk"
 # Files outside dpdk/ that name dpdk_sys, and why. Everything else reaches
 # DPDK through dpdk/: the raw mbuf type, its field accessors and flags
 # (dpdk/mbuf.rs), the transmit loop (dpdk/tx.rs), ethdev (dpdk/ethdev.rs),
-# rings, alarms and rte_gro.
-DPDK_ALLOWED = {
-    "report/telemetry.rs": "the /grorx/* commands are C callbacks that fill "
-                           "DPDK's rte_tel_data",
-}
+# rings, alarms, telemetry and rte_gro. None is left.
+DPDK_ALLOWED = {}
 
 LAYER_OF = {m: i for i, layer in enumerate(LAYERS) for m in layer}
 

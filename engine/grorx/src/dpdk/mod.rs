@@ -21,4 +21,6 @@ pub mod mempool;
 #[doc(hidden)]
 pub mod ring_port;
 #[doc(hidden)]
+pub mod telemetry;
+#[doc(hidden)]
 pub mod tx;

@@ -28,10 +28,10 @@
 
 use crate::counters::stats::{QueueCounters, QueueCounts};
 use crate::dpdk::eal::{self, Eal};
+use crate::dpdk::telemetry::{self, MAX_DICT_ENTRIES, MAX_STRING_LEN};
+pub use crate::dpdk::telemetry::{Dict, Val};
 use crate::gro::GroStats;
 use anyhow::{anyhow, bail, Result};
-use dpdk_sys as sys;
-use std::ffi::{c_char, c_int, CStr, CString};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -114,9 +114,6 @@ const COMMANDS: [(&str, &str); 3] = [
     (CMD_GRO, HELP_GRO),
 ];
 
-/// DPDK 22.11 limits (lib/telemetry).
-const MAX_STRING_LEN: usize = sys::RTE_TEL_MAX_STRING_LEN as usize;
-const MAX_DICT_ENTRIES: usize = sys::RTE_TEL_MAX_DICT_ENTRIES as usize;
 /// MAX_OUTPUT_LEN in telemetry.c, less the `{"<cmd>":` prefix, the closing
 /// brace and a margin.
 const REPLY_BUDGET: usize = 16 * 1024 - 128;
@@ -136,19 +133,12 @@ pub fn register() -> Result<()> {
     REGISTERED
         .get_or_init(|| {
             for (cmd, help) in COMMANDS {
-                let c = CString::new(cmd).map_err(|e| e.to_string())?;
-                let h = CString::new(help).map_err(|e| e.to_string())?;
-                // SAFETY: both strings are NUL-terminated; DPDK copies them.
-                // The callback is a plain function living for the process.
-                let ret = unsafe {
-                    sys::rte_telemetry_register_cmd(c.as_ptr(), Some(callback), h.as_ptr())
-                };
-                if ret != 0 {
-                    return Err(format!(
+                telemetry::register_command(cmd, help, reply).map_err(|ret| {
+                    format!(
                         "telemetry: registering {cmd} failed: {} ({ret})",
                         eal::strerror(ret)
-                    ));
-                }
+                    )
+                })?;
             }
             Ok(())
         })
@@ -196,19 +186,6 @@ fn current() -> Option<Arc<Live>> {
 
 // ---------------------------------------------------------------------------
 // Replies, built in Rust first (pure, testable), then written to DPDK.
-
-/// A telemetry value as 22.11 can express it.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Val {
-    U64(u64),
-    Int(i32),
-    /// ASCII, under 128 bytes (enforced when written).
-    Str(String),
-    Dict(Dict),
-}
-
-/// A telemetry dict: names `[A-Za-z0-9_/]` (enforced when written).
-pub type Dict = Vec<(String, Val)>;
 
 fn u(k: &str, v: u64) -> (String, Val) {
     (k.to_string(), Val::U64(v))
@@ -461,36 +438,6 @@ fn reply(cmd: &[u8], param: Option<&str>) -> Option<Dict> {
     }
 }
 
-// ---------------------------------------------------------------------------
-// Writing a reply into DPDK's rte_tel_data.
-
-/// A dict name DPDK accepts: `[A-Za-z0-9_/]`, under 128 bytes.
-fn tel_name(k: &str) -> CString {
-    let v: Vec<u8> = k
-        .bytes()
-        .take(MAX_STRING_LEN - 1)
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b == b'_' || b == b'/' {
-                b
-            } else {
-                b'_'
-            }
-        })
-        .collect();
-    // No NUL can be left: every byte is one of the allowed ones.
-    CString::new(v).unwrap_or_default()
-}
-
-/// A string value DPDK can print: printable ASCII, under 128 bytes.
-fn tel_str(v: &str) -> CString {
-    let v: Vec<u8> = v
-        .bytes()
-        .take(MAX_STRING_LEN - 1)
-        .map(|b| if (0x20..0x7f).contains(&b) { b } else { b'?' })
-        .collect();
-    CString::new(v).unwrap_or_default()
-}
-
 /// Bytes DPDK's JSON for one `"name":value` entry takes (for the budget).
 fn entry_len((k, v): &(String, Val)) -> usize {
     let name = k.len().min(MAX_STRING_LEN - 1) + 3;
@@ -511,82 +458,6 @@ fn entry_len((k, v): &(String, Val)) -> usize {
 /// Bytes DPDK's JSON for a dict takes.
 pub fn json_len(d: &Dict) -> usize {
     2 + d.iter().map(entry_len).sum::<usize>() + d.len().saturating_sub(1)
-}
-
-/// Writes `dict` into `d`, which becomes a dict.
-///
-/// # Safety
-/// `d` points to a valid `rte_tel_data` (the callback's, or one from
-/// `rte_tel_data_alloc`) that nothing else uses during the call.
-unsafe fn emit(d: *mut sys::rte_tel_data, dict: &Dict) {
-    // SAFETY: d is valid (the caller's contract).
-    unsafe { sys::rte_tel_data_start_dict(d) };
-    for (k, v) in dict.iter().take(MAX_DICT_ENTRIES) {
-        let name = tel_name(k);
-        match v {
-            // SAFETY: d is a valid dict (the caller's contract, started above);
-            // name is NUL-terminated and DPDK copies it before returning.
-            Val::U64(x) => unsafe {
-                sys::rte_tel_data_add_dict_u64(d, name.as_ptr(), *x);
-            },
-            // SAFETY: d is a valid dict (the caller's contract, started above);
-            // name is NUL-terminated and DPDK copies it before returning.
-            Val::Int(x) => unsafe {
-                sys::rte_tel_data_add_dict_int(d, name.as_ptr(), *x);
-            },
-            Val::Str(x) => {
-                let val = tel_str(x);
-                // SAFETY: d is a valid dict (the caller's contract); name and val
-                // are NUL-terminated and DPDK copies them before returning.
-                unsafe { sys::rte_tel_data_add_dict_string(d, name.as_ptr(), val.as_ptr()) };
-            }
-            Val::Dict(sub) => {
-                // SAFETY: a fresh allocation (malloc) or NULL.
-                let c = unsafe { sys::rte_tel_data_alloc() };
-                if c.is_null() {
-                    continue;
-                }
-                // SAFETY: c is ours until handed over below.
-                unsafe { emit(c, sub) };
-                // SAFETY: keep = 0: DPDK frees c after writing the reply.
-                // If it refuses c (it cannot: the name is valid, the entry
-                // count capped), c is still ours to free.
-                let ret = unsafe { sys::rte_tel_data_add_dict_container(d, name.as_ptr(), c, 0) };
-                if ret < 0 {
-                    // SAFETY: c was not taken.
-                    unsafe { sys::rte_tel_data_free(c) };
-                }
-            }
-        }
-    }
-}
-
-/// The telemetry callback of the three commands (runs on DPDK's per-client
-/// telemetry thread).
-extern "C" fn callback(
-    cmd: *const c_char,
-    params: *const c_char,
-    d: *mut sys::rte_tel_data,
-) -> c_int {
-    if cmd.is_null() || d.is_null() {
-        return -1;
-    }
-    // SAFETY: DPDK passes NUL-terminated strings (params may be NULL) that
-    // stay valid for the call.
-    let cmd = unsafe { CStr::from_ptr(cmd) }.to_bytes();
-    let param = (!params.is_null())
-        // SAFETY: params is non-null here, and DPDK passes it NUL-terminated,
-        // valid for the call.
-        .then(|| unsafe { CStr::from_ptr(params) }.to_string_lossy());
-    let built = std::panic::catch_unwind(|| reply(cmd, param.as_deref()));
-    match built {
-        Ok(Some(dict)) => {
-            // SAFETY: d is the zeroed rte_tel_data DPDK gave this call.
-            unsafe { emit(d, &dict) };
-            0
-        }
-        _ => -1,
-    }
 }
 
 #[cfg(test)]
@@ -721,13 +592,6 @@ mod tests {
         let small = queues_reply(Some(&l), Some("150"));
         assert_eq!(get(&small, "listed"), &Val::U64(1));
         assert_eq!(get(&small, "truncated"), &Val::U64(0));
-    }
-
-    #[test]
-    fn names_and_strings_are_made_safe() {
-        assert_eq!(tel_name("a-b c/9_").to_bytes(), b"a_b_c/9_");
-        assert_eq!(tel_str("caf\u{e9}\n").to_bytes(), b"caf???");
-        assert_eq!(tel_str(&"x".repeat(300)).to_bytes().len(), 127);
     }
 
     #[test]
