@@ -234,8 +234,8 @@ impl<B: GroBuf> Gro<B> {
 
     /// The oldest held packet's arrival time, if any.
     pub fn oldest_since(&self) -> Option<u64> {
-        let tcp = self.table.oldest().map(|s| self.table.get(s).since);
-        let udp = (self.udp.as_deref()).and_then(|u| u.oldest().map(|s| u.get(s).since));
+        let tcp = self.table.oldest().map(|s| self.table.get(s).base.since);
+        let udp = (self.udp.as_deref()).and_then(|u| u.oldest().map(|s| u.get(s).base.since));
         match (tcp, udp) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

@@ -230,7 +230,7 @@ impl<B: GroBuf> Gro<B> {
     #[inline(always)]
     pub(super) fn refusals(&self, h: &Held<B>, seg: &Seg, opts: &[u8], ext: &[u8]) -> u32 {
         let on = |broken: bool, why: Flush| if broken { bit(why) } else { 0 };
-        let id_ok = h.t.ipv6 || h.id_mode.accepts(h.last_id, seg.id);
+        let id_ok = h.core.t.ipv6 || h.core.id_mode.accepts(h.core.last_id, seg.id);
         on(seg.ack != h.ack, Flush::AckChange)
             | on(
                 (seg.word ^ h.word) & !WORD_FREE != 0 || seg.flags & CWR != 0,
@@ -241,17 +241,20 @@ impl<B: GroBuf> Gro<B> {
                 Flush::OptionMismatch,
             )
             | on(
-                seg.ip_word != h.ip_word || !h.same_ext(ext),
+                seg.ip_word != h.base.ip_word || !h.same_ext(ext),
                 Flush::IpMismatch,
             )
             | on(seg.payload == 0, Flush::PureAck)
             | on(seg.seq != h.next_seq, Flush::SeqGap)
-            | on(seg.payload > h.mss, Flush::LargerThanMss)
+            | on(seg.payload > h.core.mss, Flush::LargerThanMss)
             | on(
-                h.frags as u32 + seg.frags as u32 > self.cfg.max_frags as u32,
+                h.core.frags as u32 + seg.frags as u32 > self.cfg.max_frags as u32,
                 Flush::FragLimit,
             )
-            | on(h.ip_len + seg.payload > h.max_ip, Flush::SizeLimit)
+            | on(
+                h.core.ip_len + seg.payload > h.core.max_ip,
+                Flush::SizeLimit,
+            )
             | on(!id_ok, Flush::IpId)
     }
 }

@@ -101,10 +101,10 @@ impl<B: GroBuf> Held<B> {
                 bit(Flush::OuterMismatch)
             };
         };
-        let Some(head) = self.pkt.as_ref().map(|p| p.head()) else {
+        let Some(head) = self.core.pkt.as_ref().map(|p| p.head()) else {
             return bit(Flush::OuterMismatch);
         };
-        if ho != o || self.t.l3 != t.l3 || !same_outer(head, b, &o, t.l3 as usize) {
+        if ho != o || self.core.t.l3 != t.l3 || !same_outer(head, b, &o, t.l3 as usize) {
             return bit(Flush::OuterMismatch);
         }
         if !o.ipv6 && !outer_df(b, &o) && outer_id(b, &o) != self.o_last_id.wrapping_add(1) {
@@ -152,11 +152,13 @@ fn outer_pseudo(b: &[u8], o: &Outer, ulen: u32) -> u16 {
 /// the header bytes and the inner pseudo-header alone.
 pub(super) fn fix_outer<B: GroBuf>(h: &mut Held<B>) {
     let Some(o) = h.outer else { return };
-    let t = h.t;
-    let tcp_len = h.ip_len - t.l3_len() as u32;
-    let inner_pseudo = csum::fold(pseudo_sum(h.pbase, tcp_len));
-    let end = t.l3 as usize + h.ip_len as usize;
-    let Some(pkt) = h.pkt.as_mut() else { return };
+    let t = h.core.t;
+    let tcp_len = h.core.ip_len - t.l3_len() as u32;
+    let inner_pseudo = csum::fold(pseudo_sum(h.base.pbase, tcp_len));
+    let end = t.l3 as usize + h.core.ip_len as usize;
+    let Some(pkt) = h.core.pkt.as_mut() else {
+        return;
+    };
     crate::wire::fix_outer_headers(
         pkt.head_mut(),
         o.l3 as usize,

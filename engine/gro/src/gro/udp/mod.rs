@@ -72,7 +72,7 @@ impl<B: GroBuf> Gro<B> {
         let Some(udp) = self.udp.as_deref_mut() else {
             return self.pass(Pass::Frame(NotTcp::NotTcp), pkt, out);
         };
-        let found = udp.find(hash, |h| h.key == key);
+        let found = udp.find(hash, |h| h.core.key == key);
         let Some(psum) = check.payload_sum(&pkt, pbase, d.ports_sum as u64 + d.ulen as u64, d.csum)
         else {
             return self.udp_pass(Pass::BadUdpChecksum, pkt, out);
@@ -112,31 +112,31 @@ impl<B: GroBuf> Gro<B> {
                     return self.pass(Pass::ProbeLimit, pkt, out);
                 };
                 self.stats.heads_built += 1;
-                h.key = key;
+                h.core.key = key;
                 (s, h)
             }
         };
-        h.t = t;
-        h.gso = d.payload;
-        h.segs = 1;
-        h.frags = pkt.segs();
-        h.ip_len = t.l3_len() as u32 + d.ulen as u32;
-        h.payload_len = d.payload;
-        h.psum_pos = psum.pos;
-        h.psum_neg = psum.neg;
-        h.pbase = pbase;
+        h.core.t = t;
+        h.core.mss = d.payload;
+        h.core.segs = 1;
+        h.core.frags = pkt.segs();
+        h.core.ip_len = t.l3_len() as u32 + d.ulen as u32;
+        h.core.payload_len = d.payload;
+        h.core.psum_pos = psum.pos;
+        h.core.psum_neg = psum.neg;
+        h.base.pbase = pbase;
         h.ports_sum = d.ports_sum;
-        h.ip_base = ip_base;
-        h.ip_word = d.ip_word;
-        h.last_id = d.id;
-        h.id_mode = IdMode::Open;
-        h.max_ip = self.cfg.max_size.min(big::IP_MAX);
-        h.since = now;
+        h.base.ip_base = ip_base;
+        h.base.ip_word = d.ip_word;
+        h.core.last_id = d.id;
+        h.core.id_mode = IdMode::Open;
+        h.core.max_ip = self.cfg.max_size.min(big::IP_MAX);
+        h.base.since = now;
         h.frame_len = pkt.len() as u32;
         h.ip_base_no_id = csum::sub(ip_base, d.id);
         let fast = head_words(pkt.head(), &t);
         (h.hdr, h.mask, h.words) = fast.unwrap_or(([0; WORDS], [0; WORDS], 0));
-        h.pkt = Some(pkt);
+        h.core.pkt = Some(pkt);
         self.udp_last = fast.and(Some(slot));
     }
 
@@ -162,7 +162,7 @@ impl<B: GroBuf> Gro<B> {
             return Some(pkt);
         };
         let b = pkt.head();
-        let t = lh.t;
+        let t = lh.core.t;
         let proto_at = t.l3 as usize
             + if t.ipv6 {
                 ipv6::NEXT_HEADER
@@ -177,8 +177,8 @@ impl<B: GroBuf> Gro<B> {
         } else {
             // Another flow? Its key where the last flow's layout puts it.
             let key = FlowKey::of_layout(b, &t);
-            let found = udp.find(key.hash(&self.hash_key), |e| e.key == key);
-            match found.filter(|&s| udp.is_live(s) && udp.get(s).t.same_layout(&t)) {
+            let found = udp.find(key.hash(&self.hash_key), |e| e.core.key == key);
+            match found.filter(|&s| udp.is_live(s) && udp.get(s).core.t.same_layout(&t)) {
                 Some(s) if same_header(b, udp.get(s)) => s,
                 _ => return Some(pkt),
             }
@@ -200,12 +200,12 @@ impl<B: GroBuf> Gro<B> {
             field::read16(b, l3, ipv4::ID)
         };
         let d = Dgram {
-            ip_word: h.ip_word,
+            ip_word: h.base.ip_word,
             id,
-            payload: h.gso,
+            payload: h.core.mss,
             frags: 1,
             ports_sum: h.ports_sum,
-            ulen: (h.gso + udp::HEADER_LEN as u32) as u16,
+            ulen: (h.core.mss + udp::HEADER_LEN as u32) as u16,
             csum: field_csum,
         };
         if Self::udp_refusals(&self.cfg, h, &d) != 0 {
@@ -221,14 +221,14 @@ impl<B: GroBuf> Gro<B> {
             }
         }
         // As `CsumCheck::payload_sum`, on the one buffer's slice.
-        let base = csum::pseudo_with_len(h.pbase, d.ulen as u32)
+        let base = csum::pseudo_with_len(h.base.pbase, d.ulen as u32)
             + d.ports_sum as u64
             + d.ulen as u64
             + d.csum as u64;
         // (No tunnel carries a UDP flow GRO merges: a NIC's flag is its own.)
         let psum = if csum.sums(false) {
             let at = t.payload as usize;
-            let Some(payload) = b.get(at..at + h.gso as usize) else {
+            let Some(payload) = b.get(at..at + h.core.mss as usize) else {
                 return Some(pkt);
             };
             let p = csum::sum(payload);
@@ -261,14 +261,14 @@ impl<B: GroBuf> Gro<B> {
     #[inline(always)]
     fn udp_refusals(cfg: &GroConfig, h: &UdpHeld<B>, d: &Dgram) -> u32 {
         let on = |broken: bool, why: Flush| if broken { bit(why) } else { 0 };
-        let id_ok = h.t.ipv6 || h.id_mode.accepts(h.last_id, d.id);
-        on(d.ip_word != h.ip_word, Flush::IpMismatch)
-            | on(d.payload > h.gso, Flush::LargerThanMss)
+        let id_ok = h.core.t.ipv6 || h.core.id_mode.accepts(h.core.last_id, d.id);
+        on(d.ip_word != h.base.ip_word, Flush::IpMismatch)
+            | on(d.payload > h.core.mss, Flush::LargerThanMss)
             | on(
-                h.frags as u32 + d.frags as u32 > cfg.max_frags as u32,
+                h.core.frags as u32 + d.frags as u32 > cfg.max_frags as u32,
                 Flush::FragLimit,
             )
-            | on(h.ip_len + d.payload > h.max_ip, Flush::SizeLimit)
+            | on(h.core.ip_len + d.payload > h.core.max_ip, Flush::SizeLimit)
             | on(!id_ok, Flush::IpId)
     }
 
@@ -277,21 +277,21 @@ impl<B: GroBuf> Gro<B> {
         self.udp_last = Some(s);
         let udp = self.udp.as_deref_mut().expect("UDP GRO is on");
         let h = udp.get_mut(s);
-        if let Some(held) = h.pkt.as_mut() {
-            held.append(pkt, h.t.payload as usize);
+        if let Some(held) = h.core.pkt.as_mut() {
+            held.append(pkt, h.core.t.payload as usize);
         }
-        let c = psum.shifted(h.payload_len & 1 == 1);
-        h.psum_pos += c.pos;
-        h.psum_neg += c.neg;
-        h.payload_len += d.payload;
-        h.ip_len += d.payload;
-        h.segs += 1;
-        h.frags += d.frags;
-        if !h.t.ipv6 {
-            h.id_mode = h.id_mode.after(h.last_id, d.id);
+        let c = psum.shifted(h.core.payload_len & 1 == 1);
+        h.core.psum_pos += c.pos;
+        h.core.psum_neg += c.neg;
+        h.core.payload_len += d.payload;
+        h.core.ip_len += d.payload;
+        h.core.segs += 1;
+        h.core.frags += d.frags;
+        if !h.core.t.ipv6 {
+            h.core.id_mode = h.core.id_mode.after(h.core.last_id, d.id);
         }
-        h.last_id = d.id;
-        let short = d.payload < h.gso;
+        h.core.last_id = d.id;
+        let short = d.payload < h.core.mss;
         self.stats.merged_segments += 1;
         if short {
             self.udp_flush(s, Flush::ShortSegment, out);
