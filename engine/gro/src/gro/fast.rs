@@ -91,17 +91,13 @@ impl<B: GroBuf> Gro<B> {
         if h.tmpl.outer_id_at != 0 && !h.outer_follows(pkt.head(), true) {
             return Some(pkt);
         }
-        if h.full(max_frags) {
+        if h.core.full(max_frags) {
             if psh {
                 // Flush, then a PSH segment passes: the full path's job.
                 return Some(pkt);
             }
-            let why = if h.core.frags >= max_frags {
-                Flush::FragLimit
-            } else {
-                Flush::SizeLimit
-            };
-            self.flush_slot(s, why, out);
+            let over = h.core.over_limits(h.core.mss, 1, max_frags);
+            self.flush_slot(s, why(over), out);
             return self.start_in_freed(s, pkt, seq, c, out);
         }
         if h.tmpl.outer_id_at != 0 {
@@ -109,9 +105,10 @@ impl<B: GroBuf> Gro<B> {
         }
         h.take_next(pkt, seq, c, id);
         self.stats.merged_segments += 1;
-        if psh {
+        // A full-size segment without FIN (the template's): PSH ends it.
+        if let Some(why) = ends_after(psh, false, h.core.mss, h.core.mss) {
             h.flags_or |= PSH;
-            self.flush_slot(s, Flush::Psh, out);
+            self.flush_slot(s, why, out);
         }
         None
     }
@@ -229,21 +226,14 @@ impl<B: GroBuf> Gro<B> {
             field::read16(b, l3, ipv4::ID)
         };
         let ip_len = h.tmpl.frame_len as u32 - l3 as u32;
-        h.core.segs = 1;
-        h.core.frags = 1;
-        h.core.ip_len = ip_len;
-        h.core.payload_len = h.core.mss;
-        h.core.psum_pos = c.pos;
-        h.core.psum_neg = c.neg;
+        h.core.begin(1, ip_len, c, id);
         h.head_seq = seq;
         h.follow(seq);
         h.next_seq = seq.wrapping_add(h.core.mss);
-        h.core.last_id = id;
-        h.core.id_mode = IdMode::Open;
         if !h.core.t.ipv6 {
             h.base.ip_base = csum::sub(csum::add(h.tmpl.ip_sum, id), ip_len as u16);
         }
-        h.next_id = id.wrapping_add(1) as u32;
+        h.next_id = IdMode::Open.next(id) as u32;
         h.head_flags = h.tmpl.bytes[l4 + tcp::FLAGS];
         h.flags_or = 0;
         h.base.since = now;
@@ -293,12 +283,7 @@ fn merge_loop_in<B: GroBuf, const VERIFY: bool, const N: usize>(
     masks: &Masks,
     max_frags: u16,
 ) -> u64 {
-    // `Held::full`'s limits as a count of full-size segments: the buffers
-    // left, and the bytes of IP packet left (a payload-less template has
-    // no run).
-    let frags_left = max_frags.saturating_sub(h.core.frags) as usize;
-    let size_left = h.core.max_ip.saturating_sub(h.core.ip_len);
-    let room = frags_left.min(size_left.checked_div(h.core.mss).unwrap_or(0) as usize);
+    let room = h.core.room(max_frags);
     // The ID counts up by one a segment unless fixed (IPv6 has none).
     let id_step = u16::from(!h.core.t.ipv6 && h.core.id_mode != IdMode::Fixed);
     let odd_mss = h.core.mss & 1 == 1;

@@ -430,19 +430,13 @@ fn start_head<B: GroBuf>(
     h.ack = seg.ack;
     h.word = seg.word;
     h.base.ip_word = seg.ip_word;
-    h.core.last_id = seg.id;
-    h.next_id = seg.id.wrapping_add(1) as u32;
-    h.core.id_mode = IdMode::Open;
+    h.next_id = IdMode::Open.next(seg.id) as u32;
     h.df = seg.df;
     h.core.mss = seg.payload;
-    h.core.segs = 1;
     // Every buffer of the held chain counts, its header-only first
     // buffer included (what a TX NIC's segment limit counts).
-    h.core.frags = pkt.segs();
-    h.core.ip_len = t.l3_len() as u32 + t.l4_len() as u32 + t.payload_len;
-    h.core.payload_len = seg.payload;
-    h.core.psum_pos = sums.psum.pos;
-    h.core.psum_neg = sums.psum.neg;
+    let ip_len = t.l3_len() as u32 + t.l4_len() as u32 + t.payload_len;
+    h.core.begin(pkt.segs(), ip_len, sums.psum, seg.id);
     h.base.pbase = sums.pbase;
     h.hconst = sums.hconst;
     h.head_seq = seg.seq;

@@ -95,38 +95,18 @@ impl<B: GroBuf> Gro<B> {
     ) {
         self.went_to(s);
         let h = self.table.get_mut(s);
-        if let Some(held) = h.core.pkt.as_mut() {
-            held.append(pkt, h.core.t.payload as usize);
-        }
-        let c = psum.shifted(h.core.payload_len & 1 == 1);
-        h.core.psum_pos += c.pos;
-        h.core.psum_neg += c.neg;
-        h.core.payload_len += seg.payload;
-        h.core.ip_len += seg.payload;
+        h.core.append(pkt, seg.payload, seg.frags, seg.id, psum);
         h.next_seq = h.next_seq.wrapping_add(seg.payload);
-        h.core.segs += 1;
-        h.core.frags += seg.frags;
-        if !h.core.t.ipv6 {
-            h.core.id_mode = h.core.id_mode.after(h.core.last_id, seg.id);
-        }
-        h.core.last_id = seg.id;
+        h.next_id = h.core.id_mode.next(h.core.last_id) as u32;
         h.flags_or |= seg.flags & (PSH | FIN);
         if h.outer.is_some() {
             h.o_id_mode = h.o_id_mode.after(h.o_last_id, seg.outer_id);
             h.o_last_id = seg.outer_id;
         }
-        h.next_id = match h.core.id_mode {
-            IdMode::Fixed => h.core.last_id,
-            _ => h.core.last_id.wrapping_add(1),
-        } as u32;
-        let short = seg.payload < h.core.mss;
         self.stats.merged_segments += 1;
-        if seg.flags & PSH != 0 {
-            self.flush_slot(s, Flush::Psh, out);
-        } else if seg.flags & FIN != 0 {
-            self.flush_slot(s, Flush::Fin, out);
-        } else if short {
-            self.flush_slot(s, Flush::ShortSegment, out);
+        let (psh, fin) = (seg.flags & PSH != 0, seg.flags & FIN != 0);
+        if let Some(why) = ends_after(psh, fin, seg.payload, h.core.mss) {
+            self.flush_slot(s, why, out);
         }
     }
 }

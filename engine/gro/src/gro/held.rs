@@ -24,6 +24,16 @@ impl IdMode {
         }
     }
 
+    /// The ID a segment after `last` carries in a packet of this mode, as
+    /// the fast path expects it: the next one, unless fixed.
+    #[inline(always)]
+    pub(super) fn next(self, last: u16) -> u16 {
+        match self {
+            IdMode::Fixed => last,
+            _ => last.wrapping_add(1),
+        }
+    }
+
     /// The mode once `id` merged after `last`: the second segment fixes it.
     #[inline(always)]
     pub(super) fn after(self, last: u16, id: u16) -> IdMode {
@@ -235,14 +245,55 @@ impl<B> Default for Held<B> {
     }
 }
 
-impl<B: GroBuf> Held<B> {
-    /// Whether the packet has no room for one more full-size segment: it
-    /// spans `max_frags` buffers, or one more would pass its size limit.
+impl<B> Core<B> {
+    /// A new packet's first segment: `frags` buffers, `ip_len` bytes of IP
+    /// packet carrying `mss` of payload (set before), IPv4 ID `id`, its
+    /// payload's checksum contribution `c`.
     #[inline(always)]
-    pub(super) fn full(&self, max_frags: u16) -> bool {
-        self.core.frags >= max_frags || self.core.ip_len + self.core.mss > self.core.max_ip
+    pub(super) fn begin(&mut self, frags: u16, ip_len: u32, c: Contrib, id: u16) {
+        self.segs = 1;
+        self.frags = frags;
+        self.ip_len = ip_len;
+        self.payload_len = self.mss;
+        self.psum_pos = c.pos;
+        self.psum_neg = c.neg;
+        self.last_id = id;
+        self.id_mode = IdMode::Open;
     }
 
+    /// The bookkeeping of `segs` segments appended, in `frags` buffers, of
+    /// `bytes` of payload with checksum contribution `c` (shifted as their
+    /// offset in the payload wants).
+    #[inline(always)]
+    pub(super) fn grow(&mut self, segs: u16, frags: u16, bytes: u32, c: Contrib) {
+        self.psum_pos += c.pos;
+        self.psum_neg += c.neg;
+        self.payload_len += bytes;
+        self.ip_len += bytes;
+        self.segs += segs;
+        self.frags += frags;
+    }
+}
+
+impl<B: GroBuf> Core<B> {
+    /// Appends `pkt`, a segment the rules let merge, of `payload` bytes in
+    /// `frags` buffers, IPv4 ID `id`, its payload's checksum contribution
+    /// `psum`.
+    #[inline(always)]
+    pub(super) fn append(&mut self, pkt: B, payload: u32, frags: u16, id: u16, psum: Contrib) {
+        if let Some(held) = self.pkt.as_mut() {
+            held.append(pkt, self.t.payload as usize);
+        }
+        let c = psum.shifted(self.payload_len & 1 == 1);
+        self.grow(1, frags, payload, c);
+        if !self.t.ipv6 {
+            self.id_mode = self.id_mode.after(self.last_id, id);
+        }
+        self.last_id = id;
+    }
+}
+
+impl<B: GroBuf> Held<B> {
     /// Appends `pkt`, this packet's next full-size segment (sequence number
     /// `seq`, IPv4 ID `id`, checksum contribution `c`, a tunnel's outer
     /// header taken care of), and moves on what the next one must carry.
@@ -262,14 +313,8 @@ impl<B: GroBuf> Held<B> {
     /// next, or the same once fixed).
     #[inline(always)]
     pub(super) fn count_run(&mut self, n: u16, c: Contrib, next_seq: u32, last_id: u16) {
-        let bytes = self.core.mss * n as u32;
-        self.core.psum_pos += c.pos;
-        self.core.psum_neg += c.neg;
-        self.core.payload_len += bytes;
-        self.core.ip_len += bytes;
+        self.core.grow(n, n, self.core.mss * n as u32, c);
         self.next_seq = next_seq;
-        self.core.segs += n;
-        self.core.frags += n;
         // (`last_id` is not read here: a load of it may be widened over the
         // counters just stored, and wait for them: a store-forwarding stall.)
         if !self.core.t.ipv6 {

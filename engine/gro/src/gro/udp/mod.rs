@@ -3,11 +3,12 @@
 //! `udp_gro_receive_segment` builds them for forwarding (GRO_UDP_FWD) and
 //! for sockets with UDP_GRO.
 //!
-//! The rules, each one line of `refusals`: the same flow (MACs, tags,
-//! addresses, ports), the IP rules TCP has (TOS/TTL/DF or traffic class and
-//! hop limit equal, the IPv4 ID incrementing or fixed), and a payload no
-//! larger than the first datagram's; one shorter merges and ends the
-//! packet. Limits as for TCP (`max_frags`, `max_size`). A datagram with a
+//! The rules: the same flow (MACs, tags, addresses, ports), then those
+//! every held packet applies, TCP's too (`Core::refusals`, one line each):
+//! TOS/TTL/DF or traffic class and hop limit equal, a payload no larger
+//! than the first datagram's, the limits (`max_frags`, `max_size`), the
+//! IPv4 ID incrementing or fixed; one shorter merges and ends the packet
+//! (`ends_after`). A datagram with a
 //! zero checksum (none: IPv4 allows it) or no payload is never merged or
 //! held (Linux needs a checksum "for symmetry with GSO"), nor is one with
 //! IPv6 extension headers; IP fragments and options never reach here. A
@@ -78,7 +79,7 @@ impl<B: GroBuf> Gro<B> {
             return self.udp_pass(Pass::BadUdpChecksum, pkt, out);
         };
         if let Some(s) = found.filter(|&s| udp.is_live(s)) {
-            let refused = Self::udp_refusals(&self.cfg, udp.get(s), &d);
+            let refused = Self::udp_refusals(self.cfg.max_frags, udp.get(s), &d);
             if refused == 0 {
                 return self.udp_merge(s, pkt, &d, psum, out);
             }
@@ -118,20 +119,16 @@ impl<B: GroBuf> Gro<B> {
         };
         h.core.t = t;
         h.core.mss = d.payload;
-        h.core.segs = 1;
-        h.core.frags = pkt.segs();
-        h.core.ip_len = t.l3_len() as u32 + d.ulen as u32;
-        h.core.payload_len = d.payload;
-        h.core.psum_pos = psum.pos;
-        h.core.psum_neg = psum.neg;
-        h.base.pbase = pbase;
+        h.core.max_ip = big::max_ip_udp(self.cfg.max_size);
+        h.core
+            .begin(pkt.segs(), t.l3_len() as u32 + d.ulen as u32, psum, d.id);
+        h.base = Base {
+            ip_word: d.ip_word,
+            pbase,
+            ip_base,
+            since: now,
+        };
         h.ports_sum = d.ports_sum;
-        h.base.ip_base = ip_base;
-        h.base.ip_word = d.ip_word;
-        h.core.last_id = d.id;
-        h.core.id_mode = IdMode::Open;
-        h.core.max_ip = self.cfg.max_size.min(big::IP_MAX);
-        h.base.since = now;
         h.frame_len = pkt.len() as u32;
         h.ip_base_no_id = csum::sub(ip_base, d.id);
         let fast = head_words(pkt.head(), &t);
@@ -208,7 +205,7 @@ impl<B: GroBuf> Gro<B> {
             ulen: (h.core.mss + udp::HEADER_LEN as u32) as u16,
             csum: field_csum,
         };
-        if Self::udp_refusals(&self.cfg, h, &d) != 0 {
+        if Self::udp_refusals(self.cfg.max_frags, h, &d) != 0 {
             return Some(pkt);
         }
         // The IPv4 header checksum, trusting too (the TCP rule's reason).
@@ -255,21 +252,13 @@ impl<B: GroBuf> Gro<B> {
         }
     }
 
-    /// Linux's rules for datagram `d` against the packet `h` holds, one
-    /// line each (as `refusals` for TCP): 0 merges, else the lowest bit set
-    /// names the flush.
+    /// Linux's rules for datagram `d` against the packet `h` holds: those
+    /// every held packet applies (`Core::refusals`), and no more. 0 merges,
+    /// else the lowest bit set names the flush.
     #[inline(always)]
-    fn udp_refusals(cfg: &GroConfig, h: &UdpHeld<B>, d: &Dgram) -> u32 {
-        let on = |broken: bool, why: Flush| if broken { bit(why) } else { 0 };
-        let id_ok = h.core.t.ipv6 || h.core.id_mode.accepts(h.core.last_id, d.id);
-        on(d.ip_word != h.base.ip_word, Flush::IpMismatch)
-            | on(d.payload > h.core.mss, Flush::LargerThanMss)
-            | on(
-                h.core.frags as u32 + d.frags as u32 > cfg.max_frags as u32,
-                Flush::FragLimit,
-            )
-            | on(h.core.ip_len + d.payload > h.core.max_ip, Flush::SizeLimit)
-            | on(!id_ok, Flush::IpId)
+    fn udp_refusals(max_frags: u16, h: &UdpHeld<B>, d: &Dgram) -> u32 {
+        h.core
+            .refusals(&h.base, d.ip_word, d.id, d.payload, d.frags, max_frags)
     }
 
     /// Appends a datagram to its flow's packet; a short one ends it.
@@ -277,24 +266,10 @@ impl<B: GroBuf> Gro<B> {
         self.udp_last = Some(s);
         let udp = self.udp.as_deref_mut().expect("UDP GRO is on");
         let h = udp.get_mut(s);
-        if let Some(held) = h.core.pkt.as_mut() {
-            held.append(pkt, h.core.t.payload as usize);
-        }
-        let c = psum.shifted(h.core.payload_len & 1 == 1);
-        h.core.psum_pos += c.pos;
-        h.core.psum_neg += c.neg;
-        h.core.payload_len += d.payload;
-        h.core.ip_len += d.payload;
-        h.core.segs += 1;
-        h.core.frags += d.frags;
-        if !h.core.t.ipv6 {
-            h.core.id_mode = h.core.id_mode.after(h.core.last_id, d.id);
-        }
-        h.core.last_id = d.id;
-        let short = d.payload < h.core.mss;
+        h.core.append(pkt, d.payload, d.frags, d.id, psum);
         self.stats.merged_segments += 1;
-        if short {
-            self.udp_flush(s, Flush::ShortSegment, out);
+        if let Some(why) = ends_after(false, false, d.payload, h.core.mss) {
+            self.udp_flush(s, why, out);
         }
     }
 
