@@ -106,6 +106,22 @@ pub(super) struct Dgram {
 }
 
 impl Dgram {
+    /// Why a datagram laid out as `t` is never merged nor held: no
+    /// checksum (a zero one: IPv4 allows it; Linux needs one "for symmetry
+    /// with GSO"), no payload, IPv6 extension headers.
+    #[inline(always)]
+    pub(super) fn never_held(&self, t: &Tcp) -> Option<Pass> {
+        if self.csum == 0 {
+            Some(Pass::UdpNoChecksum)
+        } else if self.payload == 0 {
+            Some(Pass::UdpNoPayload)
+        } else if t.ipv6 && t.l4 != t.l3 + ipv6::HEADER_LEN as u16 {
+            Some(Pass::Frame(NotTcp::Ipv6Ext))
+        } else {
+            None
+        }
+    }
+
     /// Reads `t`'s fields from `b` (the layout `Tcp::parse_udp` found in it).
     pub(super) fn read(b: &[u8], t: &Tcp, frags: u16) -> Dgram {
         let (l3, l4) = (t.l3 as usize, t.l4 as usize);
