@@ -177,7 +177,9 @@ impl<B: GroBuf> Gro<B> {
     /// merges without a parse; the rules it still needs (`never_held`, ID,
     /// limits, checksums) are checked here by the full path's predicates.
     /// Anything else goes back (`Some`) to the full path, which decides.
-    #[inline(always)]
+    /// Out of line: TCP's fast path, which tests `udp_last` before it,
+    /// then compiles as if UDP GRO were not there.
+    #[inline(never)]
     pub(super) fn udp_fast(
         &mut self,
         last: u16,
