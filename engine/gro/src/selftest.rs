@@ -254,9 +254,24 @@ const LARGE_MSS: usize = 4096 - 20 - 40;
 /// what it sends on the flow it is given.
 type Make = Box<dyn Fn(&mut Flow) -> Vec<Vec<u8>>>;
 
-/// One family's cases.
-fn family(ipv6: bool) -> Vec<(&'static str, Vec<usize>, Make)> {
-    let mut v: Vec<(&'static str, Vec<usize>, Make)> = vec![
+/// A case before it has a flow: its name, the payload sizes expected, and
+/// what it sends (`Make`).
+type Unmade = (&'static str, Vec<usize>, Make);
+
+/// One family's cases, in the selftest's order.
+fn family(ipv6: bool) -> Vec<Unmade> {
+    let mut v = data_cases();
+    v.extend(flag_cases());
+    v.extend(tcp_cases());
+    v.extend(ip_cases(ipv6));
+    v.extend(if ipv6 { ipv6_cases() } else { ipv4_cases() });
+    v.extend(large_cases(ipv6));
+    v
+}
+
+/// The data and ACK cases.
+fn data_cases() -> Vec<Unmade> {
+    vec![
         (
             "data: same size coalesces",
             vec![2 * P],
@@ -280,7 +295,12 @@ fn family(ipv6: bool) -> Vec<(&'static str, Vec<usize>, Make)> {
                 vec![a.clone(), a, f.next_with(0, |s| s.ack += 1)]
             }),
         ),
-    ];
+    ]
+}
+
+/// PSH, SYN, RST and URG.
+fn flag_cases() -> Vec<Unmade> {
+    let mut v: Vec<Unmade> = Vec::new();
     for (name, flag, sizes) in [
         ("flags: PSH ends coalescing", TCP_PSH, vec![3 * P, 2 * P]),
         ("flags: SYN ends coalescing", TCP_SYN, vec![2 * P, 0, 2 * P]),
@@ -301,6 +321,12 @@ fn family(ipv6: bool) -> Vec<(&'static str, Vec<usize>, Make)> {
             }),
         ));
     }
+    v
+}
+
+/// The TCP header's cases: checksum, sequence, options.
+fn tcp_cases() -> Vec<Unmade> {
+    let mut v: Vec<Unmade> = Vec::new();
     v.push((
         "tcp: a changed checksum does not coalesce",
         vec![P, P],
@@ -357,6 +383,12 @@ fn family(ipv6: bool) -> Vec<(&'static str, Vec<usize>, Make)> {
             vec![a, b, c]
         }),
     ));
+    v
+}
+
+/// The IP cases both families share (ECN, TOS).
+fn ip_cases(ipv6: bool) -> Vec<Unmade> {
+    let mut v: Vec<Unmade> = Vec::new();
     v.push((
         "ip: another ECN does not coalesce",
         vec![P, P],
@@ -391,118 +423,140 @@ fn family(ipv6: bool) -> Vec<(&'static str, Vec<usize>, Make)> {
             vec![a, b]
         }),
     ));
-    if !ipv6 {
-        v.push((
-            "ip: another TTL does not coalesce",
-            vec![P, P],
-            Box::new(|f| {
-                let a = f.next(P);
-                let mut b = f.next(P);
-                b[L3 + ipv4::TTL] = 7;
-                fix_sums(&mut b);
-                vec![a, b]
-            }),
-        ));
-        v.push((
-            "ip: IP options do not coalesce",
-            vec![P, P, P],
-            Box::new(|f| {
-                let a = f.next(P);
-                let mut b = f.next(P);
-                insert_after_ip(&mut b, &[0x44, 8, 5, 0, 0, 0, 0, 0], 0);
-                vec![a, b, f.next(P)]
-            }),
-        ));
-        v.push((
-            "ip: a fragment does not coalesce",
-            vec![P, P],
-            Box::new(|f| {
-                let a = f.next(P);
-                let mut b = f.next(P);
-                // DF and MF: the first fragment of several.
-                b[L3 + ipv4::FLAGS_FRAG.start] = 0x60;
-                fix_sums(&mut b);
-                vec![a, b]
-            }),
-        ));
-        for (name, df, ids, sizes) in [
-            (
-                "ip: DF, incrementing IDs coalesce",
-                true,
-                vec![8u16, 9],
-                vec![2 * P],
-            ),
-            ("ip: DF, fixed IDs coalesce", true, vec![8, 8], vec![2 * P]),
-            (
-                "ip: no DF, incrementing IDs coalesce",
-                false,
-                vec![8, 9],
-                vec![2 * P],
-            ),
-            (
-                "ip: no DF, fixed IDs coalesce",
-                false,
-                vec![8, 8],
-                vec![2 * P],
-            ),
-            (
-                "ip: DF, two incrementing then fixed: the first two",
-                true,
-                vec![8, 9, 9],
-                vec![2 * P, P],
-            ),
-            (
-                "ip: DF, two fixed then incrementing: the first two",
-                true,
-                vec![8, 8, 9],
-                vec![2 * P, P],
-            ),
-        ] {
-            v.push((
-                name,
-                sizes,
-                Box::new(move |f| {
-                    f.spec.df = df;
-                    ids.iter()
-                        .map(|&id| f.next_with(P, |s| s.ip_id = id))
-                        .collect()
-                }),
-            ));
-        }
-    } else {
-        v.push((
-            "ip: a fragment header does not coalesce and keeps its place",
-            vec![2 * P, P, P],
-            Box::new(|f| {
-                let (a, b) = (f.next(P), f.next(P));
-                let mut c = f.next(P);
-                insert_after_ip(&mut c, &[6, 0, 0, 0, 0, 0, 0, 0], 44);
-                vec![a, b, c, f.next(P)]
-            }),
-        ));
-        v.push((
-            "ip: the same extension headers coalesce",
+    v
+}
+
+/// IPv4's own: TTL, options, fragments, then DF and IDs.
+fn ipv4_cases() -> Vec<Unmade> {
+    let mut v: Vec<Unmade> = Vec::new();
+    v.push((
+        "ip: another TTL does not coalesce",
+        vec![P, P],
+        Box::new(|f| {
+            let a = f.next(P);
+            let mut b = f.next(P);
+            b[L3 + ipv4::TTL] = 7;
+            fix_sums(&mut b);
+            vec![a, b]
+        }),
+    ));
+    v.push((
+        "ip: IP options do not coalesce",
+        vec![P, P, P],
+        Box::new(|f| {
+            let a = f.next(P);
+            let mut b = f.next(P);
+            insert_after_ip(&mut b, &[0x44, 8, 5, 0, 0, 0, 0, 0], 0);
+            vec![a, b, f.next(P)]
+        }),
+    ));
+    v.push((
+        "ip: a fragment does not coalesce",
+        vec![P, P],
+        Box::new(|f| {
+            let a = f.next(P);
+            let mut b = f.next(P);
+            // DF and MF: the first fragment of several.
+            b[L3 + ipv4::FLAGS_FRAG.start] = 0x60;
+            fix_sums(&mut b);
+            vec![a, b]
+        }),
+    ));
+    v.extend(ipv4_id_cases());
+    v
+}
+
+/// DF and IPv4 IDs: incrementing or fixed, with or without DF.
+fn ipv4_id_cases() -> Vec<Unmade> {
+    let mut v: Vec<Unmade> = Vec::new();
+    for (name, df, ids, sizes) in [
+        (
+            "ip: DF, incrementing IDs coalesce",
+            true,
+            vec![8u16, 9],
             vec![2 * P],
-            Box::new(|f| {
-                let mut a = f.next(P);
-                insert_after_ip(&mut a, &[6, 0, 0, 0, 0, 0, 0, 0], 0);
-                let mut b = f.next(P);
-                insert_after_ip(&mut b, &[6, 0, 0, 0, 0, 0, 0, 0], 0);
-                vec![a, b]
-            }),
-        ));
+        ),
+        ("ip: DF, fixed IDs coalesce", true, vec![8, 8], vec![2 * P]),
+        (
+            "ip: no DF, incrementing IDs coalesce",
+            false,
+            vec![8, 9],
+            vec![2 * P],
+        ),
+        (
+            "ip: no DF, fixed IDs coalesce",
+            false,
+            vec![8, 8],
+            vec![2 * P],
+        ),
+        (
+            "ip: DF, two incrementing then fixed: the first two",
+            true,
+            vec![8, 9, 9],
+            vec![2 * P, P],
+        ),
+        (
+            "ip: DF, two fixed then incrementing: the first two",
+            true,
+            vec![8, 8, 9],
+            vec![2 * P, P],
+        ),
+    ] {
         v.push((
-            "ip: extension headers that differ do not coalesce",
-            vec![P, P],
-            Box::new(|f| {
-                let mut a = f.next(P);
-                insert_after_ip(&mut a, &[6, 0, 0, 0, 0, 0, 0, 0], 0);
-                let mut b = f.next(P);
-                insert_after_ip(&mut b, &[6, 0, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11], 0);
-                vec![a, b]
+            name,
+            sizes,
+            Box::new(move |f| {
+                f.spec.df = df;
+                ids.iter()
+                    .map(|&id| f.next_with(P, |s| s.ip_id = id))
+                    .collect()
             }),
         ));
     }
+    v
+}
+
+/// IPv6's own: extension headers.
+fn ipv6_cases() -> Vec<Unmade> {
+    let mut v: Vec<Unmade> = Vec::new();
+    v.push((
+        "ip: a fragment header does not coalesce and keeps its place",
+        vec![2 * P, P, P],
+        Box::new(|f| {
+            let (a, b) = (f.next(P), f.next(P));
+            let mut c = f.next(P);
+            insert_after_ip(&mut c, &[6, 0, 0, 0, 0, 0, 0, 0], 44);
+            vec![a, b, c, f.next(P)]
+        }),
+    ));
+    v.push((
+        "ip: the same extension headers coalesce",
+        vec![2 * P],
+        Box::new(|f| {
+            let mut a = f.next(P);
+            insert_after_ip(&mut a, &[6, 0, 0, 0, 0, 0, 0, 0], 0);
+            let mut b = f.next(P);
+            insert_after_ip(&mut b, &[6, 0, 0, 0, 0, 0, 0, 0], 0);
+            vec![a, b]
+        }),
+    ));
+    v.push((
+        "ip: extension headers that differ do not coalesce",
+        vec![P, P],
+        Box::new(|f| {
+            let mut a = f.next(P);
+            insert_after_ip(&mut a, &[6, 0, 0, 0, 0, 0, 0, 0], 0);
+            let mut b = f.next(P);
+            insert_after_ip(&mut b, &[6, 0, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11], 0);
+            vec![a, b]
+        }),
+    ));
+    v
+}
+
+/// The size limit: up to the IP maximum, and one byte past it.
+fn large_cases(ipv6: bool) -> Vec<Unmade> {
+    let mut v: Vec<Unmade> = Vec::new();
     for extra in [0, 1] {
         // The largest packet: 16 segments and a remainder fill the IP
         // packet to 65535 bytes; one byte more does not fit.

@@ -33,6 +33,13 @@ pub(super) fn max_ip(
     limit - outer.map_or(0, |o| (t.l3 - o.l3) as u32)
 }
 
+/// The largest IP packet a merge of UDP datagrams may build: within what
+/// its UDP length field states, as in Linux.
+#[inline(always)]
+pub(super) fn max_ip_udp(max_size: u32) -> u32 {
+    max_size.min(IP_MAX)
+}
+
 /// Whether an IP packet of `ip_len` bytes (its header included) is past
 /// what its length field states: IPv4's total length, IPv6's payload
 /// length (which leaves the 40-byte header out).

@@ -24,8 +24,8 @@ impl Lookup {
     #[inline(always)]
     pub(super) fn slot<B>(&self, table: &Table<Held<B>>, key: &FlowKey) -> Option<u16> {
         match self.found {
-            Some(s) if table.entry(s).key == *key => Some(s),
-            Some(_) => table.find(self.hash, |h| h.key == *key),
+            Some(s) if table.entry(s).core.key == *key => Some(s),
+            Some(_) => table.find(self.hash, |h| h.core.key == *key),
             None => None,
         }
     }
@@ -44,7 +44,7 @@ impl<B: GroBuf> Gro<B> {
     pub(super) fn lookup_by_layout(&self, pkt: &B, s: u16) -> Option<Lookup> {
         // Read from the entry, not from a copy stored at each new head:
         // reading back a recent store of a different width would stall.
-        let t = self.table.entry(s).t;
+        let t = self.table.entry(s).core.t;
         if t.l3 == 0 {
             return None;
         }
@@ -91,17 +91,13 @@ impl<B: GroBuf> Gro<B> {
         if h.tmpl.outer_id_at != 0 && !h.outer_follows(pkt.head(), true) {
             return Some(pkt);
         }
-        if h.full(max_frags) {
+        if h.core.full(max_frags) {
             if psh {
                 // Flush, then a PSH segment passes: the full path's job.
                 return Some(pkt);
             }
-            let why = if h.frags >= max_frags {
-                Flush::FragLimit
-            } else {
-                Flush::SizeLimit
-            };
-            self.flush_slot(s, why, out);
+            let over = h.core.over_limits(h.core.mss, 1, max_frags);
+            self.flush_slot(s, why(over), out);
             return self.start_in_freed(s, pkt, seq, c, out);
         }
         if h.tmpl.outer_id_at != 0 {
@@ -109,9 +105,10 @@ impl<B: GroBuf> Gro<B> {
         }
         h.take_next(pkt, seq, c, id);
         self.stats.merged_segments += 1;
-        if psh {
+        // A full-size segment without FIN (the template's): PSH ends it.
+        if let Some(why) = ends_after(psh, false, h.core.mss, h.core.mss) {
             h.flags_or |= PSH;
-            self.flush_slot(s, Flush::Psh, out);
+            self.flush_slot(s, why, out);
         }
         None
     }
@@ -155,7 +152,7 @@ impl<B: GroBuf> Gro<B> {
         let Some(h) = self.table.try_get_mut(s) else {
             return;
         };
-        if !h.tmpl.on || h.tmpl.outer_id_at != 0 || h.pkt.is_none() {
+        if !h.tmpl.on || h.tmpl.outer_id_at != 0 || h.core.pkt.is_none() {
             return;
         }
         // A loop for each checksum mode: trusting, it has no sums to make.
@@ -219,38 +216,31 @@ impl<B: GroBuf> Gro<B> {
         if max_size > big::IP_MAX {
             // Past 64 KiB, what an IPv6 head may become depends on its own
             // buffer's headroom.
-            h.max_ip = big::max_ip(max_size, &h.t, h.outer, pkt.headroom());
+            h.core.max_ip = big::max_ip(max_size, &h.core.t, h.outer, pkt.headroom());
         }
-        let (l3, l4) = (h.t.l3 as usize, h.t.l4 as usize);
-        let id = if h.t.ipv6 {
+        let (l3, l4) = (h.core.t.l3 as usize, h.core.t.l4 as usize);
+        let id = if h.core.t.ipv6 {
             0
         } else {
             let b = pkt.head();
             field::read16(b, l3, ipv4::ID)
         };
         let ip_len = h.tmpl.frame_len as u32 - l3 as u32;
-        h.segs = 1;
-        h.frags = 1;
-        h.ip_len = ip_len;
-        h.payload_len = h.mss;
-        h.psum_pos = c.pos;
-        h.psum_neg = c.neg;
+        h.core.begin(1, ip_len, c, id);
         h.head_seq = seq;
         h.follow(seq);
-        h.next_seq = seq.wrapping_add(h.mss);
-        h.last_id = id;
-        h.id_mode = IdMode::Open;
-        if !h.t.ipv6 {
-            h.ip_base = csum::sub(csum::add(h.tmpl.ip_sum, id), ip_len as u16);
+        h.next_seq = seq.wrapping_add(h.core.mss);
+        if !h.core.t.ipv6 {
+            h.base.ip_base = csum::sub(csum::add(h.tmpl.ip_sum, id), ip_len as u16);
         }
-        h.next_id = id.wrapping_add(1) as u32;
+        h.next_id = IdMode::Open.next(id) as u32;
         h.head_flags = h.tmpl.bytes[l4 + tcp::FLAGS];
         h.flags_or = 0;
-        h.since = now;
+        h.base.since = now;
         if h.tmpl.outer_id_at != 0 {
             h.outer_restarted(pkt.head());
         }
-        h.pkt = Some(pkt);
+        h.core.pkt = Some(pkt);
         if self.pending != 0 {
             // The room was made by evicting a flow whose segments waited
             // ahead of a gap: they go through again now, as after a new
@@ -293,17 +283,12 @@ fn merge_loop_in<B: GroBuf, const VERIFY: bool, const N: usize>(
     masks: &Masks,
     max_frags: u16,
 ) -> u64 {
-    // `Held::full`'s limits as a count of full-size segments: the buffers
-    // left, and the bytes of IP packet left (a payload-less template has
-    // no run).
-    let frags_left = max_frags.saturating_sub(h.frags) as usize;
-    let size_left = h.max_ip.saturating_sub(h.ip_len);
-    let room = frags_left.min(size_left.checked_div(h.mss).unwrap_or(0) as usize);
+    let room = h.core.room(max_frags);
     // The ID counts up by one a segment unless fixed (IPv6 has none).
-    let id_step = u16::from(!h.t.ipv6 && h.id_mode != IdMode::Fixed);
-    let odd_mss = h.mss & 1 == 1;
+    let id_step = u16::from(!h.core.t.ipv6 && h.core.id_mode != IdMode::Fixed);
+    let odd_mss = h.core.mss & 1 == 1;
     let (mut seq, mut id) = (h.next_seq, h.next_id as u16);
-    let mut odd = h.payload_len & 1 == 1;
+    let mut odd = h.core.payload_len & 1 == 1;
     let mut sum = Contrib::default();
     let mask = masks.get(h.tmpl.mask);
     let mut n = 0;
@@ -322,14 +307,14 @@ fn merge_loop_in<B: GroBuf, const VERIFY: bool, const N: usize>(
         sum.pos += c.pos;
         sum.neg += c.neg;
         odd ^= odd_mss;
-        seq = seq.wrapping_add(h.mss);
+        seq = seq.wrapping_add(h.core.mss);
         id = id.wrapping_add(id_step);
         n += 1;
     }
     if n > 0 {
         h.count_run(n as u16, sum, seq, id.wrapping_sub(id_step));
-        let off = h.t.payload as usize;
-        let held = h.pkt.as_mut().expect("merge_run checked the packet");
+        let off = h.core.t.payload as usize;
+        let held = h.core.pkt.as_mut().expect("merge_run checked the packet");
         held.append_run(rest.by_ref().take(n), off);
     }
     n as u64

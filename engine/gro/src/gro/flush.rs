@@ -51,13 +51,13 @@ impl<B: GroBuf> Gro<B> {
                 let mut hits = [0u16; table::MAX_PROBE];
                 let mut n = 0;
                 self.table.each_with_hash(hash, |s, e| {
-                    if self.table.is_live(s) && e.key.matches(&h) {
+                    if self.table.is_live(s) && e.core.key.matches(&h) {
                         hits[n] = s;
                         n += 1;
                     }
                 });
                 // Oldest first, as a flush of everything would let them out.
-                hits[..n].sort_unstable_by_key(|&s| self.table.get(s).since);
+                hits[..n].sort_unstable_by_key(|&s| self.table.get(s).base.since);
                 for &s in &hits[..n] {
                     self.flush_slot(s, Flush::Unmergeable, out);
                 }
@@ -67,7 +67,7 @@ impl<B: GroBuf> Gro<B> {
                 while let Some(s) = at {
                     // Read on before `s` leaves the list.
                     at = self.table.next_live(Some(s));
-                    if self.table.get(s).key.matches(&h) {
+                    if self.table.get(s).core.key.matches(&h) {
                         self.flush_slot(s, Flush::Unmergeable, out);
                     }
                 }
@@ -120,7 +120,7 @@ impl<B: GroBuf> Gro<B> {
         let mut at = Some(oldest);
         for _ in 0..EVICT_SCAN {
             let Some(s) = at else { break };
-            if self.table.get(s).segs == 1 {
+            if self.table.get(s).core.segs == 1 {
                 return s;
             }
             at = self.table.next_live(Some(s));
@@ -139,41 +139,41 @@ impl<B: GroBuf> Gro<B> {
             self.let_go(s);
         }
         let h = self.table.remove(s);
-        if h.segs == 1 {
-            self.look.left_alone(&h.t);
+        if h.core.segs == 1 {
+            self.look.left_alone(&h.core.t);
         }
-        self.stats.max_segments = self.stats.max_segments.max(h.segs as u64);
+        self.stats.max_segments = self.stats.max_segments.max(h.core.segs as u64);
         if let Some(g) = self.hist.as_deref_mut() {
-            g.segs.record(h.segs as usize);
-            g.hold.record(self.now.saturating_sub(h.since));
+            g.segs.record(h.core.segs as usize);
+            g.hold.record(self.now.saturating_sub(h.base.since));
         }
         // A tunnelled packet's outer UDP checksum is computed from its
         // inner one, which must then be final.
-        let tso = self.cfg.out_csum == OutCsum::Pseudo && h.segs > 1 && h.outer.is_none();
-        if h.segs > 1 {
+        let tso = self.cfg.out_csum == OutCsum::Pseudo && h.core.segs > 1 && h.outer.is_none();
+        if h.core.segs > 1 {
             fix_headers(h, tso);
             fix_outer(h);
         }
         let mut info = GsoInfo {
-            l2_len: h.t.l3,
-            l3_len: h.t.l3_len() as u16 + big::jumbo_header(&h.t, h.ip_len),
-            l4_len: h.t.l4_len() as u16,
-            mss: h.mss as u16,
-            segs: h.segs,
-            ipv6: h.t.ipv6,
+            l2_len: h.core.t.l3,
+            l3_len: h.core.t.l3_len() as u16 + big::jumbo_header(&h.core.t, h.core.ip_len),
+            l4_len: h.core.t.l4_len() as u16,
+            mss: h.core.mss as u16,
+            segs: h.core.segs,
+            ipv6: h.core.t.ipv6,
             tso,
             ..GsoInfo::default()
         };
         if let Some(o) = h.outer {
             // DPDK's tunnel layout: l2_len from the outer UDP header to
             // the inner IP header.
-            info.l2_len = h.t.l3 - o.l4;
+            info.l2_len = h.core.t.l3 - o.l4;
             info.outer_l2_len = o.l3;
             info.outer_l3_len = o.l4 - o.l3;
             info.outer_ipv6 = o.ipv6;
             info.outer_id_fixed = h.o_id_mode == IdMode::Fixed;
         }
-        if let Some(mut pkt) = h.pkt.take() {
+        if let Some(mut pkt) = h.core.pkt.take() {
             pkt.set_gso(&info);
             out(pkt);
         }
@@ -234,7 +234,7 @@ impl<B: GroBuf> Gro<B> {
         }
         let mut at = self.table.next_live(None);
         while let Some(s) = at {
-            if self.table.get(s).since > deadline {
+            if self.table.get(s).base.since > deadline {
                 break;
             }
             at = self.table.next_live(Some(s));

@@ -152,14 +152,14 @@ impl<B: GroBuf> Gro<B> {
         // A lookup with the layout this parse found is this one's.
         let lookup = lookup.filter(|l| {
             let e = self.table.entry(l.from);
-            e.outer == outer && e.t.same_layout(t)
+            e.outer == outer && e.core.t.same_layout(t)
         });
         if let Some(l) = lookup {
             return (l.hash, l.slot(&self.table, key));
         }
         let hit = self
             .last
-            .filter(|&s| self.table.try_get(s).is_some_and(|h| h.key == *key));
+            .filter(|&s| self.table.try_get(s).is_some_and(|h| h.core.key == *key));
         let hash = if hit.is_some() {
             0
         } else {
@@ -167,7 +167,7 @@ impl<B: GroBuf> Gro<B> {
         };
         (
             hash,
-            hit.or_else(|| self.table.find(hash, |h| h.key == *key)),
+            hit.or_else(|| self.table.find(hash, |h| h.core.key == *key)),
         )
     }
 
@@ -273,7 +273,8 @@ impl<B: GroBuf> Gro<B> {
         let h = self.table.get(s);
         // The header equals the head's but for seq, checksum, urgent
         // pointer and PSH/FIN: its sum follows from the head's.
-        let Some(psum) = csum.payload_sum(&pkt, h.pbase, seg.var_sum(h.hconst), seg.csum) else {
+        let Some(psum) = csum.payload_sum(&pkt, h.base.pbase, seg.var_sum(h.hconst), seg.csum)
+        else {
             if self.waiting_go_first(s, seg.seq) {
                 // What waited arrived first: it leaves first.
                 return self.give_up_for(s, Flush::BadChecksum, pkt, now, verify, hints, out);
@@ -341,7 +342,7 @@ impl<B: GroBuf> Gro<B> {
                     return self.pass(Pass::ProbeLimit, pkt, out);
                 };
                 self.stats.heads_built += 1;
-                h.key = key;
+                h.core.key = key;
                 (s, h)
             }
         };
@@ -356,7 +357,7 @@ impl<B: GroBuf> Gro<B> {
         h.opts = opts;
         // The whole IP packet, an IPv6 header included (as Linux counts,
         // and as a TSO port's 64 KiB limit does); in a tunnel, the outer one.
-        h.max_ip = big::max_ip(self.cfg.max_size, &t, outer, pkt.headroom());
+        h.core.max_ip = big::max_ip(self.cfg.max_size, &t, outer, pkt.headroom());
         start_head(h, pkt, t, outer, seg, &sums, now);
         self.went_to(slot);
         // A flow the table remembered will likely merge again: its template
@@ -428,21 +429,15 @@ fn start_head<B: GroBuf>(
     h.next_seq = seg.seq.wrapping_add(seg.payload);
     h.ack = seg.ack;
     h.word = seg.word;
-    h.ip_word = seg.ip_word;
-    h.last_id = seg.id;
-    h.next_id = seg.id.wrapping_add(1) as u32;
-    h.id_mode = IdMode::Open;
+    h.base.ip_word = seg.ip_word;
+    h.next_id = IdMode::Open.next(seg.id) as u32;
     h.df = seg.df;
-    h.mss = seg.payload;
-    h.segs = 1;
+    h.core.mss = seg.payload;
     // Every buffer of the held chain counts, its header-only first
     // buffer included (what a TX NIC's segment limit counts).
-    h.frags = pkt.segs();
-    h.ip_len = t.l3_len() as u32 + t.l4_len() as u32 + t.payload_len;
-    h.payload_len = seg.payload;
-    h.psum_pos = sums.psum.pos;
-    h.psum_neg = sums.psum.neg;
-    h.pbase = sums.pbase;
+    let ip_len = t.l3_len() as u32 + t.l4_len() as u32 + t.payload_len;
+    h.core.begin(pkt.segs(), ip_len, sums.psum, seg.id);
+    h.base.pbase = sums.pbase;
     h.hconst = sums.hconst;
     h.head_seq = seg.seq;
     h.head_urg = seg.urg;
@@ -451,9 +446,9 @@ fn start_head<B: GroBuf>(
     h.o_last_id = seg.outer_id;
     h.o_id_mode = IdMode::Open;
     h.flags_or = 0;
-    h.t = t;
-    h.since = now;
+    h.core.t = t;
+    h.base.since = now;
     h.tmpl.on = false;
     h.finished = false;
-    h.pkt = Some(pkt);
+    h.core.pkt = Some(pkt);
 }

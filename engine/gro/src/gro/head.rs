@@ -13,25 +13,25 @@ impl<B: GroBuf> Gro<B> {
     pub(super) fn finish_head(&mut self, s: u16, verify: bool) {
         let (t, outer) = {
             let h = self.table.get(s);
-            (h.t, h.outer)
+            (h.core.t, h.outer)
         };
         let mask = self.mask_for(&t, outer);
         let waiting = self.has_waiting(s);
         let h = self.table.get_mut(s);
-        let pkt = h.pkt.take().expect("a live entry holds its packet");
+        let pkt = h.core.pkt.take().expect("a live entry holds its packet");
         let f = Fields::new(pkt.head(), t);
-        let mut seg = Seg::read(&f, h.frags);
+        let mut seg = Seg::read(&f, h.core.frags);
         seg.outer_id = h.o_last_id;
         let tcp_len = t.l4_len() as u32 + t.payload_len;
         let csum = CsumCheck::of(&t, outer.is_some(), pkt.rx_hints().l4, verify);
         if !csum.judged_now() {
-            h.pbase = f.pseudo_base();
+            h.base.pbase = f.pseudo_base();
             h.hconst = header_const(&f, &seg);
             let psum = csum
-                .payload_sum(&pkt, h.pbase, seg.var_sum(h.hconst), seg.csum)
+                .payload_sum(&pkt, h.base.pbase, seg.var_sum(h.hconst), seg.csum)
                 .expect("trusted checksums are taken as right");
-            h.psum_pos = psum.pos;
-            h.psum_neg = psum.neg;
+            h.core.psum_pos = psum.pos;
+            h.core.psum_neg = psum.neg;
         }
         let b = f.header();
         let ip_hdr = if t.ipv6 {
@@ -41,7 +41,7 @@ impl<B: GroBuf> Gro<B> {
             let ip_hdr = csum::sum(&b[l3..t.l4 as usize]);
             let total = field::read16(b, l3, ipv4::TOTAL_LEN);
             let field = field::read16(b, l3, ipv4::CHECKSUM);
-            h.ip_base = csum::sub(csum::sub(ip_hdr, total), field);
+            h.base.ip_base = csum::sub(csum::sub(ip_hdr, total), field);
             ip_hdr
         };
         h.tmpl.build(
@@ -49,7 +49,7 @@ impl<B: GroBuf> Gro<B> {
             &seg,
             TmplArgs {
                 ip_hdr,
-                pbase: h.pbase,
+                pbase: h.base.pbase,
                 hconst: h.hconst,
                 tcp_len,
                 frame_len: pkt.len(),
@@ -63,7 +63,7 @@ impl<B: GroBuf> Gro<B> {
             h.tmpl.on = false;
         }
         h.finished = true;
-        h.pkt = Some(pkt);
+        h.core.pkt = Some(pkt);
     }
 
     /// The mask for a new head of layout `t`; when it was taken from
@@ -95,38 +95,18 @@ impl<B: GroBuf> Gro<B> {
     ) {
         self.went_to(s);
         let h = self.table.get_mut(s);
-        if let Some(held) = h.pkt.as_mut() {
-            held.append(pkt, h.t.payload as usize);
-        }
-        let c = psum.shifted(h.payload_len & 1 == 1);
-        h.psum_pos += c.pos;
-        h.psum_neg += c.neg;
-        h.payload_len += seg.payload;
-        h.ip_len += seg.payload;
+        h.core.append(pkt, seg.payload, seg.frags, seg.id, psum);
         h.next_seq = h.next_seq.wrapping_add(seg.payload);
-        h.segs += 1;
-        h.frags += seg.frags;
-        if !h.t.ipv6 {
-            h.id_mode = h.id_mode.after(h.last_id, seg.id);
-        }
-        h.last_id = seg.id;
+        h.next_id = h.core.id_mode.next(h.core.last_id) as u32;
         h.flags_or |= seg.flags & (PSH | FIN);
         if h.outer.is_some() {
             h.o_id_mode = h.o_id_mode.after(h.o_last_id, seg.outer_id);
             h.o_last_id = seg.outer_id;
         }
-        h.next_id = match h.id_mode {
-            IdMode::Fixed => h.last_id,
-            _ => h.last_id.wrapping_add(1),
-        } as u32;
-        let short = seg.payload < h.mss;
         self.stats.merged_segments += 1;
-        if seg.flags & PSH != 0 {
-            self.flush_slot(s, Flush::Psh, out);
-        } else if seg.flags & FIN != 0 {
-            self.flush_slot(s, Flush::Fin, out);
-        } else if short {
-            self.flush_slot(s, Flush::ShortSegment, out);
+        let (psh, fin) = (seg.flags & PSH != 0, seg.flags & FIN != 0);
+        if let Some(why) = ends_after(psh, fin, seg.payload, h.core.mss) {
+            self.flush_slot(s, why, out);
         }
     }
 }

@@ -24,6 +24,16 @@ impl IdMode {
         }
     }
 
+    /// The ID a segment after `last` carries in a packet of this mode, as
+    /// the fast path expects it: the next one, unless fixed.
+    #[inline(always)]
+    pub(super) fn next(self, last: u16) -> u16 {
+        match self {
+            IdMode::Fixed => last,
+            _ => last.wrapping_add(1),
+        }
+    }
+
     /// The mode once `id` merged after `last`: the second segment fixes it.
     #[inline(always)]
     pub(super) fn after(self, last: u16, id: u16) -> IdMode {
@@ -35,50 +45,94 @@ impl IdMode {
     }
 }
 
-/// One flow's held packet and what the next segment must match. The
-/// compared fields live here, not in the packet, so a lookup touches one
-/// table entry. Entries live in the table and are filled in place.
-///
-/// Laid out by use (`repr(C)`, a cache line each): the key, then what every
-/// merge reads and writes, then the template (its first 96 bytes are what a
-/// compare reads, with the mask its layout shares with other flows), then
-/// what only the full path and a flush read. A merge or a restart touches
-/// four lines of the six: for many flows held or remembered at once, fewer
-/// misses.
-#[repr(C, align(64))]
-pub(super) struct Held<B> {
-    // Line 0: who the flow is (lookups compare it) and its sizes.
+/// What every held packet keeps, a TCP flow's (`Held`) or a UDP flow's
+/// (`UdpHeld`): who the flow is and its sizes, then the packet and its
+/// running state, which every merge reads and writes. `repr(C)`: in `Held`
+/// it is the first two cache lines (bar the 8 bytes `Held` puts after it).
+#[repr(C)]
+pub(super) struct Core<B> {
     pub(super) key: FlowKey,
+    /// Payload bytes of the first segment: the size every merged one has
+    /// (the last may be shorter).
     pub(super) mss: u32,
-    /// Largest IP packet this one may grow to (`max_size`, IPv6 payload rule).
+    /// Largest IP packet this one may grow to (`big::max_ip`).
     pub(super) max_ip: u32,
-    // Line 1: the packet and its running state.
     /// The packet; None only while the slot is free.
     pub(super) pkt: Option<B>,
     /// The payload's one's-complement sum so far, as two unfolded
     /// accumulators: the sum is `pos - neg` modulo 0xffff (see `Contrib`).
     pub(super) psum_pos: u64,
     pub(super) psum_neg: u64,
-    pub(super) next_seq: u32,
     /// IP packet length so far.
     pub(super) ip_len: u32,
     pub(super) payload_len: u32,
+    pub(super) segs: u16,
+    /// Buffers of the packet's chain.
+    pub(super) frags: u16,
+    pub(super) last_id: u16,
+    pub(super) id_mode: IdMode,
+    pub(super) t: Tcp,
+}
+
+/// What a held packet's first segment fixed that the rest are held to or
+/// summed from, and when it came.
+#[repr(C)]
+#[derive(Default)]
+pub(super) struct Base {
+    /// The IP fields every segment must repeat (TOS/TTL/DF; IPv6 class and
+    /// hop limit: `Fields::ip_word`).
+    pub(super) ip_word: u32,
+    /// Pseudo-header sum without the length (addresses, protocol).
+    pub(super) pbase: u16,
+    /// IPv4 header sum without total length and checksum (0 for IPv6).
+    pub(super) ip_base: u16,
+    pub(super) since: u64,
+}
+
+impl<B> Default for Core<B> {
+    fn default() -> Self {
+        Core {
+            key: FlowKey::default(),
+            mss: 0,
+            max_ip: 0,
+            pkt: None,
+            psum_pos: 0,
+            psum_neg: 0,
+            ip_len: 0,
+            payload_len: 0,
+            segs: 0,
+            frags: 0,
+            last_id: 0,
+            id_mode: IdMode::Open,
+            t: Tcp::default(),
+        }
+    }
+}
+
+/// One flow's held packet and what the next segment must match. The
+/// compared fields live here, not in the packet, so a lookup touches one
+/// table entry. Entries live in the table and are filled in place.
+///
+/// Laid out by use (`repr(C)`, a cache line each): the key and sizes, then
+/// what every merge reads and writes (`Core`, then the seq and ID the next
+/// segment must carry), then the template (its first 96 bytes are what a
+/// compare reads, with the mask its layout shares with other flows), then
+/// what a restart writes, then what only the full path and a flush read.
+/// A merge touches four lines of the six, a restart five: for many flows
+/// held or remembered at once, fewer misses.
+#[repr(C, align(64))]
+pub(super) struct Held<B> {
+    // Lines 0-1: the flow, its sizes, the packet and its running state.
+    pub(super) core: Core<B>,
+    pub(super) next_seq: u32,
     /// The IPv4 ID the next fast merge expects (a u32 of its own: the fast
     /// path reads it after storing the fields around it, and a narrower one
     /// may be read through a widened load that waits on those stores).
     pub(super) next_id: u32,
-    pub(super) segs: u16,
-    pub(super) frags: u16,
-    pub(super) last_id: u16,
-    pub(super) id_mode: IdMode,
-    pub(super) flags_or: u8,
-    pub(super) t: Tcp,
     // Lines 2-4: what the next full-size segment must look like.
     pub(super) tmpl: Template,
-    // The rest: read by the full path's rules and by a flush.
-    pub(super) ack: u32,
-    pub(super) word: u32,
-    pub(super) ip_word: u32,
+    // Line 4: what a restart writes (`Gro::start_in_freed`).
+    pub(super) base: Base,
     /// The head's seq, urgent pointer and flags: with `hconst`, the merged
     /// header's sum without reading it again.
     pub(super) head_seq: u32,
@@ -86,45 +140,49 @@ pub(super) struct Held<B> {
     /// 2^32, as far as the ghost remembers): with the held packet behind
     /// it, no gap ahead of it is worth waiting for.
     pub(super) high: u32,
-    pub(super) head_urg: u16,
-    /// Pseudo-header sum without the length (addresses, protocol).
-    pub(super) pbase: u16,
-    /// TCP header sum without seq, checksum, urgent pointer, PSH/FIN/CWR:
-    /// what every mergeable segment's header shares with the head's.
-    pub(super) hconst: u16,
-    /// IPv4 header sum without total length and checksum (0 for IPv6).
-    pub(super) ip_base: u16,
-    /// The outer IPv4 ID last merged (a tunnelled flow's), and whether
-    /// those IDs counted up or stayed.
-    pub(super) o_last_id: u16,
     /// Every packet of the flow this entry held started where the one
     /// before it ended: what the flow sent before the held data was all
     /// delivered, as far as GRO saw (the reorder window's test for a
     /// retransmission of delivered data).
     pub(super) gapless: bool,
+    pub(super) head_flags: u8,
+    /// PSH and FIN, if a merged segment carried them.
+    pub(super) flags_or: u8,
     /// The head's sums and template are made (`Gro::finish_head`): a
     /// flow new to the table makes them only once a second segment
     /// comes, so a one-segment flow never pays for them.
     pub(super) finished: bool,
-    pub(super) head_flags: u8,
+    // The rest: read by the full path's rules and by a flush.
+    pub(super) ack: u32,
+    pub(super) word: u32,
+    pub(super) head_urg: u16,
+    /// TCP header sum without seq, checksum, urgent pointer, PSH/FIN/CWR:
+    /// what every mergeable segment's header shares with the head's.
+    pub(super) hconst: u16,
+    /// The outer IPv4 ID last merged (a tunnelled flow's), and whether
+    /// those IDs counted up or stayed.
+    pub(super) o_last_id: u16,
+    pub(super) o_id_mode: IdMode,
     pub(super) df: bool,
     pub(super) opt_words: u8,
-    pub(super) o_id_mode: IdMode,
     pub(super) opts: [u32; 10],
-    pub(super) since: u64,
     /// The tunnel the flow is inside (`tunnel`), if any.
     pub(super) outer: Option<crate::wire::Outer>,
 }
 
 // The layout described on `Held`, for a packet handle of one pointer (as
 // the engine's `Skb` is; the GRO core does not name it): the key and
-// sizes, the running state, then the template from the third line.
+// sizes, the running state, the template from the third line, what a
+// restart writes in the line after it.
 const _: () = {
     type H = Held<std::ptr::NonNull<u8>>;
-    assert!(std::mem::offset_of!(H, pkt) == 64);
-    assert!(std::mem::offset_of!(H, tmpl) == 128);
-    assert!(std::mem::offset_of!(H, ack) == 128 + std::mem::size_of::<Template>());
-    assert!(std::mem::size_of::<H>() == 384);
+    use std::mem::{offset_of, size_of};
+    assert!(offset_of!(H, core) + offset_of!(Core<std::ptr::NonNull<u8>>, pkt) == 64);
+    assert!(offset_of!(H, next_id) + 4 == 128);
+    assert!(offset_of!(H, tmpl) == 128);
+    assert!(offset_of!(H, base) == 128 + size_of::<Template>());
+    assert!(offset_of!(H, finished) < 320);
+    assert!(size_of::<H>() == 384);
 };
 
 /// How far behind where its last packet ended a flow's new packet may start
@@ -162,64 +220,90 @@ pub(super) fn later(a: u32, b: u32) -> u32 {
 impl<B> Default for Held<B> {
     fn default() -> Self {
         Held {
-            key: FlowKey::default(),
+            core: Core::default(),
             next_seq: 0,
+            next_id: 0,
+            tmpl: Template::off(),
+            base: Base::default(),
+            head_seq: 0,
+            high: 0,
+            gapless: false,
+            head_flags: 0,
+            flags_or: 0,
+            finished: false,
             ack: 0,
             word: 0,
-            ip_word: 0,
-            last_id: 0,
-            next_id: 0,
-            id_mode: IdMode::Open,
+            head_urg: 0,
+            hconst: 0,
+            o_last_id: 0,
+            o_id_mode: IdMode::Open,
             df: false,
             opt_words: 0,
             opts: [0; 10],
-            mss: 0,
-            segs: 0,
-            frags: 0,
-            ip_len: 0,
-            payload_len: 0,
-            psum_pos: 0,
-            psum_neg: 0,
-            pbase: 0,
-            hconst: 0,
-            head_seq: 0,
-            gapless: false,
-            finished: false,
-            high: 0,
-            head_urg: 0,
-            head_flags: 0,
-            ip_base: 0,
-            max_ip: 0,
-            flags_or: 0,
-            t: Tcp::default(),
-            since: 0,
-            tmpl: Template::off(),
-            pkt: None,
             outer: None,
-            o_last_id: 0,
-            o_id_mode: IdMode::Open,
         }
     }
 }
 
-impl<B: GroBuf> Held<B> {
-    /// Whether the packet has no room for one more full-size segment: it
-    /// spans `max_frags` buffers, or one more would pass its size limit.
+impl<B> Core<B> {
+    /// A new packet's first segment: `frags` buffers, `ip_len` bytes of IP
+    /// packet carrying `mss` of payload (set before), IPv4 ID `id`, its
+    /// payload's checksum contribution `c`.
     #[inline(always)]
-    pub(super) fn full(&self, max_frags: u16) -> bool {
-        self.frags >= max_frags || self.ip_len + self.mss > self.max_ip
+    pub(super) fn begin(&mut self, frags: u16, ip_len: u32, c: Contrib, id: u16) {
+        self.segs = 1;
+        self.frags = frags;
+        self.ip_len = ip_len;
+        self.payload_len = self.mss;
+        self.psum_pos = c.pos;
+        self.psum_neg = c.neg;
+        self.last_id = id;
+        self.id_mode = IdMode::Open;
     }
 
+    /// The bookkeeping of `segs` segments appended, in `frags` buffers, of
+    /// `bytes` of payload with checksum contribution `c` (shifted as their
+    /// offset in the payload wants).
+    #[inline(always)]
+    pub(super) fn grow(&mut self, segs: u16, frags: u16, bytes: u32, c: Contrib) {
+        self.psum_pos += c.pos;
+        self.psum_neg += c.neg;
+        self.payload_len += bytes;
+        self.ip_len += bytes;
+        self.segs += segs;
+        self.frags += frags;
+    }
+}
+
+impl<B: GroBuf> Core<B> {
+    /// Appends `pkt`, a segment the rules let merge, of `payload` bytes in
+    /// `frags` buffers, IPv4 ID `id`, its payload's checksum contribution
+    /// `psum`.
+    #[inline(always)]
+    pub(super) fn append(&mut self, pkt: B, payload: u32, frags: u16, id: u16, psum: Contrib) {
+        if let Some(held) = self.pkt.as_mut() {
+            held.append(pkt, self.t.payload as usize);
+        }
+        let c = psum.shifted(self.payload_len & 1 == 1);
+        self.grow(1, frags, payload, c);
+        if !self.t.ipv6 {
+            self.id_mode = self.id_mode.after(self.last_id, id);
+        }
+        self.last_id = id;
+    }
+}
+
+impl<B: GroBuf> Held<B> {
     /// Appends `pkt`, this packet's next full-size segment (sequence number
     /// `seq`, IPv4 ID `id`, checksum contribution `c`, a tunnel's outer
     /// header taken care of), and moves on what the next one must carry.
     #[inline(always)]
     pub(super) fn take_next(&mut self, pkt: B, seq: u32, c: Contrib, id: u16) {
-        if let Some(held) = self.pkt.as_mut() {
-            held.append_one(pkt, self.t.payload as usize);
+        if let Some(held) = self.core.pkt.as_mut() {
+            held.append_one(pkt, self.core.t.payload as usize);
         }
-        let c = c.shifted(self.payload_len & 1 == 1);
-        self.count_run(1, c, seq.wrapping_add(self.mss), id);
+        let c = c.shifted(self.core.payload_len & 1 == 1);
+        self.count_run(1, c, seq.wrapping_add(self.core.mss), id);
     }
 
     /// The bookkeeping of `n` full-size segments the caller appends: their
@@ -229,20 +313,14 @@ impl<B: GroBuf> Held<B> {
     /// next, or the same once fixed).
     #[inline(always)]
     pub(super) fn count_run(&mut self, n: u16, c: Contrib, next_seq: u32, last_id: u16) {
-        let bytes = self.mss * n as u32;
-        self.psum_pos += c.pos;
-        self.psum_neg += c.neg;
-        self.payload_len += bytes;
-        self.ip_len += bytes;
+        self.core.grow(n, n, self.core.mss * n as u32, c);
         self.next_seq = next_seq;
-        self.segs += n;
-        self.frags += n;
         // (`last_id` is not read here: a load of it may be widened over the
         // counters just stored, and wait for them: a store-forwarding stall.)
-        if !self.t.ipv6 {
-            self.last_id = last_id;
-            if self.id_mode != IdMode::Fixed {
-                self.id_mode = IdMode::Incrementing;
+        if !self.core.t.ipv6 {
+            self.core.last_id = last_id;
+            if self.core.id_mode != IdMode::Fixed {
+                self.core.id_mode = IdMode::Incrementing;
                 self.next_id = last_id.wrapping_add(1) as u32;
             }
         }
@@ -253,11 +331,14 @@ impl<B: GroBuf> Held<B> {
     /// header: `Tcp::parse` checked it.)
     #[inline(always)]
     pub(super) fn same_ext(&self, ext: &[u8]) -> bool {
-        let (at, end) = (self.t.l3 as usize + ipv6::HEADER_LEN, self.t.l4 as usize);
-        if !self.t.ipv6 || end == at {
+        let (at, end) = (
+            self.core.t.l3 as usize + ipv6::HEADER_LEN,
+            self.core.t.l4 as usize,
+        );
+        if !self.core.t.ipv6 || end == at {
             return ext.is_empty();
         }
-        self.pkt.as_ref().and_then(|p| p.head().get(at..end)) == Some(ext)
+        self.core.pkt.as_ref().and_then(|p| p.head().get(at..end)) == Some(ext)
     }
 
     /// Is `pkt` a one-buffer, full-size segment of this flow matching its
@@ -316,8 +397,8 @@ impl<B: GroBuf> Held<B> {
             return Some((seq, Contrib { pos: 0, neg: x }, psh));
         }
         // One buffer (checked above): its payload is one slice.
-        let payload = self.t.payload as usize;
-        let p = csum::sum(&b[payload..payload + self.mss as usize]);
+        let payload = self.core.t.payload as usize;
+        let p = csum::sum(&b[payload..payload + self.core.mss as usize]);
         (csum::add(csum::fold(x), p) == 0xffff).then_some((
             seq,
             Contrib {

@@ -11,8 +11,9 @@
 //! bytes always leave in order. Limits: `max_frags` buffers and `max_size`
 //! bytes of IP packet. Everything else passes through untouched.
 //!
-//! The rules are decided in one place (`refusals`: a flush word whose
-//! lowest bit names the rule that said no), and the header fields they let
+//! The rules are decided in one place (`rules`: a flush word whose lowest
+//! bit names the rule that said no; those UDP shares, limits included, on
+//! the held packet's `Core`; a tunnel's in `tunnel`), and the header fields they let
 //! differ between a packet's segments are one table (`VARIES`), from which
 //! the fast path's masks are made. The common case skips them: the next full-size
 //! segment of the flow the previous segment went to is compared, masked, with
@@ -234,8 +235,8 @@ impl<B: GroBuf> Gro<B> {
 
     /// The oldest held packet's arrival time, if any.
     pub fn oldest_since(&self) -> Option<u64> {
-        let tcp = self.table.oldest().map(|s| self.table.get(s).since);
-        let udp = (self.udp.as_deref()).and_then(|u| u.oldest().map(|s| u.get(s).since));
+        let tcp = self.table.oldest().map(|s| self.table.get(s).base.since);
+        let udp = (self.udp.as_deref()).and_then(|u| u.oldest().map(|s| u.get(s).base.since));
         match (tcp, udp) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

@@ -172,7 +172,7 @@ impl<B: GroBuf> Gro<B> {
         // Past what the window could bridge (`reorder` places, one of them
         // at least the gap), a place short, or overlapping a waiting
         // segment: the wait is given up, what waited leaves before this one.
-        if past > r.per as u32 * h.mss || n == r.per || places.iter().flatten().any(overlaps) {
+        if past > r.per as u32 * h.core.mss || n == r.per || places.iter().flatten().any(overlaps) {
             return if n == 0 { Window::No } else { Window::Full };
         }
         Window::Wait

@@ -221,16 +221,103 @@ pub(super) const fn bit(why: Flush) -> u32 {
     panic!("not a reason a merge is refused for")
 }
 
+/// A rule's bit in a flush word: its reason's when `broken`, else 0.
+#[inline(always)]
+pub(super) const fn on(broken: bool, why: Flush) -> u32 {
+    if broken {
+        bit(why)
+    } else {
+        0
+    }
+}
+
+impl<B> Core<B> {
+    /// The rules every held packet applies, TCP's or UDP's, to a segment
+    /// with IP fields `ip_word` (the head's are `base.ip_word`) and IPv4
+    /// ID `id`, of `payload` bytes in `frags` buffers: the same IP fields,
+    /// a payload no larger than the first segment's, the limits, an ID
+    /// that follows. One line each; 0: none refuses.
+    #[inline(always)]
+    pub(super) fn refusals(
+        &self,
+        base: &Base,
+        ip_word: u32,
+        id: u16,
+        payload: u32,
+        frags: u16,
+        max_frags: u16,
+    ) -> u32 {
+        let id_ok = self.t.ipv6 || self.id_mode.accepts(self.last_id, id);
+        on(ip_word != base.ip_word, Flush::IpMismatch)
+            | on(payload > self.mss, Flush::LargerThanMss)
+            | self.over_limits(payload, frags, max_frags)
+            | on(!id_ok, Flush::IpId)
+    }
+
+    /// The frag limit: would `frags` buffers more pass `max_frags`?
+    #[inline(always)]
+    fn past_frags(&self, frags: u16, max_frags: u16) -> bool {
+        self.frags as u32 + frags as u32 > max_frags as u32
+    }
+
+    /// The size limit: would `payload` bytes more pass `max_ip` bytes of
+    /// IP packet (`big::max_ip`)?
+    #[inline(always)]
+    fn past_size(&self, payload: u32) -> bool {
+        self.ip_len + payload > self.max_ip
+    }
+
+    /// The limits' refusal bits for `payload` bytes more in `frags`
+    /// buffers more.
+    #[inline(always)]
+    pub(super) fn over_limits(&self, payload: u32, frags: u16, max_frags: u16) -> u32 {
+        on(self.past_frags(frags, max_frags), Flush::FragLimit)
+            | on(self.past_size(payload), Flush::SizeLimit)
+    }
+
+    /// Whether one more full-size segment in one buffer (what the fast
+    /// path takes) would pass a limit (`over_limits` then says which).
+    #[inline(always)]
+    pub(super) fn full(&self, max_frags: u16) -> bool {
+        self.past_frags(1, max_frags) || self.past_size(self.mss)
+    }
+
+    /// How many more full-size segments of one buffer each fit the limits:
+    /// `over_limits` as a count, for a run merged in one go.
+    #[inline(always)]
+    pub(super) fn room(&self, max_frags: u16) -> usize {
+        let frags_left = max_frags.saturating_sub(self.frags) as usize;
+        let size_left = self.max_ip.saturating_sub(self.ip_len);
+        // (A payload-less head has no run.)
+        frags_left.min(size_left.checked_div(self.mss).unwrap_or(0) as usize)
+    }
+}
+
+/// Why a held packet leaves at once after a segment with PSH (`psh`) or
+/// FIN (`fin`) and `payload` bytes merged into it (first segment's size
+/// `mss`): PSH, FIN, or a short segment, the last of a burst.
+#[inline(always)]
+pub(super) fn ends_after(psh: bool, fin: bool, payload: u32, mss: u32) -> Option<Flush> {
+    if psh {
+        Some(Flush::Psh)
+    } else if fin {
+        Some(Flush::Fin)
+    } else if payload < mss {
+        Some(Flush::ShortSegment)
+    } else {
+        None
+    }
+}
+
 impl<B: GroBuf> Gro<B> {
     /// Linux's merge rules for `seg` (with its options and IPv6 extension
     /// headers) against the packet `h` holds, read top to bottom as
     /// `tcp_gro_receive` does: each rule is one line that sets its reason's
-    /// bit when it refuses. 0: the segment merges. Otherwise the flow
-    /// flushes for the lowest bit set (`why`).
+    /// bit when it refuses, those every held packet applies in
+    /// `Core::refusals`. 0: the segment merges. Otherwise the flow flushes
+    /// for the lowest bit set (`why`).
     #[inline(always)]
     pub(super) fn refusals(&self, h: &Held<B>, seg: &Seg, opts: &[u8], ext: &[u8]) -> u32 {
-        let on = |broken: bool, why: Flush| if broken { bit(why) } else { 0 };
-        let id_ok = h.t.ipv6 || h.id_mode.accepts(h.last_id, seg.id);
         on(seg.ack != h.ack, Flush::AckChange)
             | on(
                 (seg.word ^ h.word) & !WORD_FREE != 0 || seg.flags & CWR != 0,
@@ -240,19 +327,17 @@ impl<B: GroBuf> Gro<B> {
                 !opts_equal(&h.opts[..h.opt_words as usize], opts),
                 Flush::OptionMismatch,
             )
-            | on(
-                seg.ip_word != h.ip_word || !h.same_ext(ext),
-                Flush::IpMismatch,
-            )
+            | on(!h.same_ext(ext), Flush::IpMismatch)
             | on(seg.payload == 0, Flush::PureAck)
             | on(seg.seq != h.next_seq, Flush::SeqGap)
-            | on(seg.payload > h.mss, Flush::LargerThanMss)
-            | on(
-                h.frags as u32 + seg.frags as u32 > self.cfg.max_frags as u32,
-                Flush::FragLimit,
+            | h.core.refusals(
+                &h.base,
+                seg.ip_word,
+                seg.id,
+                seg.payload,
+                seg.frags,
+                self.cfg.max_frags,
             )
-            | on(h.ip_len + seg.payload > h.max_ip, Flush::SizeLimit)
-            | on(!id_ok, Flush::IpId)
     }
 }
 
@@ -274,6 +359,35 @@ mod tests {
             // Any later refusal alongside does not change the reason.
             let later = !0u32 << (i + 1) & ((1 << REFUSALS.len()) - 1);
             assert_eq!(why(bit(r) | later), r);
+        }
+    }
+
+    #[test]
+    fn the_room_for_a_run_is_the_limits_counted() {
+        for (frags, ip_len, mss, max_ip, max_frags) in [
+            (1, 1500, 1448, 65535, 17),
+            (16, 1500, 1448, 65535, 17),
+            (17, 1500, 1448, 65535, 17),
+            (3, 60000, 1448, 65535, 45),
+            (2, 64000, 1448, 65535, 45),
+            (1, 100, 0, 65535, 17),
+            (1, 9000, 8948, 512 * 1024, 64),
+        ] {
+            let c = Core::<VecBuf> {
+                frags,
+                ip_len,
+                mss,
+                max_ip,
+                ..Core::default()
+            };
+            // Segment after segment, as long as the limits let one more in.
+            let mut n = 0;
+            let fits = |n: u32| c.over_limits(n * mss, n as u16, max_frags) == 0;
+            while mss > 0 && fits(n + 1) {
+                n += 1;
+            }
+            assert_eq!(c.room(max_frags), n as usize, "{frags} {ip_len} {mss}");
+            assert_eq!(!c.full(max_frags), fits(1));
         }
     }
 }

@@ -177,27 +177,29 @@ pub(super) fn sum_range<B: GroBuf>(pkt: &B, off: usize, len: usize) -> u16 {
 /// A merged packet's headers: IP length and checksum, TCP flags and checksum,
 /// from sums kept since the head arrived (nothing is summed again).
 pub(super) fn fix_headers<B: GroBuf>(h: &mut Held<B>, tso: bool) {
-    let t = h.t;
+    let t = h.core.t;
     let (l3, l4) = (t.l3 as usize, t.l4 as usize);
-    let tcp_len = h.ip_len - t.l3_len() as u32;
+    let tcp_len = h.core.ip_len - t.l3_len() as u32;
     let flags = h.head_flags | h.flags_or;
-    let Some(pkt) = h.pkt.as_mut() else { return };
+    let Some(pkt) = h.core.pkt.as_mut() else {
+        return;
+    };
     let b = pkt.head_mut();
     if !t.ipv6 {
-        let total = big::ipv4_total_len(h.ip_len);
+        let total = big::ipv4_total_len(h.core.ip_len);
         field::write16(b, l3, ipv4::TOTAL_LEN, total);
-        let c = csum::finish(csum::add(h.ip_base, total));
+        let c = csum::finish(csum::add(h.base.ip_base, total));
         field::write16(b, l3, ipv4::CHECKSUM, c);
     }
     b[l4 + tcp::FLAGS] = flags;
     let c = if tso {
         // DPDK's TSO contract: the pseudo-header sum without the length.
-        h.pbase
+        h.base.pbase
     } else {
         let hdr = tcp_header_sum(h.hconst, h.head_seq, h.head_urg, flags);
-        let payload = csum::add(csum::fold(h.psum_pos), !csum::fold(h.psum_neg));
+        let payload = csum::add(csum::fold(h.core.psum_pos), !csum::fold(h.core.psum_neg));
         csum::finish(csum::add(
-            csum::fold(pseudo_sum(h.pbase, tcp_len) + hdr),
+            csum::fold(pseudo_sum(h.base.pbase, tcp_len) + hdr),
             payload,
         ))
     };
@@ -205,6 +207,6 @@ pub(super) fn fix_headers<B: GroBuf>(h: &mut Held<B>, tso: bool) {
     if t.ipv6 {
         // The payload length counts extension headers too; written last,
         // as past 64 KiB the headers in front of TCP move.
-        big::write_ipv6_len(pkt, l3, h.ip_len);
+        big::write_ipv6_len(pkt, l3, h.core.ip_len);
     }
 }

@@ -23,6 +23,14 @@ pub(super) fn outer_id(b: &[u8], o: &Outer) -> u16 {
     }
 }
 
+/// The outer IPv4 ID a segment must carry after one with ID `last`, in a
+/// packet whose outer header has DF or not (`df`): the next, without DF;
+/// with it, any (None).
+#[inline(always)]
+pub(super) fn outer_id_after(df: bool, last: u16) -> Option<u16> {
+    (!df).then(|| last.wrapping_add(1))
+}
+
 /// Whether the outer IPv4 header of `b` has DF.
 #[inline(always)]
 fn outer_df(b: &[u8], o: &Outer) -> bool {
@@ -63,8 +71,8 @@ impl<B> Held<B> {
     #[inline(never)]
     pub(super) fn outer_follows(&self, b: &[u8], next: bool) -> bool {
         let Some(o) = self.outer else { return false };
-        let head_df = self.tmpl.bytes[o.l3 as usize + ipv4::FLAGS_FRAG.start] & 0x40 != 0;
-        let want = (next && !head_df).then(|| self.o_last_id.wrapping_add(1));
+        let head_df = outer_df(&self.tmpl.bytes, &o);
+        let want = outer_id_after(head_df, self.o_last_id).filter(|_| next);
         self.tmpl.outer_ok(b, want)
     }
 
@@ -90,27 +98,25 @@ impl<B> Held<B> {
 
 impl<B: GroBuf> Held<B> {
     /// The outer rules for a segment laid out as `t` inside `o`, frame `b`,
-    /// against this held packet: the refusal bits (`rules::bit`) of the
-    /// rules that say no; 0 for two segments outside any tunnel.
+    /// against this held packet, one line each: the same tunnel and outer
+    /// headers (but for what a merge rewrites), and an outer IPv4 ID that
+    /// follows. The refusal bits (`rules::bit`) of those that say no; 0
+    /// for two segments outside any tunnel.
     #[inline(always)]
     pub(super) fn outer_refusals(&self, o: Option<Outer>, b: &[u8], t: &Tcp) -> u32 {
-        let (Some(ho), Some(o)) = (self.outer, o) else {
-            return if self.outer.is_none() && o.is_none() {
-                0
-            } else {
-                bit(Flush::OuterMismatch)
-            };
+        let same = match (self.outer, o, self.core.pkt.as_ref()) {
+            (None, None, _) => return 0,
+            (Some(ho), Some(o), Some(head)) => {
+                ho == o && self.core.t.l3 == t.l3 && same_outer(head.head(), b, &o, t.l3 as usize)
+            }
+            _ => false,
         };
-        let Some(head) = self.pkt.as_ref().map(|p| p.head()) else {
-            return bit(Flush::OuterMismatch);
+        let id_follows = |o: Outer| {
+            o.ipv6
+                || outer_id_after(outer_df(b, &o), self.o_last_id)
+                    .is_none_or(|i| i == outer_id(b, &o))
         };
-        if ho != o || self.t.l3 != t.l3 || !same_outer(head, b, &o, t.l3 as usize) {
-            return bit(Flush::OuterMismatch);
-        }
-        if !o.ipv6 && !outer_df(b, &o) && outer_id(b, &o) != self.o_last_id.wrapping_add(1) {
-            return bit(Flush::OuterIpId);
-        }
-        0
+        on(!same, Flush::OuterMismatch) | on(!o.is_none_or(id_follows), Flush::OuterIpId)
     }
 }
 
@@ -152,11 +158,13 @@ fn outer_pseudo(b: &[u8], o: &Outer, ulen: u32) -> u16 {
 /// the header bytes and the inner pseudo-header alone.
 pub(super) fn fix_outer<B: GroBuf>(h: &mut Held<B>) {
     let Some(o) = h.outer else { return };
-    let t = h.t;
-    let tcp_len = h.ip_len - t.l3_len() as u32;
-    let inner_pseudo = csum::fold(pseudo_sum(h.pbase, tcp_len));
-    let end = t.l3 as usize + h.ip_len as usize;
-    let Some(pkt) = h.pkt.as_mut() else { return };
+    let t = h.core.t;
+    let tcp_len = h.core.ip_len - t.l3_len() as u32;
+    let inner_pseudo = csum::fold(pseudo_sum(h.base.pbase, tcp_len));
+    let end = t.l3 as usize + h.core.ip_len as usize;
+    let Some(pkt) = h.core.pkt.as_mut() else {
+        return;
+    };
     crate::wire::fix_outer_headers(
         pkt.head_mut(),
         o.l3 as usize,

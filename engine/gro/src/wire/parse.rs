@@ -112,79 +112,101 @@ pub(super) fn ip_layer<const PROTO: u8>(
     }
     let l3 = off + field::eth::ETHERTYPE.len();
     let (l4, ip_end) = match ethertype {
-        ETH_P_IPV4 => {
-            let ip: &[u8; ipv4::MIN_LEN] = head
-                .get(l3..l3 + ipv4::MIN_LEN)
-                .ok_or(NotTcp::Malformed)?
-                .try_into()
-                .unwrap();
-            let vi = ip[ipv4::VER_IHL];
-            if vi != 0x45 {
-                return Err(if vi >> 4 != 4 || vi & 0x0f < 5 {
-                    NotTcp::Malformed
-                } else {
-                    NotTcp::IpOptions
-                });
-            }
-            let tot = field::read16(ip, 0, ipv4::TOTAL_LEN) as usize;
-            let frag = field::read16(ip, 0, ipv4::FLAGS_FRAG);
-            if tot < ipv4::MIN_LEN || l3 + tot > frame_len {
-                return Err(NotTcp::Malformed);
-            }
-            if frag & 0x3fff != 0 {
-                return Err(NotTcp::Fragment);
-            }
-            if frag & 0x8000 != 0 {
-                return Err(NotTcp::ReservedFlag);
-            }
-            if ip[ipv4::PROTOCOL] != PROTO {
-                return Err(NotTcp::NotTcp);
-            }
-            if check_ip && csum::sum(ip) != 0xffff {
-                return Err(NotTcp::BadIpChecksum);
-            }
-            (l3 + ipv4::MIN_LEN, l3 + tot)
-        }
+        ETH_P_IPV4 => ipv4_layer::<PROTO>(head, l3, frame_len, check_ip)?,
         ETH_P_IPV6 => {
-            let ip: &[u8; ipv6::HEADER_LEN] = head
-                .get(l3..l3 + ipv6::HEADER_LEN)
-                .ok_or(NotTcp::Malformed)?
-                .try_into()
-                .unwrap();
-            if ip[0] >> 4 != 6 {
-                return Err(NotTcp::Malformed);
-            }
-            let plen = field::read16(ip, 0, ipv6::PAYLOAD_LEN) as usize;
-            let end = l3 + ipv6::HEADER_LEN + plen;
-            if end > frame_len {
-                return Err(NotTcp::Malformed);
-            }
-            // Hop-by-hop, routing and destination options headers are
-            // stepped over (segments with byte-equal ones merge, as in
-            // Linux); a fragment header, AH or mobility never merges.
-            let mut next = ip[ipv6::NEXT_HEADER];
-            let mut l4 = l3 + ipv6::HEADER_LEN;
-            let ext_end = l4 + EXT_MAX;
-            while matches!(next, 0 | 43 | 60) && l4 < ext_end {
-                let e = head.get(l4..l4 + 2).ok_or(NotTcp::Malformed)?;
-                // e: the extension header's next-header and length bytes.
-                next = e[0];
-                l4 += (e[1] as usize + 1) * 8;
-            }
-            match next {
-                n if n == PROTO && l4 <= ext_end => {}
-                n if n == PROTO => return Err(NotTcp::Ipv6Ext),
-                0 | 43 | 44 | 60 | 51 | 135 => return Err(NotTcp::Ipv6Ext),
-                _ => return Err(NotTcp::NotTcp),
-            }
-            if l4 > end {
-                return Err(NotTcp::Malformed);
-            }
+            let layer = ipv6_layer::<PROTO>(head, l3, frame_len)?;
             t.ipv6 = true;
-            (l4, end)
+            layer
         }
         _ => return Err(NotTcp::NotIp),
     };
     t.l3 = l3 as u16;
     Ok((l4, ip_end))
+}
+
+/// The IPv4 header at `l3` (its protocol `PROTO`): where L4 starts and
+/// where the IP packet ends, as `ip_layer` says.
+#[inline(always)]
+fn ipv4_layer<const PROTO: u8>(
+    head: &[u8],
+    l3: usize,
+    frame_len: usize,
+    check_ip: bool,
+) -> Result<(usize, usize), NotTcp> {
+    let ip: &[u8; ipv4::MIN_LEN] = head
+        .get(l3..l3 + ipv4::MIN_LEN)
+        .ok_or(NotTcp::Malformed)?
+        .try_into()
+        .unwrap();
+    let vi = ip[ipv4::VER_IHL];
+    if vi != 0x45 {
+        return Err(if vi >> 4 != 4 || vi & 0x0f < 5 {
+            NotTcp::Malformed
+        } else {
+            NotTcp::IpOptions
+        });
+    }
+    let tot = field::read16(ip, 0, ipv4::TOTAL_LEN) as usize;
+    let frag = field::read16(ip, 0, ipv4::FLAGS_FRAG);
+    if tot < ipv4::MIN_LEN || l3 + tot > frame_len {
+        return Err(NotTcp::Malformed);
+    }
+    if frag & 0x3fff != 0 {
+        return Err(NotTcp::Fragment);
+    }
+    if frag & 0x8000 != 0 {
+        return Err(NotTcp::ReservedFlag);
+    }
+    if ip[ipv4::PROTOCOL] != PROTO {
+        return Err(NotTcp::NotTcp);
+    }
+    if check_ip && csum::sum(ip) != 0xffff {
+        return Err(NotTcp::BadIpChecksum);
+    }
+    Ok((l3 + ipv4::MIN_LEN, l3 + tot))
+}
+
+/// The IPv6 header at `l3` and the extension headers it steps over (up
+/// to `PROTO`): where L4 starts and where the IP packet ends.
+#[inline(always)]
+fn ipv6_layer<const PROTO: u8>(
+    head: &[u8],
+    l3: usize,
+    frame_len: usize,
+) -> Result<(usize, usize), NotTcp> {
+    let ip: &[u8; ipv6::HEADER_LEN] = head
+        .get(l3..l3 + ipv6::HEADER_LEN)
+        .ok_or(NotTcp::Malformed)?
+        .try_into()
+        .unwrap();
+    if ip[0] >> 4 != 6 {
+        return Err(NotTcp::Malformed);
+    }
+    let plen = field::read16(ip, 0, ipv6::PAYLOAD_LEN) as usize;
+    let end = l3 + ipv6::HEADER_LEN + plen;
+    if end > frame_len {
+        return Err(NotTcp::Malformed);
+    }
+    // Hop-by-hop, routing and destination options headers are
+    // stepped over (segments with byte-equal ones merge, as in
+    // Linux); a fragment header, AH or mobility never merges.
+    let mut next = ip[ipv6::NEXT_HEADER];
+    let mut l4 = l3 + ipv6::HEADER_LEN;
+    let ext_end = l4 + EXT_MAX;
+    while matches!(next, 0 | 43 | 60) && l4 < ext_end {
+        let e = head.get(l4..l4 + 2).ok_or(NotTcp::Malformed)?;
+        // e: the extension header's next-header and length bytes.
+        next = e[0];
+        l4 += (e[1] as usize + 1) * 8;
+    }
+    match next {
+        n if n == PROTO && l4 <= ext_end => {}
+        n if n == PROTO => return Err(NotTcp::Ipv6Ext),
+        0 | 43 | 44 | 60 | 51 | 135 => return Err(NotTcp::Ipv6Ext),
+        _ => return Err(NotTcp::NotTcp),
+    }
+    if l4 > end {
+        return Err(NotTcp::Malformed);
+    }
+    Ok((l4, end))
 }

@@ -16,7 +16,7 @@ impl<B: GroBuf> Gro<B> {
                 let udp = self.udp.as_deref().expect("UDP GRO is on");
                 match FlowKey::of_hint(&h) {
                     Some(key) => udp.each_with_hash(key.hash(&self.hash_key), |s, e| {
-                        if udp.is_live(s) && e.key.matches(&h) {
+                        if udp.is_live(s) && e.core.key.matches(&h) {
                             hits[n] = s;
                             n += 1;
                         }
@@ -25,14 +25,14 @@ impl<B: GroBuf> Gro<B> {
                         let mut at = udp.next_live(None);
                         while let Some(s) = at {
                             at = udp.next_live(Some(s));
-                            if udp.get(s).key.matches(&h) && n < hits.len() {
+                            if udp.get(s).core.key.matches(&h) && n < hits.len() {
                                 hits[n] = s;
                                 n += 1;
                             }
                         }
                     }
                 }
-                hits[..n].sort_unstable_by_key(|&s| udp.get(s).since);
+                hits[..n].sort_unstable_by_key(|&s| udp.get(s).base.since);
                 for &s in &hits[..n] {
                     self.udp_flush(s, Flush::Unmergeable, out);
                 }
@@ -47,27 +47,27 @@ impl<B: GroBuf> Gro<B> {
         let tso = self.cfg.out_csum == OutCsum::Pseudo;
         let udp = self.udp.as_deref_mut().expect("UDP GRO is on");
         let h = udp.remove(s);
-        self.stats.max_segments = self.stats.max_segments.max(h.segs as u64);
+        self.stats.max_segments = self.stats.max_segments.max(h.core.segs as u64);
         if let Some(g) = self.hist.as_deref_mut() {
-            g.segs.record(h.segs as usize);
-            g.hold.record(self.now.saturating_sub(h.since));
+            g.segs.record(h.core.segs as usize);
+            g.hold.record(self.now.saturating_sub(h.base.since));
         }
-        let tso = tso && h.segs > 1;
-        if h.segs > 1 {
+        let tso = tso && h.core.segs > 1;
+        if h.core.segs > 1 {
             fix_udp_headers(h, tso);
         }
         let info = GsoInfo {
-            l2_len: h.t.l3,
-            l3_len: h.t.l3_len() as u16,
+            l2_len: h.core.t.l3,
+            l3_len: h.core.t.l3_len() as u16,
             l4_len: udp::HEADER_LEN as u16,
-            mss: h.gso as u16,
-            segs: h.segs,
-            ipv6: h.t.ipv6,
+            mss: h.core.mss as u16,
+            segs: h.core.segs,
+            ipv6: h.core.t.ipv6,
             tso,
             udp: true,
             ..GsoInfo::default()
         };
-        if let Some(mut pkt) = h.pkt.take() {
+        if let Some(mut pkt) = h.core.pkt.take() {
             pkt.set_gso(&info);
             out(pkt);
         }
@@ -82,7 +82,7 @@ impl<B: GroBuf> Gro<B> {
         out: &mut impl FnMut(B),
     ) {
         while let Some(s) = self.udp.as_deref().and_then(|u| u.oldest()) {
-            let since = self.udp.as_deref().map_or(0, |u| u.get(s).since);
+            let since = self.udp.as_deref().map_or(0, |u| u.get(s).base.since);
             if deadline.is_some_and(|d| since > d) {
                 break;
             }
@@ -95,26 +95,28 @@ impl<B: GroBuf> Gro<B> {
 /// checksum (or, for a port that segments, the pseudo-header sum without
 /// the length, as for TCP).
 fn fix_udp_headers<B: GroBuf>(h: &mut UdpHeld<B>, tso: bool) {
-    let t = h.t;
+    let t = h.core.t;
     let (l3, l4) = (t.l3 as usize, t.l4 as usize);
-    let ulen = h.ip_len - t.l3_len() as u32;
-    let Some(pkt) = h.pkt.as_mut() else { return };
+    let ulen = h.core.ip_len - t.l3_len() as u32;
+    let Some(pkt) = h.core.pkt.as_mut() else {
+        return;
+    };
     let b = pkt.head_mut();
     if t.ipv6 {
         field::write16(b, l3, ipv6::PAYLOAD_LEN, ulen as u16);
     } else {
-        field::write16(b, l3, ipv4::TOTAL_LEN, h.ip_len as u16);
-        let c = csum::finish(csum::add(h.ip_base, h.ip_len as u16));
+        field::write16(b, l3, ipv4::TOTAL_LEN, h.core.ip_len as u16);
+        let c = csum::finish(csum::add(h.base.ip_base, h.core.ip_len as u16));
         field::write16(b, l3, ipv4::CHECKSUM, c);
     }
     field::write16(b, l4, udp::LEN, ulen as u16);
     let c = if tso {
-        h.pbase
+        h.base.pbase
     } else {
-        let payload = csum::add(csum::fold(h.psum_pos), !csum::fold(h.psum_neg));
+        let payload = csum::add(csum::fold(h.core.psum_pos), !csum::fold(h.core.psum_neg));
         let hdr = h.ports_sum as u64 + ulen as u64;
         match csum::finish(csum::add(
-            csum::fold(csum::pseudo_with_len(h.pbase, ulen) + hdr),
+            csum::fold(csum::pseudo_with_len(h.base.pbase, ulen) + hdr),
             payload,
         )) {
             // 0 means "no checksum" in UDP: a computed 0 is sent as 0xffff.

@@ -7,32 +7,14 @@ use crate::wire::field::udp;
 /// IPv6, UDP).
 const HDR_MAX: usize = 72;
 
-/// One UDP flow's held packet.
+/// One UDP flow's held packet: what every held packet keeps (`Core`,
+/// whose `mss` is the first datagram's payload, the size every merged one
+/// has; `Base`), and UDP's own.
 pub(in crate::gro) struct UdpHeld<B> {
-    pub(in crate::gro) key: FlowKey,
-    /// The packet; None only while the slot is free.
-    pub(in crate::gro) pkt: Option<B>,
-    pub(in crate::gro) t: Tcp,
-    /// Payload bytes of the first datagram: the size every merged one has
-    /// (the last may be shorter).
-    pub(super) gso: u32,
-    pub(in crate::gro) segs: u16,
-    pub(super) frags: u16,
-    pub(super) ip_len: u32,
-    pub(super) payload_len: u32,
-    pub(super) psum_pos: u64,
-    pub(super) psum_neg: u64,
-    /// Pseudo-header sum without the length (addresses, protocol).
-    pub(super) pbase: u16,
+    pub(in crate::gro) core: Core<B>,
+    pub(in crate::gro) base: Base,
     /// The ports' sum: with the length, the UDP header's sum.
     pub(super) ports_sum: u16,
-    /// IPv4 header sum without total length and checksum (0 for IPv6).
-    pub(super) ip_base: u16,
-    pub(super) ip_word: u32,
-    pub(super) last_id: u16,
-    pub(super) id_mode: IdMode,
-    pub(super) max_ip: u32,
-    pub(in crate::gro) since: u64,
     /// The first datagram's frame length: a full-size one has it.
     pub(super) frame_len: u32,
     /// `ip_base` without the first datagram's IPv4 ID: a datagram whose
@@ -97,24 +79,9 @@ pub(super) fn same_header<B>(b: &[u8], h: &UdpHeld<B>) -> bool {
 impl<B> Default for UdpHeld<B> {
     fn default() -> Self {
         UdpHeld {
-            key: FlowKey::default(),
-            pkt: None,
-            t: Tcp::default(),
-            gso: 0,
-            segs: 0,
-            frags: 0,
-            ip_len: 0,
-            payload_len: 0,
-            psum_pos: 0,
-            psum_neg: 0,
-            pbase: 0,
+            core: Core::default(),
+            base: Base::default(),
             ports_sum: 0,
-            ip_base: 0,
-            ip_word: 0,
-            last_id: 0,
-            id_mode: IdMode::Open,
-            max_ip: 0,
-            since: 0,
             frame_len: 0,
             ip_base_no_id: 0,
             hdr: [0; WORDS],
@@ -139,6 +106,22 @@ pub(super) struct Dgram {
 }
 
 impl Dgram {
+    /// Why a datagram laid out as `t` is never merged nor held: no
+    /// checksum (a zero one: IPv4 allows it; Linux needs one "for symmetry
+    /// with GSO"), no payload, IPv6 extension headers.
+    #[inline(always)]
+    pub(super) fn never_held(&self, t: &Tcp) -> Option<Pass> {
+        if self.csum == 0 {
+            Some(Pass::UdpNoChecksum)
+        } else if self.payload == 0 {
+            Some(Pass::UdpNoPayload)
+        } else if t.ipv6 && t.l4 != t.l3 + ipv6::HEADER_LEN as u16 {
+            Some(Pass::Frame(NotTcp::Ipv6Ext))
+        } else {
+            None
+        }
+    }
+
     /// Reads `t`'s fields from `b` (the layout `Tcp::parse_udp` found in it).
     pub(super) fn read(b: &[u8], t: &Tcp, frags: u16) -> Dgram {
         let (l3, l4) = (t.l3 as usize, t.l4 as usize);

@@ -3,11 +3,12 @@
 //! `udp_gro_receive_segment` builds them for forwarding (GRO_UDP_FWD) and
 //! for sockets with UDP_GRO.
 //!
-//! The rules, each one line of `refusals`: the same flow (MACs, tags,
-//! addresses, ports), the IP rules TCP has (TOS/TTL/DF or traffic class and
-//! hop limit equal, the IPv4 ID incrementing or fixed), and a payload no
-//! larger than the first datagram's; one shorter merges and ends the
-//! packet. Limits as for TCP (`max_frags`, `max_size`). A datagram with a
+//! The rules: the same flow (MACs, tags, addresses, ports), then those
+//! every held packet applies, TCP's too (`Core::refusals`, one line each):
+//! TOS/TTL/DF or traffic class and hop limit equal, a payload no larger
+//! than the first datagram's, the limits (`max_frags`, `max_size`), the
+//! IPv4 ID incrementing or fixed; one shorter merges and ends the packet
+//! (`ends_after`). A datagram with a
 //! zero checksum (none: IPv4 allows it) or no payload is never merged or
 //! held (Linux needs a checksum "for symmetry with GSO"), nor is one with
 //! IPv6 extension headers; IP fragments and options never reach here. A
@@ -32,8 +33,24 @@ mod held;
 pub(super) use held::UdpTable;
 use held::{head_words, same_header, Dgram, UdpHeld, WORDS};
 
+/// What the full path knows of a datagram once parsed and looked up.
+struct UdpSeen {
+    t: Tcp,
+    d: Dgram,
+    key: FlowKey,
+    hash: u32,
+    /// The flow's slot, live or a ghost.
+    found: Option<u16>,
+    /// The pseudo-header sum without the length, and the payload's
+    /// checksum contribution.
+    pbase: u16,
+    psum: Contrib,
+}
+
 impl<B: GroBuf> Gro<B> {
-    /// A frame that is IP but not TCP, with UDP GRO on: merged, held, or
+    /// A frame that is IP but not TCP, with UDP GRO on: parsed, its flow
+    /// looked up, then merged into the packet its flow holds, or held as a
+    /// new one (the held one leaving first when the rules refuse), or
     /// passed through (after its flow's held packet).
     #[inline(never)]
     pub(super) fn receive_udp(
@@ -44,20 +61,32 @@ impl<B: GroBuf> Gro<B> {
         hints: RxHints,
         out: &mut impl FnMut(B),
     ) {
-        let t = match Tcp::parse_udp(pkt.head(), pkt.len(), hints.ip == CsumHint::Unknown) {
-            Ok(t) => t,
-            Err(NotTcp::NotTcp) => return self.pass(Pass::Frame(NotTcp::NotTcp), pkt, out),
-            Err(why) => return self.udp_pass(Pass::Frame(why), pkt, out),
+        let seen = match self.udp_lookup(&pkt, verify, hints) {
+            Ok(seen) => seen,
+            // Not UDP: nothing of it is held.
+            Err(why @ Pass::Frame(NotTcp::NotTcp)) => return self.pass(why, pkt, out),
+            Err(why) => return self.udp_pass(why, pkt, out),
         };
+        let udp = self.udp.as_deref().expect("UDP GRO is on");
+        if let Some(s) = seen.found.filter(|&s| udp.is_live(s)) {
+            let refused = Self::udp_refusals(self.cfg.max_frags, udp.get(s), &seen.d);
+            if refused == 0 {
+                return self.udp_merge(s, pkt, &seen.d, seen.psum, out);
+            }
+            self.udp_flush(s, why(refused), out);
+        }
+        self.udp_hold_new(pkt, seen, now, out);
+    }
+
+    /// Parses a datagram and finds its flow, its checksum judged; or why it
+    /// passes.
+    #[inline(always)]
+    fn udp_lookup(&self, pkt: &B, verify: bool, hints: RxHints) -> Result<UdpSeen, Pass> {
+        let t = Tcp::parse_udp(pkt.head(), pkt.len(), hints.ip == CsumHint::Unknown)
+            .map_err(Pass::Frame)?;
         let d = Dgram::read(pkt.head(), &t, pkt.segs_from(t.payload as usize));
-        if d.csum == 0 {
-            return self.udp_pass(Pass::UdpNoChecksum, pkt, out);
-        }
-        if d.payload == 0 {
-            return self.udp_pass(Pass::UdpNoPayload, pkt, out);
-        }
-        if t.ipv6 && t.l4 != t.l3 + ipv6::HEADER_LEN as u16 {
-            return self.udp_pass(Pass::Frame(NotTcp::Ipv6Ext), pkt, out);
+        if let Some(why) = d.never_held(&t) {
+            return Err(why);
         }
         let key = FlowKey::of_layout(pkt.head(), &t);
         let hash = key.hash(&self.hash_key);
@@ -69,22 +98,27 @@ impl<B: GroBuf> Gro<B> {
             payload: t.payload as usize,
             len: t.payload_len as usize,
         };
-        let Some(udp) = self.udp.as_deref_mut() else {
-            return self.pass(Pass::Frame(NotTcp::NotTcp), pkt, out);
-        };
-        let found = udp.find(hash, |h| h.key == key);
-        let Some(psum) = check.payload_sum(&pkt, pbase, d.ports_sum as u64 + d.ulen as u64, d.csum)
-        else {
-            return self.udp_pass(Pass::BadUdpChecksum, pkt, out);
-        };
-        if let Some(s) = found.filter(|&s| udp.is_live(s)) {
-            let refused = Self::udp_refusals(&self.cfg, udp.get(s), &d);
-            if refused == 0 {
-                return self.udp_merge(s, pkt, &d, psum, out);
-            }
-            self.udp_flush(s, why(refused), out);
-        }
-        // A new packet of the flow.
+        let udp = self.udp.as_deref().ok_or(Pass::Frame(NotTcp::NotTcp))?;
+        let found = udp.find(hash, |h| h.core.key == key);
+        let psum = check
+            .payload_sum(pkt, pbase, d.ports_sum as u64 + d.ulen as u64, d.csum)
+            .ok_or(Pass::BadUdpChecksum)?;
+        Ok(UdpSeen {
+            t,
+            d,
+            key,
+            hash,
+            found,
+            pbase,
+            psum,
+        })
+    }
+
+    /// Holds a datagram no held packet took as a new packet of its flow, in
+    /// the flow's ghost slot or a new entry.
+    #[inline(always)]
+    fn udp_hold_new(&mut self, pkt: B, seen: UdpSeen, now: u64, out: &mut impl FnMut(B)) {
+        let UdpSeen { t, d, .. } = seen;
         let l3 = t.l3 as usize;
         let ip_base = if t.ipv6 {
             0
@@ -101,42 +135,38 @@ impl<B: GroBuf> Gro<B> {
             self.udp_flush(oldest, Flush::TableFull, out);
         }
         let udp = self.udp.as_deref_mut().expect("UDP GRO is on");
-        let reclaimed = found.filter(|&s| udp.reclaim(s).is_some());
+        let reclaimed = seen.found.filter(|&s| udp.reclaim(s).is_some());
         let (slot, h) = match reclaimed {
             Some(s) => {
                 self.stats.heads_cached += 1;
                 (s, udp.get_mut(s))
             }
             None => {
-                let Some((s, h)) = udp.insert(hash) else {
+                let Some((s, h)) = udp.insert(seen.hash) else {
                     return self.pass(Pass::ProbeLimit, pkt, out);
                 };
                 self.stats.heads_built += 1;
-                h.key = key;
+                h.core.key = seen.key;
                 (s, h)
             }
         };
-        h.t = t;
-        h.gso = d.payload;
-        h.segs = 1;
-        h.frags = pkt.segs();
-        h.ip_len = t.l3_len() as u32 + d.ulen as u32;
-        h.payload_len = d.payload;
-        h.psum_pos = psum.pos;
-        h.psum_neg = psum.neg;
-        h.pbase = pbase;
+        h.core.t = t;
+        h.core.mss = d.payload;
+        h.core.max_ip = big::max_ip_udp(self.cfg.max_size);
+        let ip_len = t.l3_len() as u32 + d.ulen as u32;
+        h.core.begin(pkt.segs(), ip_len, seen.psum, d.id);
+        h.base = Base {
+            ip_word: d.ip_word,
+            pbase: seen.pbase,
+            ip_base,
+            since: now,
+        };
         h.ports_sum = d.ports_sum;
-        h.ip_base = ip_base;
-        h.ip_word = d.ip_word;
-        h.last_id = d.id;
-        h.id_mode = IdMode::Open;
-        h.max_ip = self.cfg.max_size.min(big::IP_MAX);
-        h.since = now;
         h.frame_len = pkt.len() as u32;
         h.ip_base_no_id = csum::sub(ip_base, d.id);
         let fast = head_words(pkt.head(), &t);
         (h.hdr, h.mask, h.words) = fast.unwrap_or(([0; WORDS], [0; WORDS], 0));
-        h.pkt = Some(pkt);
+        h.core.pkt = Some(pkt);
         self.udp_last = fast.and(Some(slot));
     }
 
@@ -144,10 +174,12 @@ impl<B: GroBuf> Gro<B> {
     /// last one went to or, read with that flow's header layout, of another
     /// held flow of the same layout (found by hash, unparsed), whose headers
     /// equal its packet's head's but for the IPv4 ID and the checksums,
-    /// merges without a parse; the rules it still needs (ID, limits,
-    /// checksums) are checked here as `udp_refusals` and `payload_sum` do.
+    /// merges without a parse; the rules it still needs (`never_held`, ID,
+    /// limits, checksums) are checked here by the full path's predicates.
     /// Anything else goes back (`Some`) to the full path, which decides.
-    #[inline(always)]
+    /// Out of line: TCP's fast path, which tests `udp_last` before it,
+    /// then compiles as if UDP GRO were not there.
+    #[inline(never)]
     pub(super) fn udp_fast(
         &mut self,
         last: u16,
@@ -155,61 +187,80 @@ impl<B: GroBuf> Gro<B> {
         csum: FastCsum,
         out: &mut impl FnMut(B),
     ) -> Option<B> {
-        let Some(udp) = self.udp.as_deref() else {
+        let Some(s) = self.udp_fast_slot(last, pkt.head()) else {
             return Some(pkt);
         };
-        let Some(lh) = udp.try_get(last) else {
+        let udp = self.udp.as_deref().expect("UDP GRO is on");
+        let Some((d, psum)) = Self::udp_fast_check(udp.get(s), &pkt, csum, self.cfg.max_frags)
+        else {
             return Some(pkt);
         };
-        let b = pkt.head();
-        let t = lh.t;
+        self.udp_merge(s, pkt, &d, psum, out);
+        None
+    }
+
+    /// The held flow whose head's headers the frame `b` repeats, but for
+    /// what may differ: the flow in slot `last` (the previous datagram's),
+    /// or another of its layout, found by the key read where that layout
+    /// puts it.
+    #[inline(always)]
+    fn udp_fast_slot(&self, last: u16, b: &[u8]) -> Option<u16> {
+        let udp = self.udp.as_deref()?;
+        let lh = udp.try_get(last)?;
+        if same_header(b, lh) {
+            return Some(last);
+        }
+        let t = lh.core.t;
         let proto_at = t.l3 as usize
             + if t.ipv6 {
                 ipv6::NEXT_HEADER
             } else {
                 ipv4::PROTOCOL
             };
-        let s = if same_header(b, lh) {
-            last
-        } else if b.len() < t.payload as usize || b[proto_at] != crate::wire::IPPROTO_UDP {
-            // Not UDP (a TCP segment among UDP flows): no lookup here.
-            return Some(pkt);
-        } else {
-            // Another flow? Its key where the last flow's layout puts it.
-            let key = FlowKey::of_layout(b, &t);
-            let found = udp.find(key.hash(&self.hash_key), |e| e.key == key);
-            match found.filter(|&s| udp.is_live(s) && udp.get(s).t.same_layout(&t)) {
-                Some(s) if same_header(b, udp.get(s)) => s,
-                _ => return Some(pkt),
-            }
-        };
-        let h = udp.get(s);
+        // Not UDP (a TCP segment among UDP flows): no lookup here.
+        if b.len() < t.payload as usize || b[proto_at] != crate::wire::IPPROTO_UDP {
+            return None;
+        }
+        let key = FlowKey::of_layout(b, &t);
+        let found = udp.find(key.hash(&self.hash_key), |e| e.core.key == key);
+        found.filter(|&s| {
+            udp.is_live(s) && udp.get(s).core.t.same_layout(&t) && same_header(b, udp.get(s))
+        })
+    }
+
+    /// The rules and checksums for `pkt`, a datagram whose headers repeat
+    /// those of the head `h` holds: the datagram as the rules read it and
+    /// its payload's checksum contribution, if it merges.
+    #[inline(always)]
+    fn udp_fast_check(
+        h: &UdpHeld<B>,
+        pkt: &B,
+        csum: FastCsum,
+        max_frags: u16,
+    ) -> Option<(Dgram, Contrib)> {
         if pkt.len() != h.frame_len as usize || pkt.segs() != 1 {
-            return Some(pkt);
+            return None;
         }
+        let b = pkt.head();
+        let t = h.core.t;
         let (l3, l4) = (t.l3 as usize, t.l4 as usize);
-        // A datagram without a checksum is never merged (the rule the
-        // compare, blind to the checksum field, does not see).
-        let field_csum = field::read16(b, l4, udp::CHECKSUM);
-        if field_csum == 0 {
-            return Some(pkt);
-        }
         let id = if t.ipv6 {
             0
         } else {
             field::read16(b, l3, ipv4::ID)
         };
+        // Its header is the head's but for the ID and the checksums.
         let d = Dgram {
-            ip_word: h.ip_word,
+            ip_word: h.base.ip_word,
             id,
-            payload: h.gso,
+            payload: h.core.mss,
             frags: 1,
             ports_sum: h.ports_sum,
-            ulen: (h.gso + udp::HEADER_LEN as u32) as u16,
-            csum: field_csum,
+            ulen: (h.core.mss + udp::HEADER_LEN as u32) as u16,
+            csum: field::read16(b, l4, udp::CHECKSUM),
         };
-        if Self::udp_refusals(&self.cfg, h, &d) != 0 {
-            return Some(pkt);
+        if d.never_held(&t).is_some() || Self::udp_refusals(max_frags, h, &d) != 0 {
+            return None;
         }
         // The IPv4 header checksum, trusting too (the TCP rule's reason).
         if !t.ipv6 {
@@ -217,33 +268,27 @@ impl<B: GroBuf> Gro<B> {
             let c = field::read16(b, l3, ipv4::CHECKSUM);
             let sum = csum::add(csum::add(csum::add(h.ip_base_no_id, total), id), c);
             if sum != 0xffff {
-                return Some(pkt);
+                return None;
             }
         }
         // As `CsumCheck::payload_sum`, on the one buffer's slice.
-        let base = csum::pseudo_with_len(h.pbase, d.ulen as u32)
+        let base = csum::pseudo_with_len(h.base.pbase, d.ulen as u32)
             + d.ports_sum as u64
             + d.ulen as u64
             + d.csum as u64;
         // (No tunnel carries a UDP flow GRO merges: a NIC's flag is its own.)
-        let psum = if csum.sums(false) {
-            let at = t.payload as usize;
-            let Some(payload) = b.get(at..at + h.gso as usize) else {
-                return Some(pkt);
-            };
-            let p = csum::sum(payload);
-            if csum::add(csum::fold(base), p) != 0xffff {
-                return Some(pkt);
-            }
+        if !csum.sums(false) {
+            return Some((d, Contrib { pos: 0, neg: base }));
+        }
+        let at = t.payload as usize;
+        let p = csum::sum(b.get(at..at + h.core.mss as usize)?);
+        (csum::add(csum::fold(base), p) == 0xffff).then_some((
+            d,
             Contrib {
                 pos: p as u64,
                 neg: 0,
-            }
-        } else {
-            Contrib { pos: 0, neg: base }
-        };
-        self.udp_merge(s, pkt, &d, psum, out);
-        None
+            },
+        ))
     }
 
     fn addrs<'b>(b: &'b [u8], t: &Tcp) -> &'b [u8] {
@@ -255,21 +300,13 @@ impl<B: GroBuf> Gro<B> {
         }
     }
 
-    /// Linux's rules for datagram `d` against the packet `h` holds, one
-    /// line each (as `refusals` for TCP): 0 merges, else the lowest bit set
-    /// names the flush.
+    /// Linux's rules for datagram `d` against the packet `h` holds: those
+    /// every held packet applies (`Core::refusals`), and no more. 0 merges,
+    /// else the lowest bit set names the flush.
     #[inline(always)]
-    fn udp_refusals(cfg: &GroConfig, h: &UdpHeld<B>, d: &Dgram) -> u32 {
-        let on = |broken: bool, why: Flush| if broken { bit(why) } else { 0 };
-        let id_ok = h.t.ipv6 || h.id_mode.accepts(h.last_id, d.id);
-        on(d.ip_word != h.ip_word, Flush::IpMismatch)
-            | on(d.payload > h.gso, Flush::LargerThanMss)
-            | on(
-                h.frags as u32 + d.frags as u32 > cfg.max_frags as u32,
-                Flush::FragLimit,
-            )
-            | on(h.ip_len + d.payload > h.max_ip, Flush::SizeLimit)
-            | on(!id_ok, Flush::IpId)
+    fn udp_refusals(max_frags: u16, h: &UdpHeld<B>, d: &Dgram) -> u32 {
+        h.core
+            .refusals(&h.base, d.ip_word, d.id, d.payload, d.frags, max_frags)
     }
 
     /// Appends a datagram to its flow's packet; a short one ends it.
@@ -277,24 +314,10 @@ impl<B: GroBuf> Gro<B> {
         self.udp_last = Some(s);
         let udp = self.udp.as_deref_mut().expect("UDP GRO is on");
         let h = udp.get_mut(s);
-        if let Some(held) = h.pkt.as_mut() {
-            held.append(pkt, h.t.payload as usize);
-        }
-        let c = psum.shifted(h.payload_len & 1 == 1);
-        h.psum_pos += c.pos;
-        h.psum_neg += c.neg;
-        h.payload_len += d.payload;
-        h.ip_len += d.payload;
-        h.segs += 1;
-        h.frags += d.frags;
-        if !h.t.ipv6 {
-            h.id_mode = h.id_mode.after(h.last_id, d.id);
-        }
-        h.last_id = d.id;
-        let short = d.payload < h.gso;
+        h.core.append(pkt, d.payload, d.frags, d.id, psum);
         self.stats.merged_segments += 1;
-        if short {
-            self.udp_flush(s, Flush::ShortSegment, out);
+        if let Some(why) = ends_after(false, false, d.payload, h.core.mss) {
+            self.udp_flush(s, why, out);
         }
     }
 
