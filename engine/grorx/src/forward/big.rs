@@ -1,7 +1,8 @@
-//! BIG TCP packets (GRO's past 64 KiB) on their way out: no TSO, virtio
-//! header or tunnel carries them, so the forwarder segments them in
-//! software, the IPv6 jumbo header (RFC 2675) taken out first; each
-//! segment's IP length is written as any segment's is.
+//! BIG TCP packets (GRO's past 64 KiB) on their way out: no TSO request,
+//! virtio header or tunnel carries one whole, so the forwarder cuts them
+//! into TSO pieces within 64 KiB where the port has TSO, else into
+//! segments, the IPv6 jumbo header (RFC 2675) taken out first; each piece's
+//! or segment's IP length is written as any segment's is.
 
 use crate::gro::GroBuf;
 use crate::skb::Skb;

@@ -16,13 +16,16 @@ pub struct ForwardStats {
     /// Prepends (and software segments) that did not fit the headroom: a
     /// header mbuf was chained in front.
     pub headroom_miss: u64,
-    /// Merged packets segmented in software.
+    /// Merged packets segmented in software (a BIG TCP packet cut into TSO
+    /// pieces too).
     pub gso_packets: u64,
-    /// Segments software GSO made of them.
+    /// Segments software GSO made of them (TSO pieces count in
+    /// `tso_packets`).
     pub gso_segments: u64,
     /// Software segments whose payload was copied (unaligned chains).
     pub copied_segments: u64,
-    /// Merged packets handed to the port with RTE_MBUF_F_TX_TCP_SEG.
+    /// Packets handed to the port with RTE_MBUF_F_TX_TCP_SEG: merged
+    /// packets, and the pieces of BIG TCP packets.
     pub tso_packets: u64,
     /// Merged packets handed whole to a virtio peer (gso_type set).
     pub virtio_gso_packets: u64,
