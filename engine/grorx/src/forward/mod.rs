@@ -311,8 +311,8 @@ impl Forwarder {
     fn push_merged(&mut self, mut skb: Skb, meta: &SkbMeta) {
         let (ol2, ol3) = (meta.outer_l2_len as usize, meta.outer_l3_len as usize);
         let l2 = ol2 + ol3 + meta.l2_len as usize;
-        // A BIG TCP packet (past 64 KiB) leaves in segments of software's
-        // making, its IPv6 jumbo header taken out first.
+        // A BIG TCP packet (past 64 KiB) leaves in TSO pieces or segments of
+        // software's making, its IPv6 jumbo header taken out first.
         let big = skb.len() - l2 > big::IP_MAX as usize;
         let mut l3 = meta.l3_len as usize;
         if big && ol3 == 0 {
