@@ -52,21 +52,24 @@ impl fmt::Display for Setting {
     }
 }
 
-/// A setting that cannot work: which one, the value given, and what is
-/// wrong with it and what to give instead.
+/// A setting that cannot work: which one, the value given (empty when the
+/// setting is refused whatever its value), and what is wrong with it and
+/// what to give instead (which may name other settings). `S` is the
+/// library's own [`Setting`] list: the engine library refuses its
+/// settings with the same error over its list.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SettingError {
+pub struct SettingError<S = Setting> {
     /// The setting refused.
-    pub setting: Setting,
+    pub setting: S,
     /// The value given, as written.
     pub value: String,
     /// What is wrong and what to give, e.g. `out of range: give 1..=512`.
     pub problem: String,
 }
 
-impl SettingError {
+impl<S> SettingError<S> {
     /// `setting` refused at `value`, because of `problem`.
-    pub fn new(setting: Setting, value: impl fmt::Display, problem: impl Into<String>) -> Self {
+    pub fn new(setting: S, value: impl fmt::Display, problem: impl Into<String>) -> Self {
         SettingError {
             setting,
             value: value.to_string(),
@@ -75,10 +78,14 @@ impl SettingError {
     }
 }
 
-impl fmt::Display for SettingError {
+impl<S: fmt::Display> fmt::Display for SettingError<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}: {}", self.setting, self.value, self.problem)
+        if self.value.is_empty() {
+            write!(f, "{}: {}", self.setting, self.problem)
+        } else {
+            write!(f, "{} {}: {}", self.setting, self.value, self.problem)
+        }
     }
 }
 
-impl std::error::Error for SettingError {}
+impl<S: fmt::Debug + fmt::Display> std::error::Error for SettingError<S> {}

@@ -133,41 +133,9 @@ impl fmt::Display for Setting {
     }
 }
 
-/// A setting that cannot work: which one, the value given, and what is
-/// wrong with it and what to give instead (which may name other settings,
-/// by [`Setting::name`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SettingError {
-    /// The setting refused.
-    pub setting: Setting,
-    /// The value given, as written.
-    pub value: String,
-    /// What is wrong and what to give, e.g. `out of range: give 1..=1024`.
-    pub problem: String,
-}
-
-impl SettingError {
-    /// `setting` refused at `value`, because of `problem`.
-    pub fn new(setting: Setting, value: impl fmt::Display, problem: impl Into<String>) -> Self {
-        SettingError {
-            setting,
-            value: value.to_string(),
-            problem: problem.into(),
-        }
-    }
-}
-
-impl fmt::Display for SettingError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.value.is_empty() {
-            write!(f, "{}: {}", self.setting, self.problem)
-        } else {
-            write!(f, "{} {}: {}", self.setting, self.value, self.problem)
-        }
-    }
-}
-
-impl std::error::Error for SettingError {}
+/// A setting of a run that cannot work: the GRO core's error over this
+/// list of settings.
+pub type SettingError = crate::gro::SettingError<Setting>;
 
 #[cfg(test)]
 mod tests {
