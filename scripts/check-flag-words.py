@@ -32,58 +32,12 @@ import re
 import sys
 from pathlib import Path
 
+from rustlex import tokens
+
 LIMIT = 10
 ROOT = Path(__file__).resolve().parent.parent
 CLI_SRC = ROOT / "engine/cli/src"
 LIBRARIES = [ROOT / "engine/grorx/src", ROOT / "engine/gro/src"]
-
-
-def tokens(text):
-    """(kind, start, end) of each comment, string literal and `{`/`}`/`;`
-    outside them, in order; kind is 'comment', 'str', or the character."""
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if text.startswith("//", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            yield ("comment", i, j)
-            i = j
-        elif text.startswith("/*", i):
-            depth, j = 1, i + 2
-            while j < n and depth:
-                if text.startswith("/*", j):
-                    depth, j = depth + 1, j + 2
-                elif text.startswith("*/", j):
-                    depth, j = depth - 1, j + 2
-                else:
-                    j += 1
-            yield ("comment", i, j)
-            i = j
-        elif (m := re.compile(r'b?r(#*)"').match(text, i)) and (
-            i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")
-        ):
-            close = '"' + m.group(1)
-            j = text.find(close, m.end())
-            j = n if j < 0 else j + len(close)
-            yield ("str", i, j)
-            i = j
-        elif c == '"' or (c == "b" and text.startswith('b"', i)
-                          and (i == 0 or not text[i - 1].isalnum())):
-            j = i + (2 if c == "b" else 1)
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            yield ("str", i, j + 1)
-            i = j + 1
-        elif c == "'":
-            # A char literal ('a', '\n', '\u{..}'), or a lifetime ('a).
-            m = re.compile(r"'(\\u\{[0-9a-fA-F]+\}|\\.|[^\\'])'").match(text, i)
-            i = m.end() if m else i + 1
-        elif c in "{};":
-            yield (c, i, i + 1)
-            i += 1
-        else:
-            i += 1
 
 
 CFG_TEST = re.compile(r"#\[cfg\(test\)\]\s*(?:#\[[^\]]*\]\s*)*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*([{;])")

@@ -18,59 +18,7 @@ import re
 import sys
 from pathlib import Path
 
-
-def strip(src):
-    """The code alone: comments and the insides of strings and chars blanked
-    (newlines kept, so line numbers hold)."""
-    out = []
-    i, n = 0, len(src)
-    while i < n:
-        c = src[i]
-        prev = src[i - 1] if i else ""
-        ident_before = prev.isalnum() or prev == "_"
-        if src.startswith("//", i):
-            j = src.find("\n", i)
-            i = n if j < 0 else j
-        elif src.startswith("/*", i):
-            depth, j = 1, i + 2
-            while j < n and depth:
-                if src.startswith("/*", j):
-                    depth, j = depth + 1, j + 2
-                elif src.startswith("*/", j):
-                    depth, j = depth - 1, j + 2
-                else:
-                    j += 1
-            out.append("\n" * src.count("\n", i, j))
-            i = j
-        elif not ident_before and re.match(r'b?r#*"', src[i:i + 260]):
-            m = re.match(r'(b?)r(#*)"', src[i:])
-            hashes = m.group(2)
-            start = i + m.end()
-            end = src.find('"' + hashes, start)
-            end = n if end < 0 else end + 1 + len(hashes)
-            out.append('""' + "\n" * src.count("\n", i, end))
-            i = end
-        elif c == '"' or (c == "b" and not ident_before and src.startswith('b"', i)):
-            j = i + (2 if c == "b" else 1)
-            while j < n and src[j] != '"':
-                j += 2 if src[j] == "\\" else 1
-            out.append('""' + "\n" * src.count("\n", i, j))
-            i = j + 1
-        elif c == "'" or (c == "b" and not ident_before and src.startswith("b'", i)):
-            # A char or byte literal ('x', '\n', '\u{..}', b'{'), else a
-            # lifetime or a label.
-            k = i + (1 if c == "b" else 0)
-            m = re.match(r"'(\\u\{[0-9a-fA-F]+\}|\\x[0-9a-fA-F]{2}|\\.|[^\\'\n])'", src[k:])
-            if m:
-                out.append("' '")
-                i = k + m.end()
-            else:
-                out.append(c)
-                i += 1
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
+from rustlex import strip
 
 
 def match_brace(code, open_at):

@@ -20,6 +20,8 @@ import re
 import sys
 from pathlib import Path
 
+from rustlex import strip
+
 # Bottom first. A module imports from its own layer (no circle) or below.
 LAYERS = [
     # Pure arithmetic, counters and the settings' names: no DPDK, nothing
@@ -57,57 +59,6 @@ DPDK_HOME = "dpdk"
 DPDK_ALLOWED = {}
 
 LAYER_OF = {m: i for i, layer in enumerate(LAYERS) for m in layer}
-
-
-def strip(src):
-    """The code alone: comments and the insides of strings and chars blanked
-    (newlines kept, so line numbers hold)."""
-    out = []
-    i, n = 0, len(src)
-    while i < n:
-        c = src[i]
-        if src.startswith("//", i):
-            j = src.find("\n", i)
-            j = n if j < 0 else j
-            i = j
-        elif src.startswith("/*", i):
-            depth, j = 1, i + 2
-            while j < n and depth:
-                if src.startswith("/*", j):
-                    depth, j = depth + 1, j + 2
-                elif src.startswith("*/", j):
-                    depth, j = depth - 1, j + 2
-                else:
-                    j += 1
-            out.append("\n" * src.count("\n", i, j))
-            i = j
-        elif c == "r" and re.match(r'r#*"', src[i:i + 10]) and not (
-            i and (src[i - 1].isalnum() or src[i - 1] == "_")
-        ):
-            hashes = re.match(r"r(#*)\"", src[i:]).group(1)
-            end = src.find('"' + hashes, i + 2 + len(hashes))
-            end = n if end < 0 else end + 1 + len(hashes)
-            out.append('""' + "\n" * src.count("\n", i, end))
-            i = end
-        elif c == '"':
-            j = i + 1
-            while j < n and src[j] != '"':
-                j += 2 if src[j] == "\\" else 1
-            out.append('""' + "\n" * src.count("\n", i, j))
-            i = j + 1
-        elif c == "'":
-            # A char literal ('x', '\n', '\u{..}'), else a lifetime.
-            m = re.match(r"'(\\u\{[0-9a-fA-F]+\}|\\.|[^\\'])'", src[i:])
-            if m:
-                out.append("' '")
-                i += m.end()
-            else:
-                out.append(c)
-                i += 1
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
 
 
 def module_path(rel):
