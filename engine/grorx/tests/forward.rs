@@ -569,15 +569,18 @@ fn virtio_net_header_describes_the_merged_packet() {
     }
 }
 
+/// The TX offloads of a port that takes plain TCP segmentation.
+const TSO_OFFLOADS: u64 = sys::RTE_ETH_TX_OFFLOAD_TCP_TSO
+    | sys::RTE_ETH_TX_OFFLOAD_IPV4_CKSUM
+    | sys::RTE_ETH_TX_OFFLOAD_TCP_CKSUM
+    | sys::RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+
 #[test]
 fn tso_ports_get_the_whole_packet_with_offload_flags() {
     let _e = common::eal();
     let p = pool(2047, 2176);
     let lo = Loopback::new(1024, &p);
-    let tso = sys::RTE_ETH_TX_OFFLOAD_TCP_TSO
-        | sys::RTE_ETH_TX_OFFLOAD_IPV4_CKSUM
-        | sys::RTE_ETH_TX_OFFLOAD_TCP_CKSUM
-        | sys::RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+    let tso = TSO_OFFLOADS;
     let tunnel = tso | TX_OFFLOAD_VXLAN_TNL_TSO | TX_OFFLOAD_OUTER_IPV4_CKSUM;
     let v = VxlanConf::default();
     for ipv6 in [false, true] {
@@ -916,10 +919,7 @@ fn a_big_tcp_packet_leaves_in_tso_pieces_within_64k_where_the_port_takes_tso() {
     let _e = common::eal();
     let p = pool(2047, 2176);
     let lo = Loopback::new(1024, &p);
-    let tso = sys::RTE_ETH_TX_OFFLOAD_TCP_TSO
-        | sys::RTE_ETH_TX_OFFLOAD_IPV4_CKSUM
-        | sys::RTE_ETH_TX_OFFLOAD_TCP_CKSUM
-        | sys::RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+    let tso = TSO_OFFLOADS;
     let cfg = GroConfig {
         max_size: 262_144,
         max_frags: 512,
