@@ -44,7 +44,8 @@ pub(super) fn report(
     r: &Workers,
     f: Finished,
 ) -> Report {
-    let (queues, t) = queue_reports(eal, opts, r, &f);
+    let gro_on = opts.gro.is_some() || r.gro_elsewhere;
+    let (queues, t) = queue_reports(eal, opts, r, &f, gro_on);
     let mut notes = Vec::new();
     let port_reports = ports
         .slots
@@ -61,7 +62,6 @@ pub(super) fn report(
         h.count_between(limit_ns + 1, h.max().max(limit_ns + 1))
     });
     let (rx_pps, rx_gbps) = rates(t.counts.rx_packets, t.counts.rx_bytes, f.duration_s);
-    let gro_on = opts.gro.is_some() || r.gro_elsewhere;
     let total = &t.counts;
     Report {
         command: "sink".into(),
@@ -152,8 +152,8 @@ fn queue_reports(
     opts: &RunOptions,
     r: &Workers,
     f: &Finished,
+    gro_on: bool,
 ) -> (Vec<QueueReport>, Totals) {
-    let gro_on = opts.gro.is_some() || r.gro_elsewhere;
     let mut t = Totals {
         counts: QueueCounts::default(),
         gro: GroStats::default(),
