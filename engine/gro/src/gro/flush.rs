@@ -131,8 +131,6 @@ impl<B: GroBuf> Gro<B> {
     /// Sends a held packet out, headers fixed if it was merged.
     #[inline]
     pub(super) fn flush_slot(&mut self, s: u16, why: Flush, out: &mut impl FnMut(B)) {
-        self.stats.flush[why as usize] += 1;
-        self.stats.packets_out += 1;
         if self.ahead_flows != 0 {
             // What waited for a gap in this flow goes through GRO again
             // (`settle`), before the flow's next segment.
@@ -142,28 +140,21 @@ impl<B: GroBuf> Gro<B> {
         if h.core.segs == 1 {
             self.look.left_alone(&h.core.t);
         }
-        self.stats.max_segments = self.stats.max_segments.max(h.core.segs as u64);
+        counted_out(&mut self.stats, self.hist.as_deref_mut(), why, h.core.segs);
         if let Some(g) = self.hist.as_deref_mut() {
-            g.segs.record(h.core.segs as usize);
             g.hold.record(self.now.saturating_sub(h.base.since));
         }
         // A tunnelled packet's outer UDP checksum is computed from its
         // inner one, which must then be final.
         let tso = self.cfg.out_csum == OutCsum::Pseudo && h.core.segs > 1 && h.outer.is_none();
         if h.core.segs > 1 {
-            fix_headers(h, tso);
+            let m = h.merged();
+            if let Some(pkt) = h.core.pkt.as_mut() {
+                fix_headers(pkt, &m, tso);
+            }
             fix_outer(h);
         }
-        let mut info = GsoInfo {
-            l2_len: h.core.t.l3,
-            l3_len: h.core.t.l3_len() as u16 + big::jumbo_header(&h.core.t, h.core.ip_len),
-            l4_len: h.core.t.l4_len() as u16,
-            mss: h.core.mss as u16,
-            segs: h.core.segs,
-            ipv6: h.core.t.ipv6,
-            tso,
-            ..GsoInfo::default()
-        };
+        let mut info = gso_info(&h.core.t, h.core.ip_len, h.core.mss, h.core.segs, tso);
         if let Some(o) = h.outer {
             // DPDK's tunnel layout: l2_len from the outer UDP header to
             // the inner IP header.
@@ -242,5 +233,33 @@ impl<B: GroBuf> Gro<B> {
                 self.flush_slot(s, Flush::Age, out);
             }
         }
+    }
+}
+
+/// A held packet of `segs` segments leaves for `why`: counted (and its size
+/// recorded, when asked).
+#[inline(always)]
+pub(super) fn counted_out(stats: &mut GroStats, hist: Option<&mut GroHist>, why: Flush, segs: u16) {
+    stats.flush[why as usize] += 1;
+    stats.packets_out += 1;
+    stats.max_segments = stats.max_segments.max(segs as u64);
+    if let Some(g) = hist {
+        g.segs.record(segs as usize);
+    }
+}
+
+/// How a TCP packet of layout `t` leaves (outside a tunnel): `segs`
+/// segments of `mss` bytes in `ip_len` bytes of IP packet.
+#[inline(always)]
+pub(super) fn gso_info(t: &Tcp, ip_len: u32, mss: u32, segs: u16, tso: bool) -> GsoInfo {
+    GsoInfo {
+        l2_len: t.l3,
+        l3_len: t.l3_len() as u16 + big::jumbo_header(t, ip_len),
+        l4_len: t.l4_len() as u16,
+        mss: mss as u16,
+        segs,
+        ipv6: t.ipv6,
+        tso,
+        ..GsoInfo::default()
     }
 }

@@ -13,6 +13,7 @@ impl<B: GroBuf> Gro<B> {
     /// merge is taken before this segment (it arrived first) and after it
     /// (this one may have filled a gap). Two tests on the full path; the
     /// window's work itself is out of line.
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(super) fn slow(
         &mut self,
@@ -21,6 +22,7 @@ impl<B: GroBuf> Gro<B> {
         verify: bool,
         hints: RxHints,
         lookup: Option<Lookup>,
+        next: Option<&B>,
         out: &mut impl FnMut(B),
     ) {
         let lookup = if self.reorder_busy() {
@@ -30,7 +32,7 @@ impl<B: GroBuf> Gro<B> {
         } else {
             lookup
         };
-        self.receive_slow(pkt, now, verify, hints, lookup, out);
+        self.receive_slow(pkt, now, verify, hints, lookup, next, out);
         if self.reorder_busy() {
             self.settle(out);
         }
@@ -39,6 +41,7 @@ impl<B: GroBuf> Gro<B> {
     /// Everything that is not the fast path: parse, find the flow, Linux's
     /// rules one by one, hold or pass. Out of line, so the fast path does
     /// not carry its stack frame.
+    #[allow(clippy::too_many_arguments)]
     #[inline(never)]
     pub(super) fn receive_slow(
         &mut self,
@@ -47,6 +50,7 @@ impl<B: GroBuf> Gro<B> {
         verify: bool,
         hints: RxHints,
         lookup: Option<Lookup>,
+        next: Option<&B>,
         out: &mut impl FnMut(B),
     ) {
         let Some((pkt, t, outer)) = self.parse_slow(pkt, now, verify, hints, out) else {
@@ -87,7 +91,8 @@ impl<B: GroBuf> Gro<B> {
                 None => return,
             }
         }
-        self.hold_new(pkt, &flow, key, hash, found, now, verify, out);
+        let held = Found { key, hash, found };
+        self.hold_new(pkt, &flow, held, now, verify, next, out);
     }
 
     /// The layout of a segment on the full path (plain TCP, or TCP in a
@@ -294,14 +299,14 @@ impl<B: GroBuf> Gro<B> {
         &mut self,
         pkt: B,
         flow: &Slow,
-        key: FlowKey,
-        hash: u32,
-        found: Option<u16>,
+        at: Found,
         now: u64,
         verify: bool,
+        next: Option<&B>,
         out: &mut impl FnMut(B),
     ) {
         let (t, outer, seg, csum) = (flow.t, flow.outer, &flow.seg, &flow.csum);
+        let Found { key, hash, found } = at;
         if let Some(why) = self.not_held(seg, &t) {
             return self.pass(why, pkt, out);
         }
@@ -309,23 +314,25 @@ impl<B: GroBuf> Gro<B> {
         // needs; trusting (or taking the NIC's word), a flow new to the
         // table makes them (and its template) only once a second segment
         // comes (`finish_head`).
-        let f = Fields::new(pkt.head(), t);
         let mut sums = HeadSums::default();
         if csum.judged_now() {
-            sums.pbase = f.pseudo_base();
-            sums.hconst = header_const(&f, seg);
-            let Some(p) = csum.payload_sum(&pkt, sums.pbase, seg.var_sum(sums.hconst), seg.csum)
-            else {
+            let f = Fields::new(pkt.head(), t);
+            let Some(s) = HeadSums::of(&f, seg, csum, &pkt) else {
                 return self.pass(Pass::BadTcpChecksum, pkt, out);
             };
-            sums.psum = p;
+            sums = s;
         }
-        let mut opts = [0u32; 10];
-        let o = f.options();
-        for (i, w) in o.chunks_exact(4).enumerate() {
-            opts[i] = u32::from_ne_bytes([w[0], w[1], w[2], w[3]]);
+        // A flow the table does not know, whose next segment is next in
+        // the poll and may end its packet: merged with it at once.
+        let mut pkt = pkt;
+        if let Some(q) = next.filter(|_| found.is_none() && outer.is_none()) {
+            let judged = csum.judged_now().then_some(sums);
+            match self.try_pair(pkt, q, &t, seg, csum, judged) {
+                Some(p) => pkt = p,
+                None => return,
+            }
         }
-        let opt_words = (o.len() / 4) as u8;
+        let (opts, opt_words) = option_words(Fields::new(pkt.head(), t).options());
         self.make_room(out);
         let (slot, h) = match found {
             // Its key and hash are this flow's already.
@@ -398,21 +405,30 @@ impl<B: GroBuf> Gro<B> {
     }
 }
 
+/// A head's TCP options as the words `opts_equal` compares, and how many.
+#[inline(always)]
+fn option_words(o: &[u8]) -> ([u32; 10], u8) {
+    let mut opts = [0u32; 10];
+    for (i, w) in o.chunks_exact(4).enumerate() {
+        opts[i] = u32::from_ne_bytes([w[0], w[1], w[2], w[3]]);
+    }
+    (opts, (o.len() / 4) as u8)
+}
+
+/// Where a segment's flow is in the table (`find_flow`): its key, the
+/// hash a new entry takes, and its slot, live or a ghost, if any.
+struct Found {
+    key: FlowKey,
+    hash: u32,
+    found: Option<u16>,
+}
+
 /// What the full path keeps of a segment for the rules of its held flow.
 struct Slow {
     t: Tcp,
     outer: Option<Outer>,
     seg: Seg,
     csum: CsumCheck,
-}
-
-/// A new head's checksum sums, made at once when its checksum is judged
-/// as it arrives (`CsumCheck::judged_now`), else zero until `finish_head`.
-#[derive(Default)]
-struct HeadSums {
-    pbase: u16,
-    hconst: u16,
-    psum: Contrib,
 }
 
 /// Everything a held packet starts from: its first segment `pkt` (layout

@@ -25,25 +25,15 @@ impl<B: GroBuf> Gro<B> {
         let tcp_len = t.l4_len() as u32 + t.payload_len;
         let csum = CsumCheck::of(&t, outer.is_some(), pkt.rx_hints().l4, verify);
         if !csum.judged_now() {
-            h.base.pbase = f.pseudo_base();
-            h.hconst = header_const(&f, &seg);
-            let psum = csum
-                .payload_sum(&pkt, h.base.pbase, seg.var_sum(h.hconst), seg.csum)
-                .expect("trusted checksums are taken as right");
-            h.core.psum_pos = psum.pos;
-            h.core.psum_neg = psum.neg;
+            let sums =
+                HeadSums::of(&f, &seg, &csum, &pkt).expect("trusted checksums are taken as right");
+            h.base.pbase = sums.pbase;
+            h.hconst = sums.hconst;
+            h.core.psum_pos = sums.psum.pos;
+            h.core.psum_neg = sums.psum.neg;
         }
-        let b = f.header();
-        let ip_hdr = if t.ipv6 {
-            0
-        } else {
-            let l3 = t.l3 as usize;
-            let ip_hdr = csum::sum(&b[l3..t.l4 as usize]);
-            let total = field::read16(b, l3, ipv4::TOTAL_LEN);
-            let field = field::read16(b, l3, ipv4::CHECKSUM);
-            h.base.ip_base = csum::sub(csum::sub(ip_hdr, total), field);
-            ip_hdr
-        };
+        let ip_hdr;
+        (ip_hdr, h.base.ip_base) = ip_sums(f.header(), &t);
         h.tmpl.build(
             &f,
             &seg,
@@ -70,7 +60,7 @@ impl<B: GroBuf> Gro<B> {
     /// another layout, every template of that one (held or remembered
     /// flows) goes off first: it would compare under the wrong mask.
     #[inline(always)]
-    fn mask_for(&mut self, t: &Tcp, outer: Option<crate::wire::Outer>) -> Option<u8> {
+    pub(super) fn mask_for(&mut self, t: &Tcp, outer: Option<crate::wire::Outer>) -> Option<u8> {
         let (m, taken) = self.masks.of(t, outer)?;
         if taken {
             self.table.for_each_entry(|e| {

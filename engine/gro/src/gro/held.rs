@@ -361,12 +361,14 @@ impl<B: GroBuf> Held<B> {
         if !tm.on {
             return None;
         }
-        let mask = masks.get(tm.mask);
-        match tm.width() {
-            Width::Short => self.match_in::<SHORT_CMP>(pkt, mask, seq, id, csum),
-            Width::Fixed => self.match_in::<FIXED_CMP>(pkt, mask, seq, id, csum),
-            Width::Whole => self.match_in::<TMPL_LEN>(pkt, mask, seq, id, csum),
-        }
+        let of = Judged {
+            seq,
+            id,
+            csum,
+            payload: self.core.t.payload as usize,
+            mss: self.core.mss as usize,
+        };
+        tm.judge(pkt, masks.get(tm.mask), &of)
     }
 
     /// `template_match` for a template that is on and whose compare reads
@@ -381,31 +383,13 @@ impl<B: GroBuf> Held<B> {
         id: Option<u16>,
         csum: FastCsum,
     ) -> Option<(u32, Contrib, bool)> {
-        if pkt.len() != self.tmpl.frame_len as usize || pkt.segs() != 1 {
-            return None;
-        }
-        let b = pkt.head();
-        let h: &[u8; N] = b.first_chunk()?;
-        let tm = &self.tmpl;
-        let seen = tm.accepts(h, mask, seq, id)?;
-        let seq = seq.unwrap_or(seen.seq);
-        let psh = seen.psh;
-        // The seq added whole: a 32-bit word sums as its two 16-bit halves
-        // do, since 2^16 is 1 modulo 0xffff.
-        let x = tm.k + seq as u64 + seen.csum as u64 + psh as u64 * PSH as u64;
-        if !csum.sums(tm.tunnel) {
-            return Some((seq, Contrib { pos: 0, neg: x }, psh));
-        }
-        // One buffer (checked above): its payload is one slice.
-        let payload = self.core.t.payload as usize;
-        let p = csum::sum(&b[payload..payload + self.core.mss as usize]);
-        (csum::add(csum::fold(x), p) == 0xffff).then_some((
+        let of = Judged {
             seq,
-            Contrib {
-                pos: p as u64,
-                neg: 0,
-            },
-            psh,
-        ))
+            id,
+            csum,
+            payload: self.core.t.payload as usize,
+            mss: self.core.mss as usize,
+        };
+        self.tmpl.judge_in::<B, N>(pkt, mask, &of)
     }
 }

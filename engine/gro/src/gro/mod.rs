@@ -51,6 +51,7 @@ mod flush;
 mod full;
 mod head;
 mod held;
+mod pair;
 mod poll;
 mod reorder;
 mod rules;
@@ -65,6 +66,7 @@ pub use stats::{Flush, GroReport, GroStats, Pass, ReorderReport};
 
 use fast::*;
 use held::*;
+use pair::Pair;
 use poll::Look;
 use reorder::*;
 use rules::*;
@@ -124,6 +126,9 @@ pub struct Gro<B> {
     /// What the rest of the poll's burst may hold (`receive_poll`); out
     /// of line, so that its buckets do not push the fields above apart.
     look: Box<Look>,
+    /// A head and the next segment of its poll, judged to merge and leave
+    /// at once (`try_pair`), until `take` hands that segment over.
+    pair: Option<Pair<B>>,
     /// Tests turn the fast path off to hold it to the full path's decisions.
     #[cfg(test)]
     full_path_only: bool,
@@ -190,6 +195,7 @@ impl<B: GroBuf> Gro<B> {
             giving_up: false,
             from_window: false,
             look: Box::default(),
+            pair: None,
             #[cfg(test)]
             full_path_only: false,
         }
@@ -247,7 +253,15 @@ impl<B: GroBuf> Gro<B> {
     /// because of it (a flushed packet, this one passing through) goes to `out`
     /// in order.
     #[inline(always)]
-    pub fn receive(&mut self, mut pkt: B, now: u64, out: &mut impl FnMut(B)) {
+    pub fn receive(&mut self, pkt: B, now: u64, out: &mut impl FnMut(B)) {
+        self.receive_before(pkt, None, now, out)
+    }
+
+    /// `receive`, with the packet that comes next in the poll (`next`; None:
+    /// not known), which may merge with this one at once (`try_pair`): the
+    /// caller then hands it to `close_pair` instead.
+    #[inline(always)]
+    fn receive_before(&mut self, mut pkt: B, next: Option<&B>, now: u64, out: &mut impl FnMut(B)) {
         self.stats.segments_in += 1;
         self.now = now;
         if !crate::wire::may_be_ip(pkt.head()) {
@@ -284,7 +298,7 @@ impl<B: GroBuf> Gro<B> {
             if let Some(s) = self.last {
                 // Not the previous segment's flow: another held one?
                 let Some(l) = self.lookup_by_layout(&pkt, s) else {
-                    return self.slow(pkt, now, verify, hints, None, out);
+                    return self.slow(pkt, now, verify, hints, None, next, out);
                 };
                 // (A flow without a template is turned away by the fast
                 // path's first test.)
@@ -309,10 +323,10 @@ impl<B: GroBuf> Gro<B> {
                     }
                     None => pkt,
                 };
-                return self.slow(p, now, verify, hints, Some(l), out);
+                return self.slow(p, now, verify, hints, Some(l), next, out);
             }
         }
-        self.slow(pkt, now, verify, hints, None, out)
+        self.slow(pkt, now, verify, hints, None, next, out)
     }
 }
 

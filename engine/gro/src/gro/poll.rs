@@ -175,6 +175,7 @@ impl<B: GroBuf> Gro<B> {
         // `merge_run` after their first segment, unless segments are
         // looked ahead or may wait ahead of a gap.
         let runs = !on && self.reorder.is_none();
+        let pairs = whole && self.reorder.is_none();
         let mut rest = burst.drain(..);
         let mut i = 0;
         while let Some(p) = rest.next() {
@@ -184,7 +185,24 @@ impl<B: GroBuf> Gro<B> {
                 self.look.left[b as usize] -= 1;
                 i += 1;
             }
-            self.receive(p, now, out);
+            // A poll taken whole, without the reorder window: a head may
+            // merge with the next packet at once (`try_pair`), which is
+            // then handed over here.
+            let next = rest.as_slice().first().filter(|_| pairs);
+            self.receive_before(p, next, now, out);
+            if let Some(pair) = self.pair.take() {
+                let q = rest
+                    .next()
+                    .expect("a pair's second segment is the next packet");
+                if on {
+                    let b = self.look.bucket[i];
+                    self.look.left[b as usize] -= 1;
+                    i += 1;
+                }
+                self.first = None;
+                self.close_pair(pair, q, out);
+                continue;
+            }
             if let Some(s) = self.first.filter(|_| runs) {
                 self.merge_run(s, &mut rest);
             }

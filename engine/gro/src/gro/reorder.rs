@@ -298,7 +298,7 @@ impl<B: GroBuf> Gro<B> {
             return self.give_up(s, why, out);
         }
         self.give_up(s, why, out);
-        self.receive_slow(pkt, now, verify, hints, None, out)
+        self.receive_slow(pkt, now, verify, hints, None, None, out)
     }
 
     /// Whether a segment at `seq`, `len` bytes, that continues the held
@@ -345,7 +345,7 @@ impl<B: GroBuf> Gro<B> {
                     self.stats.reorder_filled += 1;
                     let hints = a.pkt.rx_hints();
                     let was = std::mem::replace(&mut self.from_window, true);
-                    self.receive_slow(a.pkt, a.arrived, verify, hints, None, out);
+                    self.receive_slow(a.pkt, a.arrived, verify, hints, None, None, out);
                     self.from_window = was;
                     continue;
                 }
@@ -363,7 +363,7 @@ impl<B: GroBuf> Gro<B> {
                 std::mem::replace(&mut self.no_wait, !a.may_wait),
                 std::mem::replace(&mut self.from_window, true),
             );
-            self.receive_slow(a.pkt, a.arrived, verify, hints, None, out);
+            self.receive_slow(a.pkt, a.arrived, verify, hints, None, None, out);
             (self.no_wait, self.from_window) = was;
         }
     }

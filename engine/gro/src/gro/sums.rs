@@ -29,6 +29,53 @@ pub(super) fn header_const(f: &Fields, seg: &Seg) -> u16 {
     csum::sub(full, csum::fold(var))
 }
 
+/// A head's checksum sums: its pseudo-header's (addresses and protocol),
+/// its TCP header's constant part (`Held::hconst`) and its payload's
+/// contribution. Made as its checksum is judged (`CsumCheck::judged_now`),
+/// else once a segment comes to merge (zero until then).
+#[derive(Default, Clone, Copy)]
+pub(super) struct HeadSums {
+    pub(super) pbase: u16,
+    pub(super) hconst: u16,
+    pub(super) psum: Contrib,
+}
+
+impl HeadSums {
+    /// The sums of segment `seg` (read from `f`, in `pkt`), its checksum
+    /// judged as `csum` says; None when it is bad.
+    #[inline(always)]
+    pub(super) fn of<B: GroBuf>(
+        f: &Fields,
+        seg: &Seg,
+        csum: &CsumCheck,
+        pkt: &B,
+    ) -> Option<HeadSums> {
+        let pbase = f.pseudo_base();
+        let hconst = header_const(f, seg);
+        let psum = csum.payload_sum(pkt, pbase, seg.var_sum(hconst), seg.csum)?;
+        Some(HeadSums {
+            pbase,
+            hconst,
+            psum,
+        })
+    }
+}
+
+/// An IPv4 head's header sum, and that sum without its total length and
+/// checksum (`Base::ip_base`, from which a merged header's checksum is
+/// made); 0 and 0 for IPv6.
+#[inline(always)]
+pub(super) fn ip_sums(b: &[u8], t: &Tcp) -> (u16, u16) {
+    if t.ipv6 {
+        return (0, 0);
+    }
+    let l3 = t.l3 as usize;
+    let ip_hdr = csum::sum(&b[l3..t.l4 as usize]);
+    let total = field::read16(b, l3, ipv4::TOTAL_LEN);
+    let field = field::read16(b, l3, ipv4::CHECKSUM);
+    (ip_hdr, csum::sub(csum::sub(ip_hdr, total), field))
+}
+
 /// How a segment's payload sum is found, and its checksum judged.
 pub(super) struct CsumCheck {
     pub(super) verify: bool,
@@ -174,32 +221,64 @@ pub(super) fn sum_range<B: GroBuf>(pkt: &B, off: usize, len: usize) -> u16 {
     s.value()
 }
 
+/// What a merged packet's headers are made from (`fix_headers`): its
+/// layout, IP length and flags, and the sums kept since its head arrived.
+pub(super) struct Merged {
+    pub(super) t: Tcp,
+    pub(super) ip_len: u32,
+    /// The head's flags with PSH and FIN of the segments merged.
+    pub(super) flags: u8,
+    pub(super) ip_base: u16,
+    pub(super) pbase: u16,
+    pub(super) hconst: u16,
+    pub(super) head_seq: u32,
+    pub(super) head_urg: u16,
+    pub(super) psum: Contrib,
+}
+
+impl<B> Held<B> {
+    /// What this held packet's headers are fixed from.
+    #[inline(always)]
+    pub(super) fn merged(&self) -> Merged {
+        Merged {
+            t: self.core.t,
+            ip_len: self.core.ip_len,
+            flags: self.head_flags | self.flags_or,
+            ip_base: self.base.ip_base,
+            pbase: self.base.pbase,
+            hconst: self.hconst,
+            head_seq: self.head_seq,
+            head_urg: self.head_urg,
+            psum: Contrib {
+                pos: self.core.psum_pos,
+                neg: self.core.psum_neg,
+            },
+        }
+    }
+}
+
 /// A merged packet's headers: IP length and checksum, TCP flags and checksum,
 /// from sums kept since the head arrived (nothing is summed again).
-pub(super) fn fix_headers<B: GroBuf>(h: &mut Held<B>, tso: bool) {
-    let t = h.core.t;
+pub(super) fn fix_headers<B: GroBuf>(pkt: &mut B, m: &Merged, tso: bool) {
+    let t = m.t;
     let (l3, l4) = (t.l3 as usize, t.l4 as usize);
-    let tcp_len = h.core.ip_len - t.l3_len() as u32;
-    let flags = h.head_flags | h.flags_or;
-    let Some(pkt) = h.core.pkt.as_mut() else {
-        return;
-    };
+    let tcp_len = m.ip_len - t.l3_len() as u32;
     let b = pkt.head_mut();
     if !t.ipv6 {
-        let total = big::ipv4_total_len(h.core.ip_len);
+        let total = big::ipv4_total_len(m.ip_len);
         field::write16(b, l3, ipv4::TOTAL_LEN, total);
-        let c = csum::finish(csum::add(h.base.ip_base, total));
+        let c = csum::finish(csum::add(m.ip_base, total));
         field::write16(b, l3, ipv4::CHECKSUM, c);
     }
-    b[l4 + tcp::FLAGS] = flags;
+    b[l4 + tcp::FLAGS] = m.flags;
     let c = if tso {
         // DPDK's TSO contract: the pseudo-header sum without the length.
-        h.base.pbase
+        m.pbase
     } else {
-        let hdr = tcp_header_sum(h.hconst, h.head_seq, h.head_urg, flags);
-        let payload = csum::add(csum::fold(h.core.psum_pos), !csum::fold(h.core.psum_neg));
+        let hdr = tcp_header_sum(m.hconst, m.head_seq, m.head_urg, m.flags);
+        let payload = csum::add(csum::fold(m.psum.pos), !csum::fold(m.psum.neg));
         csum::finish(csum::add(
-            csum::fold(pseudo_sum(h.base.pbase, tcp_len) + hdr),
+            csum::fold(pseudo_sum(m.pbase, tcp_len) + hdr),
             payload,
         ))
     };
@@ -207,6 +286,6 @@ pub(super) fn fix_headers<B: GroBuf>(h: &mut Held<B>, tso: bool) {
     if t.ipv6 {
         // The payload length counts extension headers too; written last,
         // as past 64 KiB the headers in front of TCP move.
-        big::write_ipv6_len(pkt, l3, h.core.ip_len);
+        big::write_ipv6_len(pkt, l3, m.ip_len);
     }
 }

@@ -392,3 +392,69 @@ impl Masks {
         Some((i as u8, taken))
     }
 }
+
+/// What a segment is judged by against a template (`Template::judge`):
+/// the sequence number and IPv4 ID it must carry (None: any), how its
+/// checksum is taken, and where its payload starts and how long a
+/// full-size one is.
+pub(super) struct Judged {
+    pub(super) seq: Option<u32>,
+    pub(super) id: Option<u16>,
+    pub(super) csum: FastCsum,
+    pub(super) payload: usize,
+    pub(super) mss: usize,
+}
+
+impl Template {
+    /// Whether `pkt` is a one-buffer, full-size segment matching this
+    /// template (which is on) under `mask`, as `of` says; if so, its
+    /// sequence number, its payload's checksum contribution and whether it
+    /// carries PSH, unless it is verified and bad (None then too).
+    #[inline(always)]
+    pub(super) fn judge<B: GroBuf>(
+        &self,
+        pkt: &B,
+        mask: &[u8; TMPL_LEN],
+        of: &Judged,
+    ) -> Option<(u32, Contrib, bool)> {
+        match self.width() {
+            Width::Short => self.judge_in::<B, SHORT_CMP>(pkt, mask, of),
+            Width::Fixed => self.judge_in::<B, FIXED_CMP>(pkt, mask, of),
+            Width::Whole => self.judge_in::<B, TMPL_LEN>(pkt, mask, of),
+        }
+    }
+
+    /// `judge` with a compare of `N` bytes (`width`).
+    #[inline(always)]
+    pub(super) fn judge_in<B: GroBuf, const N: usize>(
+        &self,
+        pkt: &B,
+        mask: &[u8; TMPL_LEN],
+        of: &Judged,
+    ) -> Option<(u32, Contrib, bool)> {
+        if pkt.len() != self.frame_len as usize || pkt.segs() != 1 {
+            return None;
+        }
+        let b = pkt.head();
+        let h: &[u8; N] = b.first_chunk()?;
+        let seen = self.accepts(h, mask, of.seq, of.id)?;
+        let seq = of.seq.unwrap_or(seen.seq);
+        let psh = seen.psh;
+        // The seq added whole: a 32-bit word sums as its two 16-bit halves
+        // do, since 2^16 is 1 modulo 0xffff.
+        let x = self.k + seq as u64 + seen.csum as u64 + psh as u64 * PSH as u64;
+        if !of.csum.sums(self.tunnel) {
+            return Some((seq, Contrib { pos: 0, neg: x }, psh));
+        }
+        // One buffer (checked above): its payload is one slice.
+        let p = csum::sum(&b[of.payload..of.payload + of.mss]);
+        (csum::add(csum::fold(x), p) == 0xffff).then_some((
+            seq,
+            Contrib {
+                pos: p as u64,
+                neg: 0,
+            },
+            psh,
+        ))
+    }
+}

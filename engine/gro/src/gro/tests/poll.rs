@@ -197,3 +197,126 @@ fn a_run_of_one_flow_in_a_burst_ends_where_a_segment_would_not_merge() {
         }
     }
 }
+
+/// How a pair's second segment is made from its flow's next one.
+type Second<'a> = &'a dyn Fn(&mut Flow, usize) -> VecBuf;
+
+/// A poll of flows new to GRO, two segments each in a row, the second as
+/// `second` makes it.
+fn pairs(ipv6: bool, len: usize, second: Second) -> Vec<VecBuf> {
+    let mut pkts = Vec::new();
+    for i in 0..12 {
+        let mut f = Flow::new(i, ipv6);
+        pkts.push(f.next(len));
+        pkts.push(second(&mut f, len));
+    }
+    pkts
+}
+
+#[test]
+fn a_new_flows_two_segments_in_a_row_leave_as_when_its_head_is_held() {
+    let psh = |f: &mut Flow, len: usize| f.next_with(len, |s| s.flags |= TCP_PSH);
+    let seconds: [(&str, Second); 9] = [
+        ("PSH", &psh),
+        ("no PSH", &|f, len| f.next(len)),
+        ("FIN", &|f, len| {
+            f.next_with(len, |s| s.flags |= TCP_FIN | TCP_PSH)
+        }),
+        ("shorter", &|f, len| {
+            f.next_with(len - 7, |s| s.flags |= TCP_PSH)
+        }),
+        ("bad IP checksum", &|f, len| {
+            let mut p = psh(f, len);
+            if p.bytes()[12] == 0x08 {
+                break_ip_checksum(&mut p);
+            }
+            p
+        }),
+        ("bad TCP checksum", &|f, len| {
+            let mut p = psh(f, len);
+            let end = p.len() - 1;
+            p.head_mut()[end] ^= 0x5a;
+            p
+        }),
+        ("same IP ID", &|f, len| {
+            let id = f.ip_id.wrapping_sub(1);
+            f.next_with(len, |s| {
+                s.flags |= TCP_PSH;
+                s.ip_id = id
+            })
+        }),
+        ("a gap", &|f, len| {
+            f.next_with(len, |s| {
+                s.flags |= TCP_PSH;
+                s.seq += 1
+            })
+        }),
+        ("another ACK", &|f, len| {
+            f.next_with(len, |s| {
+                s.flags |= TCP_PSH;
+                s.ack += 1
+            })
+        }),
+    ];
+    for csum in [CsumMode::Trust, CsumMode::Verify] {
+        for ipv6 in [false, true] {
+            for len in [MSS, 1001] {
+                for (what, second) in &seconds {
+                    let cfg = GroConfig {
+                        csum,
+                        ..GroConfig::default()
+                    };
+                    // Taken whole, and segment by segment (each head held
+                    // in the table): the same packets, in the same order.
+                    let mut g = gro(cfg);
+                    let mut a = poll(&mut g, pairs(ipv6, len, second));
+                    a.extend(end(&mut g));
+                    let mut h = gro(cfg);
+                    let mut b = feed(&mut h, pairs(ipv6, len, second));
+                    b.extend(flush(&mut h));
+                    let case = format!("{csum:?}, IPv6 {ipv6}, {len} B, second {what}");
+                    assert_eq!(a.len(), b.len(), "{case}");
+                    for (x, y) in a.iter().zip(&b) {
+                        assert_eq!(x.ids, y.ids, "{case}");
+                        assert_eq!(x.bytes(), y.bytes(), "{case}");
+                        assert_eq!(x.gso, y.gso, "{case}");
+                        // Trusted, a bad TCP checksum stays bad merged.
+                        let trusted_bad = csum == CsumMode::Trust && *what == "bad TCP checksum";
+                        if x.ids.len() > 1 && !trusted_bad {
+                            verify(&x.bytes())
+                                .map_err(|e| format!("{case}: {e}"))
+                                .unwrap();
+                        }
+                    }
+                    let (s, t) = (g.stats(), h.stats());
+                    assert_eq!(s.flush, t.flush, "{case}");
+                    assert_eq!(s.pass, t.pass, "{case}");
+                    assert_eq!(s.merged_segments, t.merged_segments, "{case}");
+                    assert_eq!(s.packets_out, t.packets_out, "{case}");
+                    if *what == "PSH" {
+                        assert_eq!(s.merged_segments, 12, "{case}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_pair_merged_at_once_leaves_no_table_entry_behind() {
+    // The same flow's next pair, a poll later: a head held in the table
+    // would have left a ghost there to start again in; merged at once,
+    // the pair left none, and the next one is new again.
+    let mut g = gro(GroConfig::default());
+    let mut f = Flow::new(3, false);
+    for _ in 0..2 {
+        let pair = vec![f.next(MSS), f.next_with(MSS, |s| s.flags |= TCP_PSH)];
+        let out = poll(&mut g, pair);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].ids.len(), 2);
+        verify(&out[0].bytes()).unwrap();
+        assert!(end(&mut g).is_empty());
+    }
+    assert_eq!(g.stats().heads_built, 2);
+    assert_eq!(g.stats().heads_cached, 0);
+}
