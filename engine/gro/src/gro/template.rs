@@ -134,9 +134,9 @@ impl Template {
             Some(all) => tm.bytes = *all,
             None => short_copy(&mut tm.bytes, b),
         }
-        // A head may carry CWR (held, as Linux does); what follows must not
-        // (the mask keeps CWR; PSH it lets differ).
-        tm.bytes[l4 + tcp::FLAGS] &= !CWR;
+        // What follows the head must not carry `HEAD_ONLY` flags (the mask
+        // keeps them; PSH it lets differ).
+        tm.bytes[l4 + tcp::FLAGS] &= !HEAD_ONLY;
         tm.words = (t.payload as usize).div_ceil(8) as u8;
         tm.frame_len = frame_len;
         tm.tunnel = a.outer.is_some();
@@ -175,8 +175,8 @@ impl Template {
             return;
         }
         // A full-size segment's sum but for its seq (and checksum field).
-        tm.k =
-            pseudo_sum(a.pbase, a.tcp_len) + tcp_header_sum(a.hconst, 0, seg.urg, seg.flags & !CWR);
+        tm.k = pseudo_sum(a.pbase, a.tcp_len)
+            + tcp_header_sum(a.hconst, 0, seg.urg, seg.flags & !HEAD_ONLY);
         tm.on = true;
     }
 
