@@ -253,6 +253,25 @@ pub fn finish(s: u16) -> u16 {
     !s
 }
 
+/// The sum of an IPv4 header (`hdr`) without one of its 16-bit fields,
+/// holding `value`, and without its checksum, holding `checksum`: what the
+/// checksum of a header that differs from it in that field alone follows
+/// from (`ipv4_checksum_with`), such as a later segment's, whose ID differs,
+/// or a merged packet's, whose length does.
+#[inline(always)]
+pub fn ipv4_sum_without(hdr: u16, value: u16, checksum: u16) -> u16 {
+    sub(sub(hdr, value), checksum)
+}
+
+/// The checksum an IPv4 header carries whose sum without one field and its
+/// checksum is `without` (`ipv4_sum_without`) and whose field holds `value`.
+/// A segment that merges must carry it: a header that fails its own
+/// checksum is never merged into one whose checksum is then made valid.
+#[inline(always)]
+pub fn ipv4_checksum_with(without: u16, value: u16) -> u16 {
+    finish(add(without, value))
+}
+
 /// Sum of the pseudo-header (RFC 9293, RFC 8200): the source and destination
 /// addresses as they follow each other in the IP header (8 bytes for IPv4,
 /// 32 for IPv6), the protocol and the L4 length. Every pseudo-header sum

@@ -178,6 +178,27 @@ fn incremental_update_matches_recompute() {
 }
 
 #[test]
+fn a_header_sum_without_one_field_gives_the_checksum_for_any_value_of_it() {
+    let mut h = [
+        0x45u8, 0, 0, 60, 0x12, 0x34, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+    ];
+    let c0 = ipv4_header(&h);
+    h[10..12].copy_from_slice(&c0.to_be_bytes());
+    // The ID (bytes 4..6) and the total length (2..4), each in turn.
+    for at in [4, 2] {
+        let mut h = h;
+        let old = u16::from_be_bytes([h[at], h[at + 1]]);
+        let without = ipv4_sum_without(sum(&h), old, c0);
+        assert_eq!(ipv4_checksum_with(without, old), c0);
+        for value in [0u16, 1, 0x1234, 0xfffe, 0xffff] {
+            h[at..at + 2].copy_from_slice(&value.to_be_bytes());
+            h[10..12].fill(0);
+            assert_eq!(ipv4_checksum_with(without, value), ipv4_header(&h));
+        }
+    }
+}
+
+#[test]
 fn sums_concatenate_at_even_offsets() {
     let a = [1u8, 2, 3, 4, 5, 6];
     let b = [7u8, 8, 9];

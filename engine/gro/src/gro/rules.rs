@@ -30,6 +30,12 @@ pub(super) struct Seg {
 /// The flag bits that may differ within a merged packet (PSH, FIN, CWR).
 pub(super) const VAR_FLAGS: u8 = varying_bits(Hdr::Tcp, tcp::FLAGS);
 
+/// The flags only a packet's first segment may carry, as Linux holds CWR:
+/// a segment that merges after it must not. `VARIES` lets them differ, the
+/// full path refuses a later segment with them (`Flush::Flags`), and a
+/// template, which later segments match, is its head's header without them.
+pub(super) const HEAD_ONLY: u8 = CWR;
+
 /// The header a field of `VARIES` lies in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Hdr {
@@ -101,17 +107,18 @@ const fn flags(bits: u8, fast: Fast) -> Varies {
 /// `refusals`. The fast path's masks (`Masks::of`) and the full path's
 /// free flag bits (`VAR_FLAGS`) derive from it; a test changes each other
 /// header bit and sees no merge on either path.
-pub(super) const VARIES: [Varies; 15] = [
+pub(super) const VARIES: [Varies; 16] = [
     // The next byte in sequence (`SeqGap`).
     field(Hdr::Tcp, tcp::SEQ, Fast::OnItsOwn),
     // Verified, or trusted; summed for the merged packet.
     field(Hdr::Tcp, tcp::CHECKSUM, Fast::OnItsOwn),
     // Meaningful only with URG, which never merges.
     field(Hdr::Tcp, tcp::URGENT, Fast::AsHead),
-    // PSH and FIN merge, then flush; CWR only on the head (`Flags`: a
-    // template is its head's header with CWR cleared).
+    // PSH and FIN merge, then flush.
     flags(PSH, Fast::OnItsOwn),
-    flags(FIN | CWR, Fast::AsHead),
+    flags(FIN, Fast::AsHead),
+    // Only on the head (`HEAD_ONLY`).
+    flags(HEAD_ONLY, Fast::AsHead),
     // A shorter segment merges, then flushes (`ShortSegment`); a longer
     // one does not (`LargerThanMss`). The fast path takes full-size ones.
     field(Hdr::Ipv4, ipv4::TOTAL_LEN, Fast::AsHead),
@@ -320,7 +327,7 @@ impl<B: GroBuf> Gro<B> {
     pub(super) fn refusals(&self, h: &Held<B>, seg: &Seg, opts: &[u8], ext: &[u8]) -> u32 {
         on(seg.ack != h.ack, Flush::AckChange)
             | on(
-                (seg.word ^ h.word) & !WORD_FREE != 0 || seg.flags & CWR != 0,
+                (seg.word ^ h.word) & !WORD_FREE != 0 || seg.flags & HEAD_ONLY != 0,
                 Flush::Flags,
             )
             | on(

@@ -45,7 +45,7 @@ pub(super) struct Template {
     /// The flow is inside a tunnel: what a NIC's L4 checksum flag is about
     /// then depends on the NIC, so it is not taken for the inner checksum.
     pub(super) tunnel: bool,
-    /// IPv4 header sum without ID and checksum (to update the expected checksum).
+    /// IPv4 header sum without ID and checksum (`csum::ipv4_sum_without`).
     pub(super) ip_sum: u16,
     /// The same for the outer IPv4 header.
     pub(super) outer_ip_sum: u16,
@@ -134,9 +134,9 @@ impl Template {
             Some(all) => tm.bytes = *all,
             None => short_copy(&mut tm.bytes, b),
         }
-        // A head may carry CWR (held, as Linux does); what follows must not
-        // (the mask keeps CWR; PSH it lets differ).
-        tm.bytes[l4 + tcp::FLAGS] &= !CWR;
+        // What follows the head must not carry `HEAD_ONLY` flags (the mask
+        // keeps them; PSH it lets differ).
+        tm.bytes[l4 + tcp::FLAGS] &= !HEAD_ONLY;
         tm.words = (t.payload as usize).div_ceil(8) as u8;
         tm.frame_len = frame_len;
         tm.tunnel = a.outer.is_some();
@@ -148,7 +148,7 @@ impl Template {
             // checksum is then made valid.
             tm.ip_csum_at = (l3 + ipv4::CHECKSUM.start) as u8;
             let field = field::read16(b, l3, ipv4::CHECKSUM);
-            tm.ip_sum = csum::sub(csum::sub(a.ip_hdr, seg.id), field);
+            tm.ip_sum = csum::ipv4_sum_without(a.ip_hdr, seg.id, field);
         } else {
             tm.id_at = 0;
             tm.ip_csum_at = 0;
@@ -160,7 +160,7 @@ impl Template {
                 let id = field::read16(b, ol3, ipv4::ID);
                 let field = field::read16(b, ol3, ipv4::CHECKSUM);
                 let csum_at = (ol3 + ipv4::CHECKSUM.start) as u8;
-                let sum = csum::sub(csum::sub(hdr, id), field);
+                let sum = csum::ipv4_sum_without(hdr, id, field);
                 ((ol3 + ipv4::ID.start) as u8, csum_at, sum)
             }
             _ => (0, 0, 0),
@@ -175,8 +175,8 @@ impl Template {
             return;
         }
         // A full-size segment's sum but for its seq (and checksum field).
-        tm.k =
-            pseudo_sum(a.pbase, a.tcp_len) + tcp_header_sum(a.hconst, 0, seg.urg, seg.flags & !CWR);
+        tm.k = pseudo_sum(a.pbase, a.tcp_len)
+            + tcp_header_sum(a.hconst, 0, seg.urg, seg.flags & !HEAD_ONLY);
         tm.on = true;
     }
 
@@ -234,7 +234,7 @@ impl Template {
         if self.ip_csum_at != 0 {
             // SAFETY: ip_csum_at + 2 <= words * 8 <= N, as just said.
             let field = u16::from_be_bytes(unsafe { read(h, self.ip_csum_at as usize) });
-            d |= (field ^ csum::finish(csum::add(self.ip_sum, got_id))) as u64;
+            d |= (field ^ csum::ipv4_checksum_with(self.ip_sum, got_id)) as u64;
         }
         if d != 0 {
             return None;
@@ -270,7 +270,7 @@ impl Template {
         let got = at(self.outer_id_at);
         outer_id.is_none_or(|i| got == i)
             && (self.outer_csum_at == 0
-                || at(self.outer_csum_at) == csum::finish(csum::add(self.outer_ip_sum, got)))
+                || at(self.outer_csum_at) == csum::ipv4_checksum_with(self.outer_ip_sum, got))
     }
 }
 

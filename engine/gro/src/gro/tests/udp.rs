@@ -206,6 +206,29 @@ fn a_datagram_whose_ip_checksum_alone_is_wrong_never_merges_in_either_mode() {
 }
 
 #[test]
+fn a_datagram_whose_ip_checksum_is_the_other_zero_still_merges() {
+    // One's complement has two zeros: a header whose checksum comes out 0
+    // is as valid with 0xffff (it sums to all ones either way), and merges
+    // in either mode, whichever path takes it.
+    for csum in [CsumMode::Verify, CsumMode::Trust] {
+        let mut d = Dgrams::new(1, false);
+        let ip = &d.spec.udp_frame(0, &[0; DGRAM], true)[14..34];
+        let c = field::read16(ip, 0, ipv4::CHECKSUM);
+        let without = csum::ipv4_sum_without(csum::sum(ip), 0, c);
+        // The second datagram's ID makes its header sum all ones.
+        d.ip_id = (!without).wrapping_sub(1);
+        let (a, mut b) = (d.next(DGRAM), d.next(DGRAM));
+        assert_eq!(field::read16(&b.segs[0], 14, ipv4::CHECKSUM), 0);
+        field::write16(&mut b.segs[0], 14, ipv4::CHECKSUM, 0xffff);
+        let mut g = gro(GroConfig { csum, ..udp_cfg() });
+        assert!(feed(&mut g, vec![a, b, d.next(DGRAM)]).is_empty());
+        let out = flush(&mut g);
+        assert_eq!(out[0].ids, vec![1001, 1002, 1003], "{csum:?}");
+        verify_udp(&out[0].bytes());
+    }
+}
+
+#[test]
 fn ip_fields_that_differ_end_the_packet() {
     let mut d = Dgrams::new(1, false);
     let mut g = gro(udp_cfg());

@@ -106,7 +106,7 @@ fn fix_udp_headers<B: GroBuf>(h: &mut UdpHeld<B>, tso: bool) {
         field::write16(b, l3, ipv6::PAYLOAD_LEN, ulen as u16);
     } else {
         field::write16(b, l3, ipv4::TOTAL_LEN, h.core.ip_len as u16);
-        let c = csum::finish(csum::add(h.base.ip_base, h.core.ip_len as u16));
+        let c = csum::ipv4_checksum_with(h.base.ip_base, h.core.ip_len as u16);
         field::write16(b, l3, ipv4::CHECKSUM, c);
     }
     field::write16(b, l4, udp::LEN, ulen as u16);

@@ -17,10 +17,11 @@ pub(in crate::gro) struct UdpHeld<B> {
     pub(super) ports_sum: u16,
     /// The first datagram's frame length: a full-size one has it.
     pub(super) frame_len: u32,
-    /// `ip_base` without the first datagram's IPv4 ID: a datagram whose
-    /// header equals the head's but for the ID and checksums has a valid
-    /// IPv4 checksum when it adds up with this.
-    pub(super) ip_base_no_id: u16,
+    /// The first datagram's IPv4 header sum without its ID and checksum
+    /// (`csum::ipv4_sum_without`): a datagram whose header equals the
+    /// head's but for the ID and checksums must carry the IPv4 checksum
+    /// this and its ID give.
+    pub(super) ip_sum: u16,
     /// The fast path's compare: the first datagram's headers as words
     /// (`hdr`), and which of their bits every datagram of the packet shares
     /// (`mask`: all but the IPv4 ID and checksum, the UDP checksum, and what
@@ -83,7 +84,7 @@ impl<B> Default for UdpHeld<B> {
             base: Base::default(),
             ports_sum: 0,
             frame_len: 0,
-            ip_base_no_id: 0,
+            ip_sum: 0,
             hdr: [0; WORDS],
             mask: [0; WORDS],
             words: 0,

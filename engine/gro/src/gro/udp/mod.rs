@@ -120,14 +120,19 @@ impl<B: GroBuf> Gro<B> {
     fn udp_hold_new(&mut self, pkt: B, seen: UdpSeen, now: u64, out: &mut impl FnMut(B)) {
         let UdpSeen { t, d, .. } = seen;
         let l3 = t.l3 as usize;
-        let ip_base = if t.ipv6 {
-            0
+        // The header's sum without its length (for the merged packet's
+        // checksum) and without its ID (for a later datagram's).
+        let (ip_base, ip_sum) = if t.ipv6 {
+            (0, 0)
         } else {
             let b = pkt.head();
             let hdr = csum::sum(&b[l3..l3 + ipv4::MIN_LEN]);
             let total = field::read16(b, l3, ipv4::TOTAL_LEN);
             let c = field::read16(b, l3, ipv4::CHECKSUM);
-            csum::sub(csum::sub(hdr, total), c)
+            (
+                csum::ipv4_sum_without(hdr, total, c),
+                csum::ipv4_sum_without(hdr, d.id, c),
+            )
         };
         let udp = self.udp.as_deref_mut().expect("UDP GRO is on");
         if udp.len() >= self.cfg.flows {
@@ -163,7 +168,7 @@ impl<B: GroBuf> Gro<B> {
         };
         h.ports_sum = d.ports_sum;
         h.frame_len = pkt.len() as u32;
-        h.ip_base_no_id = csum::sub(ip_base, d.id);
+        h.ip_sum = ip_sum;
         let fast = head_words(pkt.head(), &t);
         (h.hdr, h.mask, h.words) = fast.unwrap_or(([0; WORDS], [0; WORDS], 0));
         h.core.pkt = Some(pkt);
@@ -262,12 +267,10 @@ impl<B: GroBuf> Gro<B> {
         if d.never_held(&t).is_some() || Self::udp_refusals(max_frags, h, &d) != 0 {
             return None;
         }
-        // The IPv4 header checksum, trusting too (the TCP rule's reason).
+        // The IPv4 header checksum its ID gives, trusting too.
         if !t.ipv6 {
-            let total = (t.l3_len() as u32 + d.ulen as u32) as u16;
             let c = field::read16(b, l3, ipv4::CHECKSUM);
-            let sum = csum::add(csum::add(csum::add(h.ip_base_no_id, total), id), c);
-            if sum != 0xffff {
+            if c != csum::ipv4_checksum_with(h.ip_sum, id) {
                 return None;
             }
         }
