@@ -73,7 +73,7 @@ pub(super) fn ip_sums(b: &[u8], t: &Tcp) -> (u16, u16) {
     let ip_hdr = csum::sum(&b[l3..t.l4 as usize]);
     let total = field::read16(b, l3, ipv4::TOTAL_LEN);
     let field = field::read16(b, l3, ipv4::CHECKSUM);
-    (ip_hdr, csum::sub(csum::sub(ip_hdr, total), field))
+    (ip_hdr, csum::ipv4_sum_without(ip_hdr, total, field))
 }
 
 /// How a segment's payload sum is found, and its checksum judged.
@@ -267,7 +267,7 @@ pub(super) fn fix_headers<B: GroBuf>(pkt: &mut B, m: &Merged, tso: bool) {
     if !t.ipv6 {
         let total = big::ipv4_total_len(m.ip_len);
         field::write16(b, l3, ipv4::TOTAL_LEN, total);
-        let c = csum::finish(csum::add(m.ip_base, total));
+        let c = csum::ipv4_checksum_with(m.ip_base, total);
         field::write16(b, l3, ipv4::CHECKSUM, c);
     }
     b[l4 + tcp::FLAGS] = m.flags;
