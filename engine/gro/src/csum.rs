@@ -190,21 +190,27 @@ unsafe fn sum_wide_by(k: Kernel, data: &[u8]) -> u64 {
     sum_wide(data)
 }
 
-/// Headers and short payloads: plain word adds, no vector set-up.
+/// Headers and short payloads: plain word adds, no vector set-up. Native
+/// u64 words are added with each carry wrapped around (the sum modulo
+/// 2^64 - 1, a multiple of 0xffff, so `fold` reads it as it would the plain
+/// sum), then folded to 33 bits, so that callers may add it to other sums.
 #[inline(always)]
 fn sum_small(data: &[u8]) -> u64 {
     let mut s = 0u64;
-    let mut words = data.chunks_exact(4);
+    let mut words = data.chunks_exact(8);
     for w in &mut words {
-        s += u32::from_ne_bytes([w[0], w[1], w[2], w[3]]) as u64;
+        let (r, c) = s.overflowing_add(u64::from_ne_bytes(w.try_into().unwrap()));
+        s = r + c as u64;
     }
-    // Byte by byte (at most 3): a copy of a variable length would be a
-    // call to memcpy for every header summed.
-    let mut last = [0u8; 4];
+    // The tail (at most 7 bytes) zero-padded, byte by byte: a copy of a
+    // variable length would be a call to memcpy for every header summed.
+    let mut last = [0u8; 8];
     for (d, b) in last.iter_mut().zip(words.remainder()) {
         *d = *b;
     }
-    s + u32::from_ne_bytes(last) as u64
+    let (r, c) = s.overflowing_add(u64::from_ne_bytes(last));
+    let s = r + c as u64;
+    (s & 0xffff_ffff) + (s >> 32)
 }
 
 /// Payloads, portable: eight u64 lanes of u32 words.

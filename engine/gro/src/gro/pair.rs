@@ -2,10 +2,10 @@
 //! poll, the second ending the packet (PSH): an RPC, a short response.
 //! Held in the table, the head would take an entry, a template and a
 //! flush for one merge. Instead the pair is judged as the table's way
-//! would judge it, by the template the head would build (made on the
-//! stack, from the layout's mask: the fast path's rules), and merged as
-//! the second is taken: the same packet leaves at the same point, with no
-//! table entry made or left behind.
+//! would judge it, by what the head's template would expect (the fast
+//! path's rules, under the layout's mask) against the head's own header,
+//! and merged as the second is taken: the same packet leaves at the same
+//! point, with no table entry made or left behind.
 
 use super::flush::{counted_out, gso_info};
 use super::*;
@@ -16,8 +16,55 @@ use super::*;
 pub(super) struct Pair<B> {
     pkt: B,
     m: Merged,
-    /// Payload bytes of each of the two segments.
+    /// Payload bytes of the first segment.
     mss: u32,
+    /// Why it leaves at once (PSH, or a short second segment).
+    why: Flush,
+}
+
+/// The size of a pair's second segment, from its IP length field read at
+/// its head's layout.
+struct SecondSize {
+    ip_len: u32,
+    payload: u32,
+}
+
+impl SecondSize {
+    /// The size `b`, a frame of `len` bytes, states at layout `t`: None
+    /// unless the frame ends where its IP packet does (no trailer) and it
+    /// carries a payload.
+    #[inline(always)]
+    fn of(b: &[u8], len: usize, t: &Tcp) -> Option<SecondSize> {
+        let l3 = t.l3 as usize;
+        let ip_len = if t.ipv6 {
+            field::read16(b.get(..l3 + ipv6::HEADER_LEN)?, l3, ipv6::PAYLOAD_LEN) as u32
+                + ipv6::HEADER_LEN as u32
+        } else {
+            field::read16(b.get(..l3 + ipv4::MIN_LEN)?, l3, ipv4::TOTAL_LEN) as u32
+        };
+        let headers = (t.payload - t.l3) as u32;
+        let payload = ip_len.checked_sub(headers).filter(|&p| p > 0)?;
+        (len == l3 + ip_len as usize).then_some(SecondSize { ip_len, payload })
+    }
+
+    /// The head's header bytes `h` (layout `t`) as a segment of this size
+    /// carries them: its IP length field this size's.
+    #[inline(always)]
+    fn header_of(&self, h: &[u8], t: &Tcp) -> Option<[u8; TMPL_LEN]> {
+        let mut r = [0u8; TMPL_LEN];
+        match h.first_chunk::<TMPL_LEN>() {
+            Some(all) => r = *all,
+            None => short_copy(&mut r, h.get(..t.payload as usize)?),
+        }
+        let l3 = t.l3 as usize;
+        if t.ipv6 {
+            let stated = (self.ip_len as usize - ipv6::HEADER_LEN) as u16;
+            field::write16(&mut r, l3, ipv6::PAYLOAD_LEN, stated);
+        } else {
+            field::write16(&mut r, l3, ipv4::TOTAL_LEN, self.ip_len as u16);
+        }
+        Some(r)
+    }
 }
 
 impl<B: GroBuf> Gro<B> {
@@ -41,11 +88,12 @@ impl<B: GroBuf> Gro<B> {
             return Some(a);
         }
         match self.pair_merged(&a, q, t, seg, csum, sums) {
-            Some(m) => {
+            Some((m, why)) => {
                 self.pair = Some(Pair {
                     pkt: a,
                     m,
                     mss: seg.payload,
+                    why,
                 });
                 None
             }
@@ -53,10 +101,12 @@ impl<B: GroBuf> Gro<B> {
         }
     }
 
-    /// What `a` and `q` merged make, if `q` is the next full-size segment
-    /// of `a`'s flow, carries PSH (a second segment without it is a bulk
-    /// flow's: its head goes to the table, where its template is kept), and
-    /// passes the template `a` would build, within the limits.
+    /// What `a` and `q` merged make, and why the merged packet leaves, if
+    /// `q` is the next segment of `a`'s flow in one buffer, no larger than
+    /// `a`, ends the packet (PSH, or shorter: a full-size one without PSH
+    /// is a bulk flow's, whose head goes to the table, where its template
+    /// is kept), and passes what `a`'s template would expect of a segment
+    /// of its size, within the limits.
     #[inline(always)]
     fn pair_merged(
         &mut self,
@@ -66,11 +116,14 @@ impl<B: GroBuf> Gro<B> {
         seg: &Seg,
         csum: &CsumCheck,
         sums: Option<HeadSums>,
-    ) -> Option<Merged> {
-        if q.head().get(t.l4 as usize + tcp::FLAGS)? & PSH == 0 {
+    ) -> Option<(Merged, Flush)> {
+        let qb = q.head();
+        let psh = qb.get(t.l4 as usize + tcp::FLAGS)? & PSH != 0;
+        let size = SecondSize::of(qb, q.len(), t)?;
+        if size.payload > seg.payload || seg.flags & HEAD_ONLY != 0 {
             return None;
         }
-        let fast = FastCsum::of(q.rx_hints(), self.cfg.csum == CsumMode::Verify)?;
+        let why = ends_after(psh, false, size.payload, seg.payload)?;
         let ip_len = t.l3_len() as u32 + t.l4_len() as u32 + t.payload_len;
         let head = Core::<B> {
             mss: seg.payload,
@@ -79,7 +132,7 @@ impl<B: GroBuf> Gro<B> {
             max_ip: big::max_ip(self.cfg.max_size, t, None, a.headroom()),
             ..Core::default()
         };
-        if head.full(self.cfg.max_frags) {
+        if head.past_size(size.payload) || head.past_frags(1, self.cfg.max_frags) {
             return None;
         }
         let f = Fields::new(a.head(), *t);
@@ -87,34 +140,14 @@ impl<B: GroBuf> Gro<B> {
             Some(s) => s,
             None => HeadSums::of(&f, seg, csum, a)?,
         };
-        let mask = self.mask_for(t, None)?;
         let (ip_hdr, ip_base) = ip_sums(f.header(), t);
-        let mut tm = Template::off();
-        let args = TmplArgs {
-            ip_hdr,
-            outer: None,
-            pbase: sums.pbase,
-            hconst: sums.hconst,
-            tcp_len: t.l4_len() as u32 + t.payload_len,
-            frame_len: a.len(),
-        };
-        tm.build(&f, seg, args, Some(mask));
-        if !tm.on {
-            return None;
-        }
-        let of = Judged {
-            seq: Some(seg.seq.wrapping_add(seg.payload)),
-            id: Some(IdMode::Open.next(seg.id)),
-            csum: fast,
-            payload: t.payload as usize,
-            mss: seg.payload as usize,
-        };
-        let (_, c, _) = tm.judge(q, self.masks.get(mask), &of)?;
+        let fast = FastCsum::of(q.rx_hints(), self.cfg.csum == CsumMode::Verify)?;
+        let c = self.judge_second(&f, seg, q, &size, &sums, ip_hdr, fast)?;
         let c = c.shifted(seg.payload & 1 == 1);
-        Some(Merged {
+        let m = Merged {
             t: *t,
-            ip_len: ip_len + seg.payload,
-            flags: seg.flags | PSH,
+            ip_len: ip_len + size.payload,
+            flags: seg.flags | if psh { PSH } else { 0 },
             ip_base,
             pbase: sums.pbase,
             hconst: sums.hconst,
@@ -124,21 +157,82 @@ impl<B: GroBuf> Gro<B> {
                 pos: sums.psum.pos + c.pos,
                 neg: sums.psum.neg + c.neg,
             },
-        })
+        };
+        Some((m, why))
+    }
+
+    /// Whether `q` (of `size`) passes what the template of the head read
+    /// as `f` and `seg` (its sums, its IPv4 header's `ip_hdr`) would expect
+    /// of a segment of its size, its checksum taken as `fast` says; if so,
+    /// its payload's checksum contribution. It is judged against the head's
+    /// own header as such a segment carries it: the same bytes but for the
+    /// IP length and `HEAD_ONLY` flags, which the template clears (a head
+    /// with them is left to the table's way).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn judge_second(
+        &mut self,
+        f: &Fields,
+        seg: &Seg,
+        q: &B,
+        size: &SecondSize,
+        sums: &HeadSums,
+        ip_hdr: u16,
+        fast: FastCsum,
+    ) -> Option<Contrib> {
+        let t = f.layout();
+        let mask = self.mask_for(&t, None)?;
+        let total = field::read16(f.header(), t.l3 as usize, ipv4::TOTAL_LEN);
+        let mut x = Expect::off();
+        let args = TmplArgs {
+            ip_hdr: if t.ipv6 {
+                0
+            } else {
+                csum::add(csum::sub(ip_hdr, total), size.ip_len as u16)
+            },
+            outer: None,
+            pbase: sums.pbase,
+            hconst: sums.hconst,
+            tcp_len: t.l4_len() as u32 + size.payload,
+            frame_len: q.len(),
+        };
+        x.build(f, seg, args, Some(mask));
+        if !x.on {
+            return None;
+        }
+        let of = Judged {
+            seq: Some(seg.seq.wrapping_add(seg.payload)),
+            id: Some(IdMode::Open.next(seg.id)),
+            csum: fast,
+            payload: t.payload as usize,
+            mss: size.payload as usize,
+        };
+        let mask = self.masks.get(mask);
+        let (_, c, _) = if size.payload == seg.payload {
+            x.judge(q, f.frame(), mask, &of)?
+        } else {
+            x.judge(q, &size.header_of(f.frame(), &t)?, mask, &of)?
+        };
+        Some(c)
     }
 
     /// The pair `try_pair` judged, given its second segment `q`: merged, its
-    /// headers fixed, out (PSH ends it), counted as the table's way counts
-    /// a head that merged once and flushed.
+    /// headers fixed, out (it ends the packet), counted as the table's way
+    /// counts a head that merged once and flushed.
     pub(super) fn close_pair(&mut self, p: Pair<B>, q: B, out: &mut impl FnMut(B)) {
-        let Pair { mut pkt, m, mss } = p;
+        let Pair {
+            mut pkt,
+            m,
+            mss,
+            why,
+        } = p;
         self.stats.segments_in += 1;
         self.stats.heads_built += 1;
         self.stats.merged_segments += 1;
         pkt.append_one(q, m.t.payload as usize);
         let tso = self.cfg.out_csum == OutCsum::Pseudo;
         fix_headers(&mut pkt, &m, tso);
-        counted_out(&mut self.stats, self.hist.as_deref_mut(), Flush::Psh, 2);
+        counted_out(&mut self.stats, self.hist.as_deref_mut(), why, 2);
         if let Some(g) = self.hist.as_deref_mut() {
             // Held from its first segment to its second, in one poll.
             g.hold.record(0);

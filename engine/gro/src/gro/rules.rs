@@ -263,14 +263,14 @@ impl<B> Core<B> {
 
     /// The frag limit: would `frags` buffers more pass `max_frags`?
     #[inline(always)]
-    fn past_frags(&self, frags: u16, max_frags: u16) -> bool {
+    pub(super) fn past_frags(&self, frags: u16, max_frags: u16) -> bool {
         self.frags as u32 + frags as u32 > max_frags as u32
     }
 
     /// The size limit: would `payload` bytes more pass `max_ip` bytes of
     /// IP packet (`big::max_ip`)?
     #[inline(always)]
-    fn past_size(&self, payload: u32) -> bool {
+    pub(super) fn past_size(&self, payload: u32) -> bool {
         self.ip_len + payload > self.max_ip
     }
 

@@ -21,6 +21,19 @@ use crate::wire::Outer;
 /// head's); the outer ID is checked on its own, as the inner one is.
 #[repr(C, align(8))]
 pub(super) struct Template {
+    /// What it expects besides the bytes.
+    pub(super) x: Expect,
+    /// The head's header, its `HEAD_ONLY` flags cleared.
+    pub(super) bytes: [u8; TMPL_LEN],
+}
+
+/// What a template expects of a segment besides its header bytes: where
+/// the fields it checks on its own lie, what they must sum to, and the
+/// frame's length. Made without the bytes, it judges a segment against
+/// another header (a head's own, `pair`).
+#[repr(C, align(8))]
+#[derive(Clone, Copy)]
+pub(super) struct Expect {
     /// Off when the layout does not fit, has no mask, or lost its mask.
     pub(super) on: bool,
     /// 8-byte words the header spans.
@@ -52,7 +65,21 @@ pub(super) struct Template {
     /// Checksum contribution of a full-size segment's header and
     /// pseudo-header, without its seq and checksum field (see `Contrib`).
     pub(super) k: u64,
-    pub(super) bytes: [u8; TMPL_LEN],
+}
+
+impl std::ops::Deref for Template {
+    type Target = Expect;
+    #[inline(always)]
+    fn deref(&self) -> &Expect {
+        &self.x
+    }
+}
+
+impl std::ops::DerefMut for Template {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut Expect {
+        &mut self.x
+    }
 }
 
 /// Bytes of header a template covers (QinQ + IPv6 + TCP with options fit).
@@ -98,7 +125,55 @@ pub(super) fn short_copy(bytes: &mut [u8; TMPL_LEN], hdr: &[u8]) {
 impl Template {
     pub(super) fn off() -> Template {
         Template {
+            x: Expect::off(),
             bytes: [0; TMPL_LEN],
+        }
+    }
+
+    /// Makes this the template of a flow whose head is `f`'s segment, in
+    /// place, under mask `mask` (`Masks::of`); off without one.
+    pub(super) fn build(&mut self, f: &Fields, seg: &Seg, a: TmplArgs, mask: Option<u8>) {
+        self.x.build(f, seg, a, mask);
+        if !self.on {
+            return;
+        }
+        // A copy of a fixed size (a few vector moves), not a memcpy call of
+        // the header's length; the mask ignores what lies past the header.
+        match f.frame().first_chunk::<TMPL_LEN>() {
+            Some(all) => self.bytes = *all,
+            None => short_copy(&mut self.bytes, f.header()),
+        }
+        // What follows the head must not carry `HEAD_ONLY` flags (the mask
+        // keeps them; PSH it lets differ).
+        self.bytes[f.layout().l4 as usize + tcp::FLAGS] &= !HEAD_ONLY;
+    }
+
+    /// `Expect::judge` against this template's bytes.
+    #[inline(always)]
+    pub(super) fn judge<B: GroBuf>(
+        &self,
+        pkt: &B,
+        mask: &[u8; TMPL_LEN],
+        of: &Judged,
+    ) -> Option<(u32, Contrib, bool)> {
+        self.x.judge(pkt, &self.bytes, mask, of)
+    }
+
+    /// `Expect::judge_in` against this template's bytes.
+    #[inline(always)]
+    pub(super) fn judge_in<B: GroBuf, const N: usize>(
+        &self,
+        pkt: &B,
+        mask: &[u8; TMPL_LEN],
+        of: &Judged,
+    ) -> Option<(u32, Contrib, bool)> {
+        self.x.judge_in::<B, N>(pkt, &self.bytes, mask, of)
+    }
+}
+
+impl Expect {
+    pub(super) fn off() -> Expect {
+        Expect {
             mask: 0,
             words: 0,
             frame_len: 0,
@@ -115,8 +190,8 @@ impl Template {
         }
     }
 
-    /// Makes this the template of a flow whose head is `f`'s segment, in
-    /// place, under mask `mask` (`Masks::of`); off without one.
+    /// What a template of a flow whose head is `f`'s segment expects,
+    /// under mask `mask` (`Masks::of`); off without one.
     pub(super) fn build(&mut self, f: &Fields, seg: &Seg, a: TmplArgs, mask: Option<u8>) {
         let tm = self;
         let t = f.layout();
@@ -128,15 +203,6 @@ impl Template {
         tm.mask = m;
         let (l3, l4) = (t.l3 as usize, t.l4 as usize);
         let b = f.header();
-        // A copy of a fixed size (a few vector moves), not a memcpy call of
-        // the header's length; the mask ignores what lies past the header.
-        match f.frame().first_chunk::<TMPL_LEN>() {
-            Some(all) => tm.bytes = *all,
-            None => short_copy(&mut tm.bytes, b),
-        }
-        // What follows the head must not carry `HEAD_ONLY` flags (the mask
-        // keeps them; PSH it lets differ).
-        tm.bytes[l4 + tcp::FLAGS] &= !HEAD_ONLY;
         tm.words = (t.payload as usize).div_ceil(8) as u8;
         tm.frame_len = frame_len;
         tm.tunnel = a.outer.is_some();
@@ -205,6 +271,7 @@ impl Template {
     pub(super) fn accepts<const N: usize>(
         &self,
         h: &[u8; N],
+        r: &[u8; N],
         mask: &[u8; TMPL_LEN],
         seq: Option<u32>,
         id: Option<u16>,
@@ -216,7 +283,7 @@ impl Template {
         let w = |a: &[u8], i: usize| u64::from_ne_bytes(a[i * 8..i * 8 + 8].try_into().unwrap());
         let mut d = 0u64;
         for i in 0..N / 8 {
-            d |= (w(h, i) ^ w(&self.bytes, i)) & w(mask, i);
+            d |= (w(h, i) ^ w(r, i)) & w(mask, i);
         }
         // Reads of the fields below: `build` turned this template on only
         // with each of them inside the header's `words * 8` bytes, which
@@ -405,22 +472,23 @@ pub(super) struct Judged {
     pub(super) mss: usize,
 }
 
-impl Template {
+impl Expect {
     /// Whether `pkt` is a one-buffer, full-size segment matching this
-    /// template (which is on) under `mask`, as `of` says; if so, its
+    /// template (which is on), whose header bytes are `r`, under `mask`, as `of` says; if so, its
     /// sequence number, its payload's checksum contribution and whether it
     /// carries PSH, unless it is verified and bad (None then too).
     #[inline(always)]
     pub(super) fn judge<B: GroBuf>(
         &self,
         pkt: &B,
+        r: &[u8],
         mask: &[u8; TMPL_LEN],
         of: &Judged,
     ) -> Option<(u32, Contrib, bool)> {
         match self.width() {
-            Width::Short => self.judge_in::<B, SHORT_CMP>(pkt, mask, of),
-            Width::Fixed => self.judge_in::<B, FIXED_CMP>(pkt, mask, of),
-            Width::Whole => self.judge_in::<B, TMPL_LEN>(pkt, mask, of),
+            Width::Short => self.judge_in::<B, SHORT_CMP>(pkt, r, mask, of),
+            Width::Fixed => self.judge_in::<B, FIXED_CMP>(pkt, r, mask, of),
+            Width::Whole => self.judge_in::<B, TMPL_LEN>(pkt, r, mask, of),
         }
     }
 
@@ -429,6 +497,7 @@ impl Template {
     pub(super) fn judge_in<B: GroBuf, const N: usize>(
         &self,
         pkt: &B,
+        r: &[u8],
         mask: &[u8; TMPL_LEN],
         of: &Judged,
     ) -> Option<(u32, Contrib, bool)> {
@@ -437,7 +506,7 @@ impl Template {
         }
         let b = pkt.head();
         let h: &[u8; N] = b.first_chunk()?;
-        let seen = self.accepts(h, mask, of.seq, of.id)?;
+        let seen = self.accepts(h, r.first_chunk()?, mask, of.seq, of.id)?;
         let seq = of.seq.unwrap_or(seen.seq);
         let psh = seen.psh;
         // The seq added whole: a 32-bit word sums as its two 16-bit halves

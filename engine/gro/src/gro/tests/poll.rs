@@ -216,7 +216,7 @@ fn pairs(ipv6: bool, len: usize, second: Second) -> Vec<VecBuf> {
 #[test]
 fn a_new_flows_two_segments_in_a_row_leave_as_when_its_head_is_held() {
     let psh = |f: &mut Flow, len: usize| f.next_with(len, |s| s.flags |= TCP_PSH);
-    let seconds: [(&str, Second); 9] = [
+    let seconds: [(&str, Second); 12] = [
         ("PSH", &psh),
         ("no PSH", &|f, len| f.next(len)),
         ("FIN", &|f, len| {
@@ -224,6 +224,13 @@ fn a_new_flows_two_segments_in_a_row_leave_as_when_its_head_is_held() {
         }),
         ("shorter", &|f, len| {
             f.next_with(len - 7, |s| s.flags |= TCP_PSH)
+        }),
+        ("shorter, no PSH", &|f, len| f.next(len - 300)),
+        ("one byte", &|f, _| f.next_with(1, |s| s.flags |= TCP_PSH)),
+        ("a trailer", &|f, len| {
+            let mut p = f.next_with(len - 9, |s| s.flags |= TCP_PSH);
+            p.segs[0].extend_from_slice(&[0xee; 4]);
+            p
         }),
         ("bad IP checksum", &|f, len| {
             let mut p = psh(f, len);
@@ -304,19 +311,20 @@ fn a_new_flows_two_segments_in_a_row_leave_as_when_its_head_is_held() {
 
 #[test]
 fn a_pair_merged_at_once_leaves_no_table_entry_behind() {
-    // The same flow's next pair, a poll later: a head held in the table
-    // would have left a ghost there to start again in; merged at once,
-    // the pair left none, and the next one is new again.
+    // The same flow's next pair, a poll later (a full-size second segment,
+    // then a shorter one): a head held in the table would have left a
+    // ghost there to start again in; merged at once, the pair left none,
+    // and the next one is new again.
     let mut g = gro(GroConfig::default());
     let mut f = Flow::new(3, false);
-    for _ in 0..2 {
-        let pair = vec![f.next(MSS), f.next_with(MSS, |s| s.flags |= TCP_PSH)];
+    for len in [MSS, 200, MSS] {
+        let pair = vec![f.next(MSS), f.next_with(len, |s| s.flags |= TCP_PSH)];
         let out = poll(&mut g, pair);
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].ids.len(), 2);
         verify(&out[0].bytes()).unwrap();
         assert!(end(&mut g).is_empty());
     }
-    assert_eq!(g.stats().heads_built, 2);
+    assert_eq!(g.stats().heads_built, 3);
     assert_eq!(g.stats().heads_cached, 0);
 }
