@@ -1,5 +1,6 @@
 //! A flow new to the table whose first two segments come in a row in one
-//! poll, the second ending the packet (PSH): an RPC, a short response.
+//! poll, the second ending the packet (PSH, or shorter than the first): an
+//! RPC, a short response.
 //! Held in the table, the head would take an entry, a template and a
 //! flush for one merge. Instead the pair is judged as the table's way
 //! would judge it, by what the head's template would expect (the fast
