@@ -188,9 +188,9 @@ impl<B: GroBuf> Gro<B> {
             // A poll taken whole, without the reorder window: a head may
             // merge with the next packet at once (`try_pair`), which is
             // then handed over here.
-            let next = rest.as_slice().first().filter(|_| pairs);
+            let next = if pairs { rest.as_slice().first() } else { None };
             self.receive_before(p, next, now, out);
-            if let Some(pair) = self.pair.take() {
+            if let Some(pair) = self.pair.take_if(|_| pairs) {
                 let q = rest
                     .next()
                     .expect("a pair's second segment is the next packet");
