@@ -119,7 +119,15 @@ impl<B: GroBuf> Gro<B> {
         sums: Option<HeadSums>,
     ) -> Option<(Merged, Flush)> {
         let qb = q.head();
-        let psh = qb.get(t.l4 as usize + tcp::FLAGS)? & PSH != 0;
+        // The next byte in sequence, read first: a packet that follows a
+        // new head is most often another flow's.
+        let l4 = t.l4 as usize;
+        if field::read32(qb.get(..l4 + tcp::MIN_LEN)?, l4, tcp::SEQ)
+            != seg.seq.wrapping_add(seg.payload)
+        {
+            return None;
+        }
+        let psh = qb[l4 + tcp::FLAGS] & PSH != 0;
         let size = SecondSize::of(qb, q.len(), t)?;
         if size.payload > seg.payload || seg.flags & HEAD_ONLY != 0 {
             return None;
