@@ -361,14 +361,8 @@ impl<B: GroBuf> Held<B> {
         if !tm.on {
             return None;
         }
-        let of = Judged {
-            seq,
-            id,
-            csum,
-            payload: self.core.t.payload as usize,
-            mss: self.core.mss as usize,
-        };
-        tm.judge(pkt, masks.get(tm.mask), &of)
+        let of = self.judged(seq, id, csum);
+        tm.x.judge(pkt, &tm.bytes, masks.get(tm.mask), &of)
     }
 
     /// `template_match` for a template that is on and whose compare reads
@@ -383,13 +377,23 @@ impl<B: GroBuf> Held<B> {
         id: Option<u16>,
         csum: FastCsum,
     ) -> Option<(u32, Contrib, bool)> {
-        let of = Judged {
+        let of = self.judged(seq, id, csum);
+        self.tmpl
+            .x
+            .judge_in::<B, N>(pkt, &self.tmpl.bytes, mask, &of)
+    }
+
+    /// What a segment of this flow is judged by: seq `seq` and IPv4 ID `id`
+    /// (None: any), its checksum taken as `csum` says, the payload where
+    /// the head's starts, full-size.
+    #[inline(always)]
+    fn judged(&self, seq: Option<u32>, id: Option<u16>, csum: FastCsum) -> Judged {
+        Judged {
             seq,
             id,
             csum,
             payload: self.core.t.payload as usize,
             mss: self.core.mss as usize,
-        };
-        self.tmpl.judge_in::<B, N>(pkt, mask, &of)
+        }
     }
 }

@@ -147,28 +147,6 @@ impl Template {
         // keeps them; PSH it lets differ).
         self.bytes[f.layout().l4 as usize + tcp::FLAGS] &= !HEAD_ONLY;
     }
-
-    /// `Expect::judge` against this template's bytes.
-    #[inline(always)]
-    pub(super) fn judge<B: GroBuf>(
-        &self,
-        pkt: &B,
-        mask: &[u8; TMPL_LEN],
-        of: &Judged,
-    ) -> Option<(u32, Contrib, bool)> {
-        self.x.judge(pkt, &self.bytes, mask, of)
-    }
-
-    /// `Expect::judge_in` against this template's bytes.
-    #[inline(always)]
-    pub(super) fn judge_in<B: GroBuf, const N: usize>(
-        &self,
-        pkt: &B,
-        mask: &[u8; TMPL_LEN],
-        of: &Judged,
-    ) -> Option<(u32, Contrib, bool)> {
-        self.x.judge_in::<B, N>(pkt, &self.bytes, mask, of)
-    }
 }
 
 impl Expect {
@@ -460,7 +438,7 @@ impl Masks {
     }
 }
 
-/// What a segment is judged by against a template (`Template::judge`):
+/// What a segment is judged by against a template (`Expect::judge`):
 /// the sequence number and IPv4 ID it must carry (None: any), how its
 /// checksum is taken, and where its payload starts and how long a
 /// full-size one is.
