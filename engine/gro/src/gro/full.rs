@@ -285,7 +285,7 @@ impl<B: GroBuf> Gro<B> {
                 return self.give_up_for(s, Flush::BadChecksum, pkt, now, verify, hints, out);
             }
             self.flush_slot(s, Flush::BadChecksum, out);
-            return self.pass(Pass::BadTcpChecksum, pkt, out);
+            return self.pass_unheld(Pass::BadTcpChecksum, pkt, seg, Some(s), out);
         };
         self.merge(s, pkt, seg, psum, out)
     }
@@ -308,7 +308,7 @@ impl<B: GroBuf> Gro<B> {
         let (t, outer, seg, csum) = (flow.t, flow.outer, &flow.seg, &flow.csum);
         let Found { key, hash, found } = at;
         if let Some(why) = self.not_held(seg, &t) {
-            return self.pass(why, pkt, out);
+            return self.pass_unheld(why, pkt, seg, found, out);
         }
         // Verifying, the checksum is checked now, from the sums a merge
         // needs; trusting (or taking the NIC's word), a flow new to the
@@ -318,7 +318,7 @@ impl<B: GroBuf> Gro<B> {
         if csum.judged_now() {
             let f = Fields::new(pkt.head(), t);
             let Some(s) = HeadSums::of(&f, seg, csum, &pkt) else {
-                return self.pass(Pass::BadTcpChecksum, pkt, out);
+                return self.pass_unheld(Pass::BadTcpChecksum, pkt, seg, found, out);
             };
             sums = s;
         }
@@ -373,6 +373,29 @@ impl<B: GroBuf> Gro<B> {
             self.finish_head(slot, verify);
         }
     }
+    /// Passes `pkt` (read as `seg`), a segment of the flow whose ghost is
+    /// in `ghost` (if the table knows it), that no packet of the flow holds.
+    /// Its data is delivered all the same: with the window on, the ghost
+    /// notes where it ends (`Held::high`), so that a copy of it is not taken
+    /// for the filler of a gap before the flow's next packet and passed
+    /// ahead of it.
+    #[inline(always)]
+    fn pass_unheld(
+        &mut self,
+        why: Pass,
+        pkt: B,
+        seg: &Seg,
+        ghost: Option<u16>,
+        out: &mut impl FnMut(B),
+    ) {
+        if self.reorder.is_some() && seg.payload != 0 {
+            if let Some(h) = ghost.and_then(|s| self.table.ghost_mut(s)) {
+                h.high = later(h.high, seg.seq.wrapping_add(seg.payload));
+            }
+        }
+        self.pass(why, pkt, out)
+    }
+
     /// A segment went to slot `s` on the full path: the next is tried
     /// there first.
     #[inline(always)]

@@ -136,9 +136,10 @@ pub(super) struct Held<B> {
     /// The head's seq, urgent pointer and flags: with `hconst`, the merged
     /// header's sum without reading it again.
     pub(super) head_seq: u32,
-    /// The furthest any packet of the flow this entry held ended (mod
-    /// 2^32, as far as the ghost remembers): with the held packet behind
-    /// it, no gap ahead of it is worth waiting for.
+    /// The furthest any packet of the flow this entry held, or any segment
+    /// it passed unheld at its ghost, ended (mod 2^32, as far as the ghost
+    /// remembers): with the held packet behind it, no gap ahead of it is
+    /// worth waiting for.
     pub(super) high: u32,
     /// Every packet of the flow this entry held started where the one
     /// before it ended: what the flow sent before the held data was all

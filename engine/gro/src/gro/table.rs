@@ -283,6 +283,13 @@ impl<E: Default> Table<E> {
         (!self.used[s] && self.indexed[s]).then(|| &self.entries[s])
     }
 
+    /// The entry of a ghost slot, to change what its next use reads back.
+    #[inline(always)]
+    pub fn ghost_mut(&mut self, slot: u16) -> Option<&mut E> {
+        let s = slot as usize;
+        (!self.used[s] && self.indexed[s]).then(|| &mut self.entries[s])
+    }
+
     /// Takes back a ghost's slot, if it still is one, as the newest, under
     /// the hash it had: the entry still holds what its previous use left (a
     /// flow's state, for a restart without a new one being built).

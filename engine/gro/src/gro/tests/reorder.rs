@@ -209,6 +209,42 @@ fn a_segment_filling_the_gap_before_the_held_packet_leaves_ahead_of_it() {
     assert_eq!(check(&f, &out), [2, 1, 1, 1, 1]);
 }
 
+/// A segment that passes unheld once its flow's packet left (with a bad
+/// checksum; or with PSH and a new ACK, so that it could neither join that
+/// packet nor start one) was delivered: the gap it leaves before the flow's
+/// next packet is none, and a copy of it is a retransmission, which leaves
+/// after that packet (it arrived first), not ahead of it.
+#[test]
+fn a_copy_of_a_segment_passed_unheld_does_not_overtake_the_packet_after_it() {
+    // How 1 differs: its ACK (2's too), its flags, its checksum.
+    for (how, ack, flags, corrupt) in [
+        ("bad checksum", 0, 0, true),
+        ("bad checksum, new ACK", 1, 0, true),
+        ("PSH, new ACK", 1, TCP_PSH, false),
+    ] {
+        let mut f = Flow::new(11, false);
+        let a = f.next(MSS);
+        let b = f.next_with(MSS, |s| {
+            s.ack += ack;
+            s.flags |= flags;
+        });
+        let c = f.next_with(MSS, |s| s.ack += ack);
+        let mut passed = b.clone();
+        if corrupt {
+            *passed.segs[0].last_mut().unwrap() ^= 0xff;
+        }
+        // 1 passes unheld, 2 is held; then copies of 1 and 2.
+        let input = vec![a, passed, c.clone(), b, c];
+        let seen_in: Vec<(u32, u32)> = input.iter().map(seq_len).collect();
+        let mut g = gro(window(4));
+        let mut out = feed(&mut g, input);
+        out.extend(end_of_poll(&mut g));
+        let seen: Vec<(u32, u32)> = out.iter().map(seq_len).collect();
+        assert_eq!(backsteps(&seen), backsteps(&seen_in), "{how}: {seen:?}");
+        assert_eq!(g.stats().pass[Pass::BeforeHeld.index()], 0, "{how}");
+    }
+}
+
 #[test]
 fn a_retransmission_of_delivered_data_passes_at_once() {
     let mut f = Flow::new(6, false);
