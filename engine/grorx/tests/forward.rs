@@ -23,7 +23,9 @@ use grorx::mbuf::{Burst, Mbuf};
 use grorx::mempool::{Mempool, PoolParams};
 use grorx::port::{Port, PortConf};
 use grorx::skb::{self, Skb, SkbConf, SkbMode, SkbStats};
-use grorx::traffic::{segment_stream, FlowSpec, Segment, TCP_ACK, TCP_CWR, TCP_FIN, TCP_PSH};
+use grorx::traffic::{
+    segment_stream, Addrs, FlowSpec, Segment, TCP_ACK, TCP_CWR, TCP_FIN, TCP_PSH,
+};
 use grorx::wire::{Fields, Tcp};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -927,7 +929,13 @@ fn a_big_tcp_packet_leaves_in_tso_pieces_within_64k_where_the_port_takes_tso() {
     };
     let (segs, mss, per) = (180usize, 1448usize, 45usize);
     for ipv6 in [false, true] {
-        let spec = FlowSpec::numbered(9, ipv6);
+        let mut spec = FlowSpec::numbered(9, ipv6);
+        // Every address byte non-zero, so that a write into one shows.
+        let bytes: Vec<&mut u8> = match &mut spec.addrs {
+            Addrs::V4 { src, dst } => src.iter_mut().chain(dst.iter_mut()).collect(),
+            Addrs::V6 { src, dst } => src.iter_mut().chain(dst.iter_mut()).collect(),
+        };
+        bytes.into_iter().for_each(|b| *b |= 0x11);
         let frames = segment_stream(&spec, 9, 3, segs * mss, mss);
         let want: Vec<u8> = frames
             .iter()
@@ -965,6 +973,8 @@ fn a_big_tcp_packet_leaves_in_tso_pieces_within_64k_where_the_port_takes_tso() {
                     "PSH on the last piece only"
                 );
                 let fl = Fields::new(&b, t);
+                let head = Fields::new(&frames[0], t);
+                assert_eq!(fl.addrs(), head.addrs(), "piece {j}'s addresses");
                 assert_eq!(
                     u16::from_be_bytes([b[l4 + 16], b[l4 + 17]]),
                     fl.pseudo_sum(0),

@@ -369,6 +369,10 @@ impl Forwarder {
         }
         let (ip, tcp, l3) = (lay.ip(), lay.tcp(), lay.l3);
         let tcp_len = lay.l4 + seglen;
+        // A TSO piece: the port fills in each segment's checksums (DPDK's
+        // contract: the IPv4 one 0, TCP's the pseudo-header sum without
+        // the length).
+        let tso_piece = seglen > lay.mss;
         // The packet's first segment: `k` counts packets out, each of
         // `lay.per` segments.
         let first = k * lay.per;
@@ -382,8 +386,10 @@ impl Forwarder {
             field::write16(out, ip, ipv4::TOTAL_LEN, (l3 + tcp_len) as u16);
             field::write16(out, ip, ipv4::ID, id0.wrapping_add(first as u16));
             field::write16(out, ip, ipv4::CHECKSUM, 0);
-            let c = csum::ipv4_header(&out[ip..ip + l3]);
-            field::write16(out, ip, ipv4::CHECKSUM, c);
+            if !tso_piece {
+                let c = csum::ipv4_header(&out[ip..ip + l3]);
+                field::write16(out, ip, ipv4::CHECKSUM, c);
+            }
         }
         let csum_at = if lay.udp {
             field::write16(out, tcp, udp::LEN, tcp_len as u16);
@@ -402,10 +408,7 @@ impl Forwarder {
             out[tcp + tcp::FLAGS] = f;
             tcp::CHECKSUM
         };
-        if seglen > lay.mss {
-            // A TSO piece: the port fills in each segment's checksums from
-            // the pseudo-header sum without the length (DPDK's contract).
-            field::write16(out, ip, ipv4::CHECKSUM, 0);
+        if tso_piece {
             let p = pseudo(out, lay, 0);
             field::write16(out, tcp, tcp::CHECKSUM, p);
             return;
