@@ -292,7 +292,9 @@ impl<B: GroBuf> Gro<B> {
 
     /// A segment no held packet took: held as the start of a new packet,
     /// in its flow's ghost slot (`found`) or a new entry under `hash`,
-    /// unless it cannot start one or would only wait for nothing.
+    /// unless it cannot start one or would only wait for nothing, or, new
+    /// to the table, it merges at once with `next`, the packet after it in
+    /// its poll (`try_pair`).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn hold_new(
@@ -373,6 +375,7 @@ impl<B: GroBuf> Gro<B> {
             self.finish_head(slot, verify);
         }
     }
+
     /// Passes `pkt` (read as `seg`), a segment of the flow whose ghost is
     /// in `ghost` (if the table knows it), that no packet of the flow holds.
     /// Its data is delivered all the same: with the window on, the ghost
