@@ -169,7 +169,10 @@ impl Expect {
     }
 
     /// What a template of a flow whose head is `f`'s segment expects,
-    /// under mask `mask` (`Masks::of`); off without one.
+    /// under mask `mask` (`Masks::of`); off without one. Inline in its two
+    /// callers: a pair's (no tunnel, a mask in hand) then skips the
+    /// tunnel's fields and passes nothing through memory.
+    #[inline(always)]
     pub(super) fn build(&mut self, f: &Fields, seg: &Seg, a: TmplArgs, mask: Option<u8>) {
         let tm = self;
         let t = f.layout();
