@@ -259,6 +259,9 @@ impl<B> Held<B> {
 
 /// A merged packet's headers: IP length and checksum, TCP flags and checksum,
 /// from sums kept since the head arrived (nothing is summed again).
+/// Inline in its two callers (a flush, a pair), so that `m` is read where
+/// they made it rather than passed through memory.
+#[inline(always)]
 pub(super) fn fix_headers<B: GroBuf>(pkt: &mut B, m: &Merged, tso: bool) {
     let t = m.t;
     let (l3, l4) = (t.l3 as usize, t.l4 as usize);
