@@ -81,6 +81,20 @@ fn matches_reference_on_all_lengths() {
     }
 }
 
+#[test]
+fn a_header_sum_is_the_sum_on_every_length_and_all_ones() {
+    let mixed: Vec<u8> = (0..100u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 11) as u8)
+        .collect();
+    let ones = [0xffu8; 100];
+    for data in [&mixed[..], &ones[..]] {
+        for len in 0..data.len() {
+            let d = &data[..len];
+            assert_eq!(sum_header(d), reference(d), "len {len}");
+        }
+    }
+}
+
 /// The kernels this CPU runs (the portable one everywhere).
 fn kernels() -> Vec<Kernel> {
     Kernel::ALL.into_iter().filter(|k| k.available()).collect()

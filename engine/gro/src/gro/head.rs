@@ -72,6 +72,24 @@ impl<B: GroBuf> Gro<B> {
         Some(m)
     }
 
+    /// `mask_for` a plain layout (no tunnel): a known one found first by
+    /// `Masks::known_plain`, which gives no mask away.
+    #[inline(always)]
+    pub(super) fn plain_mask_for(&mut self, t: &Tcp) -> Option<u8> {
+        match self.masks.known_plain(t) {
+            Some(m) => Some(m),
+            None => self.new_plain_mask(t),
+        }
+    }
+
+    /// `mask_for` a plain layout not known yet: out of line, as it comes
+    /// once per layout.
+    #[cold]
+    #[inline(never)]
+    fn new_plain_mask(&mut self, t: &Tcp) -> Option<u8> {
+        self.mask_for(t, None)
+    }
+
     /// Appends a checked segment to its held packet; flushes on PSH, FIN or
     /// a short segment.
     #[inline(always)]

@@ -190,7 +190,7 @@ impl<B: GroBuf> Gro<B> {
         fast: FastCsum,
     ) -> Option<Contrib> {
         let t = f.layout();
-        let mask = self.mask_for(&t, None)?;
+        let mask = self.plain_mask_for(&t)?;
         let total = field::read16(f.header(), t.l3 as usize, ipv4::TOTAL_LEN);
         let mut x = Expect::off();
         let args = TmplArgs {

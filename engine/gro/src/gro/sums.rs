@@ -24,7 +24,7 @@ pub(super) fn pseudo_sum(pbase: u16, tcp_len: u32) -> u64 {
 /// The constant part of a segment's TCP header sum (see `Held::hconst`).
 #[inline]
 pub(super) fn header_const(f: &Fields, seg: &Seg) -> u16 {
-    let full = csum::sum(f.tcp_header());
+    let full = csum::sum_header(f.tcp_header());
     let var = seg.var_sum(0) + seg.csum as u64;
     csum::sub(full, csum::fold(var))
 }
@@ -70,7 +70,7 @@ pub(super) fn ip_sums(b: &[u8], t: &Tcp) -> (u16, u16) {
         return (0, 0);
     }
     let l3 = t.l3 as usize;
-    let ip_hdr = csum::sum(&b[l3..t.l4 as usize]);
+    let ip_hdr = csum::sum_header(&b[l3..t.l4 as usize]);
     let total = field::read16(b, l3, ipv4::TOTAL_LEN);
     let field = field::read16(b, l3, ipv4::CHECKSUM);
     (ip_hdr, csum::ipv4_sum_without(ip_hdr, total, field))
@@ -259,6 +259,9 @@ impl<B> Held<B> {
 
 /// A merged packet's headers: IP length and checksum, TCP flags and checksum,
 /// from sums kept since the head arrived (nothing is summed again).
+/// Inline in its two callers (a flush, a pair), so that `m` is read where
+/// they made it rather than passed through memory.
+#[inline(always)]
 pub(super) fn fix_headers<B: GroBuf>(pkt: &mut B, m: &Merged, tso: bool) {
     let t = m.t;
     let (l3, l4) = (t.l3 as usize, t.l4 as usize);

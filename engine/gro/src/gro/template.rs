@@ -169,7 +169,10 @@ impl Expect {
     }
 
     /// What a template of a flow whose head is `f`'s segment expects,
-    /// under mask `mask` (`Masks::of`); off without one.
+    /// under mask `mask` (`Masks::of`); off without one. Inline in its two
+    /// callers: a pair's (no tunnel, a mask in hand) then skips the
+    /// tunnel's fields and passes nothing through memory.
+    #[inline(always)]
     pub(super) fn build(&mut self, f: &Fields, seg: &Seg, a: TmplArgs, mask: Option<u8>) {
         let tm = self;
         let t = f.layout();
@@ -370,6 +373,21 @@ pub(super) struct MaskStore {
     /// When each mask was last given to a new head (a count of heads).
     pub(super) used: [u64; MASKS],
     pub(super) heads: u64,
+    /// Each known layout as `plain_key` packs it, `NOT_PLAIN` for one in a
+    /// tunnel: a plain head's layout found by a compare of words
+    /// (`Masks::known_plain`).
+    pub(super) plain: [u64; MASKS],
+}
+
+/// A `plain` entry no plain layout packs to (`plain_key` leaves the top
+/// bits clear).
+const NOT_PLAIN: u64 = u64::MAX;
+
+/// A plain layout (offsets and IP version) packed into one word, each field
+/// in bits of its own, so that two are equal exactly when their words are.
+#[inline(always)]
+fn plain_key(t: &Tcp) -> u64 {
+    t.l3 as u64 | (t.l4 as u64) << 16 | (t.payload as u64) << 32 | (t.ipv6 as u64) << 48
 }
 
 impl Default for Masks {
@@ -379,6 +397,7 @@ impl Default for Masks {
                 masks: [[0; TMPL_LEN]; MASKS],
                 used: [0; MASKS],
                 heads: 0,
+                plain: [NOT_PLAIN; MASKS],
             }),
             layouts: [(0, 0, 0, false, None); MASKS],
             n: 0,
@@ -411,6 +430,15 @@ impl Masks {
             st.used[i] = st.heads;
             return Some((i as u8, false));
         }
+        self.add(t, outer, key)
+    }
+
+    /// `of` for a layout not known yet: a mask made for it. Out of line,
+    /// as it comes once per layout.
+    #[cold]
+    #[inline(never)]
+    fn add(&mut self, t: &Tcp, outer: Option<Outer>, key: LayoutKey) -> Option<(u8, bool)> {
+        let st = &mut *self.store;
         let (i, taken) = if self.n < MASKS {
             self.n += 1;
             (self.n - 1, false)
@@ -434,7 +462,25 @@ impl Masks {
             }
         }
         self.layouts[i] = key;
+        st.plain[i] = if outer.is_none() {
+            plain_key(t)
+        } else {
+            NOT_PLAIN
+        };
         Some((i as u8, taken))
+    }
+
+    /// `of` for a plain layout (no tunnel) already known: its mask, found
+    /// by a compare of words and noted as `of` notes it; None if it is
+    /// not known (`of` then makes or refuses one).
+    #[inline(always)]
+    pub(super) fn known_plain(&mut self, t: &Tcp) -> Option<u8> {
+        let st = &mut *self.store;
+        let key = plain_key(t);
+        let i = st.plain[..self.n].iter().position(|&k| k == key)?;
+        st.heads += 1;
+        st.used[i] = st.heads;
+        Some(i as u8)
     }
 }
 

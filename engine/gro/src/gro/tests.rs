@@ -1051,6 +1051,42 @@ fn masks_are_shared_per_layout_and_bounded() {
     );
 }
 
+#[test]
+fn a_plain_layout_is_found_as_of_finds_it_and_never_a_tunnels() {
+    let mut m = Masks::default();
+    let t = |payload: u16| Tcp {
+        l3: 14,
+        l4: 34,
+        payload,
+        ..Default::default()
+    };
+    let o = crate::wire::Outer {
+        l3: 14,
+        l4: 34,
+        inner: 50,
+        ipv6: false,
+        kind: crate::wire::TunnelKind::Vxlan,
+    };
+    assert_eq!(m.known_plain(&t(66)), None, "nothing known yet");
+    let (tunnel, _) = m.of(&t(66), Some(o)).unwrap();
+    assert_eq!(m.known_plain(&t(66)), None, "only in a tunnel");
+    let (a, _) = m.of(&t(66), None).unwrap();
+    assert_ne!(a, tunnel);
+    assert_eq!(m.known_plain(&t(66)), Some(a));
+    assert_eq!(m.known_plain(&t(70)), None);
+    // Found, it counts as used, as with `of`: the layout keeps its mask.
+    let others: Vec<u8> = (2..MASKS as u16)
+        .map(|i| m.of(&t(66 + 4 * i), None).unwrap().0)
+        .collect();
+    for _ in 0..MASK_AGE {
+        assert_eq!(m.known_plain(&t(66)), Some(a));
+    }
+    assert_eq!(m.of(&t(54), None), Some((tunnel, true)), "the LRU's");
+    assert_eq!(m.known_plain(&t(54)), Some(tunnel), "now a plain one's");
+    assert_eq!(m.known_plain(&t(66)), Some(a));
+    assert_eq!(m.known_plain(&t(74)), Some(others[0]));
+}
+
 /// Pads an untagged or tagged IPv4 segment's TCP options with `k` NOP
 /// words (another header layout), lengths and checksums kept right.
 fn with_nops(b: &mut VecBuf, k: usize) {

@@ -20,11 +20,12 @@ impl<'a> Fields<'a> {
     #[inline(always)]
     pub fn new(b: &'a [u8], t: Tcp) -> Fields<'a> {
         let l3_min = if t.ipv6 { 40 } else { 20 };
+        // One branch: `&`, not `&&`, as every check is cheap and all pass.
         assert!(
-            t.l3 >= 14
-                && t.l3 as usize + l3_min <= t.l4 as usize
-                && t.l4 as usize + 20 <= t.payload as usize
-                && t.payload as usize <= b.len(),
+            (t.l3 >= 14)
+                & (t.l3 as usize + l3_min <= t.l4 as usize)
+                & (t.l4 as usize + 20 <= t.payload as usize)
+                & (t.payload as usize <= b.len()),
             "header layout outside the frame"
         );
         Fields { b, t }
