@@ -993,15 +993,20 @@ fn config_ranges_name_the_setting_refused() {
     );
 }
 
-#[test]
-fn masks_are_shared_per_layout_and_bounded() {
-    let mut m = Masks::default();
-    let t = |payload: u16| Tcp {
+/// An untagged IPv4 layout whose headers end at `payload`.
+fn plain_ipv4(payload: u16) -> Tcp {
+    Tcp {
         l3: 14,
         l4: 34,
         payload,
         ..Default::default()
-    };
+    }
+}
+
+#[test]
+fn masks_are_shared_per_layout_and_bounded() {
+    let mut m = Masks::default();
+    let t = plain_ipv4;
     let (a, _) = m.of(&t(66), None).unwrap();
     assert_eq!(m.of(&t(66), None), Some((a, false)), "one mask per layout");
     // IPv4 ID and checksum, TCP seq and checksum vary; PSH may; past the
@@ -1054,12 +1059,7 @@ fn masks_are_shared_per_layout_and_bounded() {
 #[test]
 fn a_plain_layout_is_found_as_of_finds_it_and_never_a_tunnels() {
     let mut m = Masks::default();
-    let t = |payload: u16| Tcp {
-        l3: 14,
-        l4: 34,
-        payload,
-        ..Default::default()
-    };
+    let t = plain_ipv4;
     let o = crate::wire::Outer {
         l3: 14,
         l4: 34,
