@@ -191,12 +191,12 @@ impl<B: GroBuf> Gro<B> {
     ) -> Option<Contrib> {
         let t = f.layout();
         let mask = self.plain_mask_for(&t)?;
-        let total = field::read16(f.header(), t.l3 as usize, ipv4::TOTAL_LEN);
         let mut x = Expect::off();
         let args = TmplArgs {
             ip_hdr: if t.ipv6 {
                 0
             } else {
+                let total = field::read16(f.header(), t.l3 as usize, ipv4::TOTAL_LEN);
                 csum::add(csum::sub(ip_hdr, total), size.ip_len as u16)
             },
             outer: None,

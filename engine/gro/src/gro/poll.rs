@@ -100,6 +100,15 @@ impl Default for Look {
 }
 
 impl Look {
+    /// Packet `i` of the burst is taken: one fewer left in its bucket,
+    /// which is returned.
+    #[inline(always)]
+    fn taken(&mut self, i: usize) -> u16 {
+        let b = self.bucket[i];
+        self.left[b as usize] -= 1;
+        b
+    }
+
     /// A packet of layout `t` left alone (held and flushed as one segment,
     /// or passed): the next burst is looked at with its layout.
     #[inline(always)]
@@ -180,9 +189,7 @@ impl<B: GroBuf> Gro<B> {
         let mut i = 0;
         while let Some(p) = rest.next() {
             if on {
-                let b = self.look.bucket[i];
-                self.look.cur = b;
-                self.look.left[b as usize] -= 1;
+                self.look.cur = self.look.taken(i);
                 i += 1;
             }
             // A poll taken whole, without the reorder window: a head may
@@ -195,8 +202,7 @@ impl<B: GroBuf> Gro<B> {
                     .next()
                     .expect("a pair's second segment is the next packet");
                 if on {
-                    let b = self.look.bucket[i];
-                    self.look.left[b as usize] -= 1;
+                    self.look.taken(i);
                     i += 1;
                 }
                 self.first = None;
