@@ -661,9 +661,12 @@ fn a_forwarder_outlives_the_memif_peer_it_sends_to() {
     for run in 0..TX_KILL_RUNS {
         let peer = rxonly();
         let mut f = receiving(&mut source, &format!("run {run}"));
-        // The output's peer goes while packets still stream in.
+        // The output's peer goes while packets still stream in. Seeing it
+        // gone takes the PMD's handler and the link watch a few hundred
+        // milliseconds, longer on a loaded machine: packets stream in for
+        // long enough after it that some come once the link reads down.
         peer.signal(libc::SIGKILL);
-        std::thread::sleep(Duration::from_millis(300));
+        std::thread::sleep(Duration::from_secs(2));
         f.signal(libc::SIGINT);
         let (r, _) = report_stopped_by(&mut f, &format!("run {run} of {TX_KILL_RUNS}"), "signal");
         drop(peer);
