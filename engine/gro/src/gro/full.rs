@@ -22,7 +22,7 @@ impl<B: GroBuf> Gro<B> {
         verify: bool,
         hints: RxHints,
         lookup: Option<Lookup>,
-        next: Option<&B>,
+        next: Option<&mut Burst<'_, B>>,
         out: &mut impl FnMut(B),
     ) {
         let lookup = if self.reorder_busy() {
@@ -50,7 +50,7 @@ impl<B: GroBuf> Gro<B> {
         verify: bool,
         hints: RxHints,
         lookup: Option<Lookup>,
-        next: Option<&B>,
+        next: Option<&mut Burst<'_, B>>,
         out: &mut impl FnMut(B),
     ) {
         let Some((pkt, t, outer)) = self.parse_slow(pkt, now, verify, hints, out) else {
@@ -65,26 +65,34 @@ impl<B: GroBuf> Gro<B> {
                 return self.pass_in_order(Pass::BadUdpChecksum, pkt, out);
             }
         }
+        let csum = CsumCheck::of(&t, outer.is_some(), hints.l4, verify);
+        let (mut pkt, mut next) = (pkt, next);
         // Nothing held, and no window: there is nothing to merge with, so a
-        // segment that would not be held needs no lookup.
+        // segment that would not be held needs no lookup, nor does a head
+        // that merges at once with the next packet of its poll.
         if self.table.is_empty() && self.reorder.is_none() {
             if let Some(why) = self.not_held(&seg, &t) {
                 return self.pass(why, pkt, out);
             }
+            if let Some(rest) = next.take().filter(|_| outer.is_none()) {
+                match self.try_pair(pkt, rest, &t, &seg, &csum, None, out) {
+                    Some(p) => pkt = p,
+                    None => return,
+                }
+            }
         }
+        let f = Fields::new(pkt.head(), t);
         let key = match &outer {
             Some(o) => FlowKey::tunneled(&f, o, &self.hash_key),
             None => FlowKey::new(&f),
         };
         let (hash, found) = self.find_flow(&key, &t, outer, lookup);
-        let csum = CsumCheck::of(&t, outer.is_some(), hints.l4, verify);
         let flow = Slow {
             t,
             outer,
             seg,
             csum,
         };
-        let mut pkt = pkt;
         if let Some(s) = found.filter(|&s| self.table.is_live(s)) {
             match self.with_held(s, pkt, &flow, now, verify, hints, out) {
                 Some(p) => pkt = p,
@@ -304,7 +312,7 @@ impl<B: GroBuf> Gro<B> {
         at: Found,
         now: u64,
         verify: bool,
-        next: Option<&B>,
+        next: Option<&mut Burst<'_, B>>,
         out: &mut impl FnMut(B),
     ) {
         let (t, outer, seg, csum) = (flow.t, flow.outer, &flow.seg, &flow.csum);
@@ -327,9 +335,9 @@ impl<B: GroBuf> Gro<B> {
         // A flow the table does not know, whose next segment is next in
         // the poll and may end its packet: merged with it at once.
         let mut pkt = pkt;
-        if let Some(q) = next.filter(|_| found.is_none() && outer.is_none()) {
+        if let Some(rest) = next.filter(|_| found.is_none() && outer.is_none()) {
             let judged = csum.judged_now().then_some(sums);
-            match self.try_pair(pkt, q, &t, seg, csum, judged) {
+            match self.try_pair(pkt, rest, &t, seg, csum, judged, out) {
                 Some(p) => pkt = p,
                 None => return,
             }

@@ -67,7 +67,6 @@ pub use stats::{Flush, GroReport, GroStats, Pass, ReorderReport};
 
 use fast::*;
 use held::*;
-use pair::Pair;
 use poll::Look;
 use reorder::*;
 use rules::*;
@@ -85,6 +84,9 @@ use table::Table;
 use crate::wire::{
     TCP_CWR as CWR, TCP_FIN as FIN, TCP_PSH as PSH, TCP_RST as RST, TCP_SYN as SYN, TCP_URG as URG,
 };
+
+/// The rest of a poll's burst, as it is taken.
+type Burst<'a, B> = std::vec::Drain<'a, B>;
 
 /// One queue's GRO.
 pub struct Gro<B> {
@@ -127,9 +129,6 @@ pub struct Gro<B> {
     /// What the rest of the poll's burst may hold (`receive_poll`); out
     /// of line, so that its buckets do not push the fields above apart.
     look: Box<Look>,
-    /// A head and the next segment of its poll, judged to merge and leave
-    /// at once (`try_pair`), until `take` hands that segment over.
-    pair: Option<Pair<B>>,
     /// Tests turn the fast path off to hold it to the full path's decisions.
     #[cfg(test)]
     full_path_only: bool,
@@ -196,7 +195,6 @@ impl<B: GroBuf> Gro<B> {
             giving_up: false,
             from_window: false,
             look: Box::default(),
-            pair: None,
             #[cfg(test)]
             full_path_only: false,
         }
@@ -258,11 +256,17 @@ impl<B: GroBuf> Gro<B> {
         self.receive_before(pkt, None, now, out)
     }
 
-    /// `receive`, with the packet that comes next in the poll (`next`; None:
-    /// not known), which may merge with this one at once (`try_pair`): the
-    /// caller then hands it to `close_pair` instead.
+    /// `receive`, with the rest of the poll's burst (`next`; None: not
+    /// known), whose first packet may merge with this one at once and be
+    /// taken with it (`try_pair`).
     #[inline(always)]
-    fn receive_before(&mut self, mut pkt: B, next: Option<&B>, now: u64, out: &mut impl FnMut(B)) {
+    fn receive_before(
+        &mut self,
+        mut pkt: B,
+        next: Option<&mut Burst<'_, B>>,
+        now: u64,
+        out: &mut impl FnMut(B),
+    ) {
         self.stats.segments_in += 1;
         self.now = now;
         if !crate::wire::may_be_ip(pkt.head()) {

@@ -1,6 +1,8 @@
-//! A flow new to the table whose first two segments come in a row in one
-//! poll, the second ending the packet (PSH, or shorter than the first): an
-//! RPC, a short response.
+//! A flow whose first two segments come in a row in one poll, the second
+//! ending the packet (PSH, or shorter than the first): an RPC, a short
+//! response. The flow is new to the table, or nothing is held at all (then
+//! the flow has nothing to merge with and the table is not looked in; what
+//! it may remember of the flow stays as it was).
 //! Held in the table, the head would take an entry, a template and a
 //! flush for one merge. Instead the pair is judged as the table's way
 //! would judge it, by what the head's template would expect (the fast
@@ -10,18 +12,6 @@
 
 use super::flush::{counted_out, gso_info};
 use super::*;
-
-/// A head and what its merge with the next segment of its poll makes:
-/// kept between `hold_new`, which judged the pair, and `take`, which
-/// hands over that segment (`close_pair`).
-pub(super) struct Pair<B> {
-    pkt: B,
-    m: Merged,
-    /// Payload bytes of the first segment.
-    mss: u32,
-    /// Why it leaves at once (PSH, or a short second segment).
-    why: Flush,
-}
 
 /// The size of a pair's second segment, from its IP length field read at
 /// its head's layout.
@@ -69,37 +59,39 @@ impl SecondSize {
 }
 
 impl<B: GroBuf> Gro<B> {
-    /// Whether `q`, the packet after `a` in its poll, is the second segment
-    /// of `a`'s flow and ends the packet; `a` is a segment (layout `t`, read
-    /// as `seg`) that would start a new table entry, outside a tunnel, its
-    /// sums made if its checksum was judged (`sums`). If so, `a` is kept in
-    /// `pair` for `close_pair`, else given back.
+    /// Whether the first packet of `rest`, the poll's packets after `a`,
+    /// is the second segment of `a`'s flow and ends the packet; `a` is a
+    /// segment (layout `t`, read as `seg`) that would start a new table
+    /// entry, outside a tunnel, its sums made if its checksum was judged
+    /// (`sums`). If so, that packet is taken from `rest` and the two leave
+    /// merged (`close_pair`), else `a` is given back.
+    #[allow(clippy::too_many_arguments)]
     #[inline(never)]
     pub(super) fn try_pair(
         &mut self,
         a: B,
-        q: &B,
+        rest: &mut Burst<'_, B>,
         t: &Tcp,
         seg: &Seg,
         csum: &CsumCheck,
         sums: Option<HeadSums>,
+        out: &mut impl FnMut(B),
     ) -> Option<B> {
         #[cfg(test)]
         if self.full_path_only {
             return Some(a);
         }
-        match self.pair_merged(&a, q, t, seg, csum, sums) {
-            Some((m, why)) => {
-                self.pair = Some(Pair {
-                    pkt: a,
-                    m,
-                    mss: seg.payload,
-                    why,
-                });
-                None
-            }
-            None => Some(a),
-        }
+        let paired =
+            (rest.as_slice().first()).and_then(|q| self.pair_merged(&a, q, t, seg, csum, sums));
+        let Some((m, why)) = paired else {
+            return Some(a);
+        };
+        let q = rest.next().expect("the packet just judged");
+        self.look.take_next();
+        // No slot to try the next segment on first.
+        self.first = None;
+        self.close_pair(a, q, &m, seg.payload, why, out);
+        None
     }
 
     /// What `a` and `q` merged make, and why the merged packet leaves, if
@@ -225,22 +217,26 @@ impl<B: GroBuf> Gro<B> {
         Some(c)
     }
 
-    /// The pair `try_pair` judged, given its second segment `q`: merged, its
-    /// headers fixed, out (it ends the packet), counted as the table's way
-    /// counts a head that merged once and flushed.
-    pub(super) fn close_pair(&mut self, p: Pair<B>, q: B, out: &mut impl FnMut(B)) {
-        let Pair {
-            mut pkt,
-            m,
-            mss,
-            why,
-        } = p;
+    /// `a` and `q`, judged to merge into `m` and leave (`why`), merged,
+    /// their headers fixed, out, counted as the table's way counts a head
+    /// of `mss` payload bytes that merged once and flushed.
+    #[inline(always)]
+    fn close_pair(
+        &mut self,
+        a: B,
+        q: B,
+        m: &Merged,
+        mss: u32,
+        why: Flush,
+        out: &mut impl FnMut(B),
+    ) {
+        let mut pkt = a;
         self.stats.segments_in += 1;
         self.stats.heads_built += 1;
         self.stats.merged_segments += 1;
         pkt.append_one(q, m.t.payload as usize);
         let tso = self.cfg.out_csum == OutCsum::Pseudo;
-        fix_headers(&mut pkt, &m, tso);
+        fix_headers(&mut pkt, m, tso);
         counted_out(&mut self.stats, self.hist.as_deref_mut(), why, 2);
         if let Some(g) = self.hist.as_deref_mut() {
             // Held from its first segment to its second, in one poll.

@@ -77,6 +77,8 @@ pub(super) struct Look {
     next_at: At,
     /// Packets that left alone since the last burst began.
     alone: u32,
+    /// Packets of the burst taken so far.
+    pos: usize,
     /// The bucket of the packet being taken.
     cur: u16,
     /// Each packet's bucket.
@@ -92,6 +94,7 @@ impl Default for Look {
             at: At::default(),
             next_at: At::default(),
             alone: 0,
+            pos: 0,
             cur: 0,
             bucket: [0; LOOK_MAX],
             left: [0; 1 << BUCKET_BITS],
@@ -100,13 +103,16 @@ impl Default for Look {
 }
 
 impl Look {
-    /// Packet `i` of the burst is taken: one fewer left in its bucket,
-    /// which is returned.
+    /// The burst's next packet is taken: one fewer left in its bucket,
+    /// which is the current one.
     #[inline(always)]
-    fn taken(&mut self, i: usize) -> u16 {
-        let b = self.bucket[i];
-        self.left[b as usize] -= 1;
-        b
+    pub(super) fn take_next(&mut self) {
+        if self.on {
+            let b = self.bucket[self.pos];
+            self.left[b as usize] -= 1;
+            self.cur = b;
+            self.pos += 1;
+        }
     }
 
     /// A packet of layout `t` left alone (held and flushed as one segment,
@@ -170,6 +176,7 @@ impl<B: GroBuf> Gro<B> {
             let look = &mut self.look;
             look.on = on;
             look.alone = 0;
+            look.pos = 0;
             look.at = look.next_at;
         }
         if on {
@@ -184,31 +191,14 @@ impl<B: GroBuf> Gro<B> {
         // `merge_run` after their first segment, unless segments are
         // looked ahead or may wait ahead of a gap.
         let runs = !on && self.reorder.is_none();
+        // A poll taken whole, without the reorder window: a head may take
+        // the next packet with it at once (`try_pair`).
         let pairs = whole && self.reorder.is_none();
         let mut rest = burst.drain(..);
-        let mut i = 0;
         while let Some(p) = rest.next() {
-            if on {
-                self.look.cur = self.look.taken(i);
-                i += 1;
-            }
-            // A poll taken whole, without the reorder window: a head may
-            // merge with the next packet at once (`try_pair`), which is
-            // then handed over here.
-            let next = if pairs { rest.as_slice().first() } else { None };
+            self.look.take_next();
+            let next = if pairs { Some(&mut rest) } else { None };
             self.receive_before(p, next, now, out);
-            if let Some(pair) = self.pair.take_if(|_| pairs) {
-                let q = rest
-                    .next()
-                    .expect("a pair's second segment is the next packet");
-                if on {
-                    self.look.taken(i);
-                    i += 1;
-                }
-                self.first = None;
-                self.close_pair(pair, q, out);
-                continue;
-            }
             if let Some(s) = self.first.filter(|_| runs) {
                 self.merge_run(s, &mut rest);
             }

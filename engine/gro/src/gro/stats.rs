@@ -216,8 +216,8 @@ pub struct GroStats {
     pub packets_out: u64,
     /// Segments appended to a held packet.
     pub merged_segments: u64,
-    /// Held packets started afresh (parsed, hashed): in a new table entry
-    /// (its template built), or two segments merged at once without one.
+    /// Held packets started afresh: in a new table entry (parsed, hashed,
+    /// its template built), or two segments merged at once without one.
     pub heads_built: u64,
     /// Held packets started in the entry a remembered flow left
     /// (`GroConfig::flow_cache`): nothing rebuilt.
@@ -269,8 +269,8 @@ pub struct GroReport {
     pub packets_out: u64,
     /// Segments appended to a held packet.
     pub merged_segments: u64,
-    /// Held packets started afresh (parsed, hashed): in a new table entry
-    /// (its template built), or two segments merged at once without one.
+    /// Held packets started afresh: in a new table entry (parsed, hashed,
+    /// its template built), or two segments merged at once without one.
     pub heads_built: u64,
     /// Held packets started in the entry a remembered flow left (`GroConfig::flow_cache`).
     pub heads_cached: u64,

@@ -328,3 +328,58 @@ fn a_pair_merged_at_once_leaves_no_table_entry_behind() {
     assert_eq!(g.stats().heads_built, 3);
     assert_eq!(g.stats().heads_cached, 0);
 }
+
+#[test]
+fn a_pair_of_a_flow_the_table_remembers_leaves_as_when_its_head_is_held() {
+    // A flow's packet leaves its ghost in the table; its next segments
+    // come as a pair that acknowledges more (as an RPC's next request
+    // does, so that the ghost's template turns it away), then as a run,
+    // and so on. With nothing held, a pair merges at once and leaves the
+    // ghost as it was; segment by segment, each head starts again in the
+    // ghost's slot. The same packets leave either way, and the runs after
+    // a pair still merge.
+    for ipv6 in [false, true] {
+        let polls = |f: &mut Flow| -> Vec<Vec<VecBuf>> {
+            let acked = |f: &mut Flow, len, ack: u32, psh: bool| {
+                f.next_with(len, |s| {
+                    s.ack += ack;
+                    if psh {
+                        s.flags |= TCP_PSH;
+                    }
+                })
+            };
+            let run = |f: &mut Flow, ack| (0..4).map(|_| acked(f, MSS, ack, false)).collect();
+            vec![
+                run(f, 0),
+                vec![acked(f, MSS, 1, false), acked(f, MSS, 1, true)],
+                run(f, 2),
+                vec![acked(f, MSS, 3, false), acked(f, 300, 3, true)],
+                run(f, 4),
+            ]
+        };
+        let (mut g, mut h) = (gro(GroConfig::default()), gro(GroConfig::default()));
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let (mut f, mut f2) = (Flow::new(4, ipv6), Flow::new(4, ipv6));
+        for (p, q) in polls(&mut f).into_iter().zip(polls(&mut f2)) {
+            a.extend(poll(&mut g, p));
+            a.extend(end(&mut g));
+            b.extend(feed(&mut h, q));
+            b.extend(flush(&mut h));
+        }
+        assert_eq!(a.len(), 5, "IPv6 {ipv6}: one packet a poll");
+        assert_eq!(a.len(), b.len());
+        for (x, y) in a.iter().zip(&b) {
+            assert_eq!(x.ids, y.ids, "IPv6 {ipv6}");
+            assert_eq!(x.bytes(), y.bytes(), "IPv6 {ipv6}");
+            assert_eq!(x.gso, y.gso, "IPv6 {ipv6}");
+            verify(&x.bytes()).unwrap();
+        }
+        let (s, t) = (g.stats(), h.stats());
+        assert_eq!(s.merged_segments, t.merged_segments);
+        assert_eq!(s.flush, t.flush);
+        // Each pair's head counts as built; the table's way takes the
+        // ghost back for it.
+        assert_eq!((s.heads_built, s.heads_cached), (3, 2), "IPv6 {ipv6}");
+        assert_eq!((t.heads_built, t.heads_cached), (1, 4), "IPv6 {ipv6}");
+    }
+}
