@@ -22,7 +22,7 @@ pub(super) fn pseudo_sum(pbase: u16, tcp_len: u32) -> u64 {
 }
 
 /// The constant part of a segment's TCP header sum (see `Held::hconst`).
-#[inline]
+#[inline(always)]
 pub(super) fn header_const(f: &Fields, seg: &Seg) -> u16 {
     let full = csum::sum_header(f.tcp_header());
     let var = seg.var_sum(0) + seg.csum as u64;
