@@ -302,6 +302,13 @@ pub fn sub(a: u16, b: u16) -> u16 {
     add(a, !b)
 }
 
+/// The sum `s` of a region in which one 16-bit field that held `old`
+/// holds `new` (an incremental update, RFC 1624).
+#[inline(always)]
+pub fn replace(s: u16, old: u16, new: u16) -> u16 {
+    add(sub(s, old), new)
+}
+
 /// The checksum field value for a region whose sum (with the field zeroed) is `s`.
 #[inline(always)]
 pub fn finish(s: u16) -> u16 {

@@ -189,7 +189,7 @@ impl<B: GroBuf> Gro<B> {
                 0
             } else {
                 let total = field::read16(f.header(), t.l3 as usize, ipv4::TOTAL_LEN);
-                csum::add(csum::sub(ip_hdr, total), size.ip_len as u16)
+                csum::replace(ip_hdr, total, size.ip_len as u16)
             },
             outer: None,
             pbase: sums.pbase,
