@@ -53,10 +53,10 @@ impl<B: GroBuf> Gro<B> {
         next: Option<&mut Burst<'_, B>>,
         out: &mut impl FnMut(B),
     ) {
-        let Some((pkt, t, outer)) = self.parse_slow(pkt, now, verify, hints, out) else {
+        let Some((mut pkt, t, outer)) = self.parse_slow(pkt, now, verify, hints, out) else {
             return;
         };
-        let f = Fields::new(pkt.head(), t);
+        let mut f = Fields::new(pkt.head(), t);
         let mut seg = Seg::read(&f, pkt.segs_from(t.payload as usize));
         let tcp_len = t.l4_len() as u32 + t.payload_len;
         if let Some(o) = &outer {
@@ -66,7 +66,7 @@ impl<B: GroBuf> Gro<B> {
             }
         }
         let csum = CsumCheck::of(&t, outer.is_some(), hints.l4, verify);
-        let (mut pkt, mut next) = (pkt, next);
+        let mut next = next;
         // Nothing held, and no window: there is nothing to merge with, so a
         // segment that would not be held needs no lookup, nor does a head
         // that merges at once with the next packet of its poll.
@@ -76,12 +76,14 @@ impl<B: GroBuf> Gro<B> {
             }
             if let Some(rest) = next.take().filter(|_| outer.is_none()) {
                 match self.try_pair(pkt, rest, &t, &seg, &csum, None, out) {
-                    Some(p) => pkt = p,
+                    Some(p) => {
+                        pkt = p;
+                        f = Fields::new(pkt.head(), t);
+                    }
                     None => return,
                 }
             }
         }
-        let f = Fields::new(pkt.head(), t);
         let key = match &outer {
             Some(o) => FlowKey::tunneled(&f, o, &self.hash_key),
             None => FlowKey::new(&f),

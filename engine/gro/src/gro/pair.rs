@@ -87,7 +87,7 @@ impl<B: GroBuf> Gro<B> {
             return Some(a);
         };
         let q = rest.next().expect("the packet just judged");
-        self.look.take_next();
+        self.look.take_with_current();
         // No slot to try the next segment on first.
         self.first = None;
         self.close_pair(a, q, &m, seg.payload, why, out);
@@ -111,15 +111,21 @@ impl<B: GroBuf> Gro<B> {
         sums: Option<HeadSums>,
     ) -> Option<(Merged, Flush)> {
         let qb = q.head();
-        // The next byte in sequence, read first: a packet that follows a
-        // new head is most often another flow's.
         let l4 = t.l4 as usize;
+        let flags = *qb.get(l4 + tcp::FLAGS)?;
+        let psh = flags & PSH != 0;
+        // As long as the head and without PSH: a bulk flow's next segment,
+        // or another flow's, neither ending a packet here.
+        if !psh && q.len() == a.len() {
+            return None;
+        }
+        // The next byte in sequence: a packet that follows a new head is
+        // most often another flow's.
         if field::read32(qb.get(..l4 + tcp::MIN_LEN)?, l4, tcp::SEQ)
             != seg.seq.wrapping_add(seg.payload)
         {
             return None;
         }
-        let psh = qb[l4 + tcp::FLAGS] & PSH != 0;
         let size = SecondSize::of(qb, q.len(), t)?;
         if size.payload > seg.payload || seg.flags & HEAD_ONLY != 0 {
             return None;

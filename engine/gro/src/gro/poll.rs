@@ -103,15 +103,22 @@ impl Default for Look {
 }
 
 impl Look {
-    /// The burst's next packet is taken: one fewer left in its bucket,
-    /// which is the current one.
+    /// With the buckets on, the burst's next packet is taken: one fewer
+    /// left in its bucket, which is the current one.
     #[inline(always)]
-    pub(super) fn take_next(&mut self) {
+    fn take_next(&mut self) {
+        let b = self.bucket[self.pos];
+        self.left[b as usize] -= 1;
+        self.cur = b;
+        self.pos += 1;
+    }
+
+    /// The burst's next packet is taken with the current one (a pair's
+    /// second segment).
+    #[inline(always)]
+    pub(super) fn take_with_current(&mut self) {
         if self.on {
-            let b = self.bucket[self.pos];
-            self.left[b as usize] -= 1;
-            self.cur = b;
-            self.pos += 1;
+            self.take_next();
         }
     }
 
@@ -196,7 +203,9 @@ impl<B: GroBuf> Gro<B> {
         let pairs = whole && self.reorder.is_none();
         let mut rest = burst.drain(..);
         while let Some(p) = rest.next() {
-            self.look.take_next();
+            if on {
+                self.look.take_next();
+            }
             let next = if pairs { Some(&mut rest) } else { None };
             self.receive_before(p, next, now, out);
             if let Some(s) = self.first.filter(|_| runs) {
