@@ -30,9 +30,10 @@
 //! `config` (settings), `held` (a flow's held packet), `head` (its sums and
 //! template, made once a second segment comes, and merges), `poll` (a
 //! poll's burst taken whole: a segment nothing later in it can join leaves
-//! at once), `pair` (a new flow's two segments in a row, the second ending
-//! the packet, merged at once without a table entry), `reorder` (the window that lets segments ahead of a gap wait
-//! for it), `rules` (the full path's decision), `template` (the fast path's
+//! at once), `pair` (two segments in a row of a flow new to the table, or
+//! of any flow while nothing is held, the second ending the packet, merged
+//! at once without a table entry), `reorder` (the window that lets segments
+//! ahead of a gap wait for it), `rules` (the full path's decision), `template` (the fast path's
 //! compare and its masks), `fast` (the fast path, and a burst's runs of
 //! one flow merged in a loop of their own), `sums` (checksum state and the
 //! merged headers), `flush` (what leaves and when), `key` and `table` (flow
