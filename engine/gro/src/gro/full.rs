@@ -56,7 +56,7 @@ impl<B: GroBuf> Gro<B> {
         let Some((mut pkt, t, outer)) = self.parse_slow(pkt, now, verify, hints, out) else {
             return;
         };
-        let mut f = Fields::new(pkt.head(), t);
+        let f = Fields::new(pkt.head(), t);
         let mut seg = Seg::read(&f, pkt.segs_from(t.payload as usize));
         let tcp_len = t.l4_len() as u32 + t.payload_len;
         if let Some(o) = &outer {
@@ -75,12 +75,8 @@ impl<B: GroBuf> Gro<B> {
                 return self.pass(why, pkt, out);
             }
             if let Some(rest) = next.take().filter(|_| outer.is_none()) {
-                match self.try_pair(pkt, rest, &t, &seg, &csum, None, out) {
-                    Some(p) => {
-                        pkt = p;
-                        f = Fields::new(pkt.head(), t);
-                    }
-                    None => return,
+                if let Some((m, why)) = self.try_pair(&pkt, &f, rest, &seg, &csum, None) {
+                    return self.close_pair(pkt, rest, &m, seg.payload, why, out);
                 }
             }
         }
@@ -327,8 +323,8 @@ impl<B: GroBuf> Gro<B> {
         // table makes them (and its template) only once a second segment
         // comes (`finish_head`).
         let mut sums = HeadSums::default();
+        let f = Fields::new(pkt.head(), t);
         if csum.judged_now() {
-            let f = Fields::new(pkt.head(), t);
             let Some(s) = HeadSums::of(&f, seg, csum, &pkt) else {
                 return self.pass_unheld(Pass::BadTcpChecksum, pkt, seg, found, out);
             };
@@ -336,12 +332,10 @@ impl<B: GroBuf> Gro<B> {
         }
         // A flow the table does not know, whose next segment is next in
         // the poll and may end its packet: merged with it at once.
-        let mut pkt = pkt;
         if let Some(rest) = next.filter(|_| found.is_none() && outer.is_none()) {
             let judged = csum.judged_now().then_some(sums);
-            match self.try_pair(pkt, rest, &t, seg, csum, judged, out) {
-                Some(p) => pkt = p,
-                None => return,
+            if let Some((m, why)) = self.try_pair(&pkt, &f, rest, seg, csum, judged) {
+                return self.close_pair(pkt, rest, &m, seg.payload, why, out);
             }
         }
         let (opts, opt_words) = option_words(Fields::new(pkt.head(), t).options());

@@ -59,39 +59,28 @@ impl SecondSize {
 }
 
 impl<B: GroBuf> Gro<B> {
-    /// Whether the first packet of `rest`, the poll's packets after `a`,
-    /// is the second segment of `a`'s flow and ends the packet; `a` is a
-    /// segment (layout `t`, read as `seg`) that would start a new table
-    /// entry, outside a tunnel, its sums made if its checksum was judged
-    /// (`sums`). If so, that packet is taken from `rest` and the two leave
-    /// merged (`close_pair`), else `a` is given back.
-    #[allow(clippy::too_many_arguments)]
-    #[inline(never)]
+    /// What `a` (read as `f`, and as `seg`) merged with the first packet
+    /// of `rest`, the poll's packets after it, makes, and why it leaves, if
+    /// that packet is the second segment of `a`'s flow and ends the
+    /// packet; `a` would start a new table entry, outside a tunnel, its
+    /// sums made if its checksum was judged (`sums`). The caller then hands
+    /// both to `close_pair`.
+    #[inline(always)]
     pub(super) fn try_pair(
         &mut self,
-        a: B,
-        rest: &mut Burst<'_, B>,
-        t: &Tcp,
+        a: &B,
+        f: &Fields,
+        rest: &Burst<'_, B>,
         seg: &Seg,
         csum: &CsumCheck,
         sums: Option<HeadSums>,
-        out: &mut impl FnMut(B),
-    ) -> Option<B> {
+    ) -> Option<(Merged, Flush)> {
         #[cfg(test)]
         if self.full_path_only {
-            return Some(a);
+            return None;
         }
-        let paired =
-            (rest.as_slice().first()).and_then(|q| self.pair_merged(&a, q, t, seg, csum, sums));
-        let Some((m, why)) = paired else {
-            return Some(a);
-        };
-        let q = rest.next().expect("the packet just judged");
-        self.look.take_with_current();
-        // No slot to try the next segment on first.
-        self.first = None;
-        self.close_pair(a, q, &m, seg.payload, why, out);
-        None
+        let q = rest.as_slice().first()?;
+        self.pair_merged(a, f, q, seg, csum, sums)
     }
 
     /// What `a` and `q` merged make, and why the merged packet leaves, if
@@ -104,12 +93,13 @@ impl<B: GroBuf> Gro<B> {
     fn pair_merged(
         &mut self,
         a: &B,
+        f: &Fields,
         q: &B,
-        t: &Tcp,
         seg: &Seg,
         csum: &CsumCheck,
         sums: Option<HeadSums>,
     ) -> Option<(Merged, Flush)> {
+        let t = &f.layout();
         let qb = q.head();
         let l4 = t.l4 as usize;
         let flags = *qb.get(l4 + tcp::FLAGS)?;
@@ -142,14 +132,13 @@ impl<B: GroBuf> Gro<B> {
         if head.past_size(size.payload) || head.past_frags(1, self.cfg.max_frags) {
             return None;
         }
-        let f = Fields::new(a.head(), *t);
         let sums = match sums {
             Some(s) => s,
-            None => HeadSums::of(&f, seg, csum, a)?,
+            None => HeadSums::of(f, seg, csum, a)?,
         };
         let (ip_hdr, ip_base) = ip_sums(f.header(), t);
         let fast = FastCsum::of(q.rx_hints(), self.cfg.csum == CsumMode::Verify)?;
-        let c = self.judge_second(&f, seg, q, &size, &sums, ip_hdr, fast)?;
+        let c = self.judge_second(f, seg, q, &size, &sums, ip_hdr, fast)?;
         let c = c.shifted(seg.payload & 1 == 1);
         let m = Merged {
             t: *t,
@@ -223,19 +212,24 @@ impl<B: GroBuf> Gro<B> {
         Some(c)
     }
 
-    /// `a` and `q`, judged to merge into `m` and leave (`why`), merged,
-    /// their headers fixed, out, counted as the table's way counts a head
-    /// of `mss` payload bytes that merged once and flushed.
-    #[inline(always)]
-    fn close_pair(
+    /// `a` and the first packet of `rest`, judged to merge into `m` and
+    /// leave (`why`, `try_pair`), merged, their headers fixed, out,
+    /// counted as the table's way counts a head of `mss` payload bytes
+    /// that merged once and flushed.
+    #[inline(never)]
+    pub(super) fn close_pair(
         &mut self,
         a: B,
-        q: B,
+        rest: &mut Burst<'_, B>,
         m: &Merged,
         mss: u32,
         why: Flush,
         out: &mut impl FnMut(B),
     ) {
+        let q = rest.next().expect("the packet judged to pair");
+        self.look.take_with_current();
+        // No slot to try the next segment on first.
+        self.first = None;
         let mut pkt = a;
         self.stats.segments_in += 1;
         self.stats.heads_built += 1;
