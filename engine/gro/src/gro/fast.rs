@@ -171,9 +171,10 @@ impl<B: GroBuf> Gro<B> {
     /// flow's next packet there, without parsing, hashing or building a
     /// template: what the full path would do (it goes back to the same
     /// slot), since every field it would read equals the old head's but
-    /// seq, ID and the checksums, which are set here. So does one that
-    /// matches it but for its TCP options (`restart_options`); either
-    /// passes with PSH, as the full path passes it (`not_held`).
+    /// seq, ID and the checksums, which are set here; with PSH it passes,
+    /// as the full path's `not_held` passes it. One that matches it but
+    /// for its TCP options is taken as the full path's `hold_new` would
+    /// take it (`restart_options`).
     #[inline]
     pub(super) fn restart(
         &mut self,
@@ -193,18 +194,10 @@ impl<B: GroBuf> Gro<B> {
             // and `takes_heads` lets it be taken here.
             let tm = &h.tmpl;
             let renew = tm.on && self.takes_heads(tm.tunnel) && !csum.sums(false);
-            let bare = self.masks.bare(tm.mask);
-            return match renew
-                .then(|| tm.judge_head(&pkt, &tm.bytes, bare))
-                .flatten()
-            {
-                None => Some(pkt),
-                Some(true) => {
-                    self.pass(Pass::Flags, pkt, out);
-                    None
-                }
-                Some(false) => self.restart_options(s, pkt, csum, out),
-            };
+            if !(renew && tm.judge_head(&pkt, &tm.bytes, self.masks.bare(tm.mask))) {
+                return Some(pkt);
+            }
+            return self.restart_options(s, pkt, csum, out);
         };
         if h.tmpl.outer_id_at != 0 && !h.outer_follows(pkt.head(), false) {
             return Some(pkt);
@@ -220,12 +213,12 @@ impl<B: GroBuf> Gro<B> {
     }
 
     /// `restart` for a segment whose TCP options alone differ from its
-    /// flow's last head's (`Expect::judge_head`), without PSH: it starts
-    /// the flow's next packet all the same, as the full path would
-    /// (`hold_new`), once the ghost takes its options: for the rules, into
-    /// the template, and into the header sums they enter (the rest of the
-    /// header is the last head's). Out of line: once per packet of a flow
-    /// whose options moved on.
+    /// flow's last head's (`Expect::judge_head`): what the full path's
+    /// `hold_new` would do with it. One that would not be held passes;
+    /// else it starts the flow's next packet, once the ghost takes its
+    /// options: for the rules, into the template, and into the header sums
+    /// they enter (the rest of the header is the last head's). Out of
+    /// line: once per packet of a flow whose options moved on.
     #[inline(never)]
     fn restart_options(
         &mut self,
@@ -234,9 +227,14 @@ impl<B: GroBuf> Gro<B> {
         csum: FastCsum,
         out: &mut impl FnMut(B),
     ) -> Option<B> {
-        let h = self.table.ghost_mut(s).expect("restart's ghost");
-        let f = Fields::new(pkt.head(), h.core.t);
+        let t = self.table.entry(s).core.t;
+        let f = Fields::new(pkt.head(), t);
         let seg = Seg::read(&f, 1);
+        if let Some(why) = self.not_held(&seg, &t) {
+            self.pass(why, pkt, out);
+            return None;
+        }
+        let h = self.table.ghost_mut(s).expect("restart's ghost");
         h.hconst = header_const(&f, &seg);
         (h.opts, h.opt_words) = option_words(f.options());
         h.tmpl.renew_options(&f, &seg, h.base.pbase, h.hconst);

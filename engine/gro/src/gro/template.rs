@@ -545,43 +545,34 @@ impl Expect {
         }
     }
 
-    /// Whether `pkt` may start its flow's next packet as a head of the
-    /// template's layout whose TCP options alone differ (a flow's
-    /// timestamps move on while other flows take their turn): a one-buffer
-    /// segment of the template's frame length matching it under `bare`
+    /// Whether `pkt` differs from what this template expects of its flow's
+    /// next head in its TCP options alone (a flow's timestamps move on
+    /// while other flows take their turn): a one-buffer segment of the
+    /// template's frame length matching it under `bare`
     /// (`Masks::bare`), with any seq and ID and a right IPv4 header
-    /// checksum; if so, whether it carries PSH. Its TCP checksum is not
-    /// judged: for a segment whose checksum is not summed.
+    /// checksum. Its TCP checksum is not judged: for a segment whose
+    /// checksum is not summed.
     #[inline(always)]
     pub(super) fn judge_head<B: GroBuf>(
         &self,
         pkt: &B,
         r: &[u8; TMPL_LEN],
         bare: &[u8; TMPL_LEN],
-    ) -> Option<bool> {
+    ) -> bool {
         if pkt.len() != self.frame_len as usize || pkt.segs() != 1 {
-            return None;
+            return false;
         }
+        let b = pkt.head();
         let seen = match self.width() {
-            Width::Short => self.accepts::<SHORT_CMP>(
-                pkt.head().first_chunk()?,
-                r.first_chunk()?,
-                bare,
-                None,
-                None,
-            ),
-            Width::Fixed => self.accepts::<FIXED_CMP>(
-                pkt.head().first_chunk()?,
-                r.first_chunk()?,
-                bare,
-                None,
-                None,
-            ),
+            Width::Short => (b.first_chunk().zip(r.first_chunk()))
+                .and_then(|(h, r)| self.accepts::<SHORT_CMP>(h, r, bare, None, None)),
+            Width::Fixed => (b.first_chunk().zip(r.first_chunk()))
+                .and_then(|(h, r)| self.accepts::<FIXED_CMP>(h, r, bare, None, None)),
             Width::Whole => {
-                self.accepts::<TMPL_LEN>(pkt.head().first_chunk()?, r, bare, None, None)
+                (b.first_chunk()).and_then(|h| self.accepts::<TMPL_LEN>(h, r, bare, None, None))
             }
-        }?;
-        Some(seen.psh)
+        };
+        seen.is_some()
     }
 
     /// `judge` with a compare of `N` bytes (`width`).
