@@ -171,7 +171,10 @@ impl<B: GroBuf> Gro<B> {
     /// flow's next packet there, without parsing, hashing or building a
     /// template: what the full path would do (it goes back to the same
     /// slot), since every field it would read equals the old head's but
-    /// seq, ID and the checksums, which are set here.
+    /// seq, ID and the checksums, which are set here; with PSH it passes,
+    /// as the full path's `not_held` passes it. One that matches it but
+    /// for its TCP options is taken as the full path's `hold_new` would
+    /// take it (`restart_options`).
     #[inline]
     pub(super) fn restart(
         &mut self,
@@ -185,15 +188,72 @@ impl<B: GroBuf> Gro<B> {
         };
         // A new head: any sequence number, any ID; PSH would pass it.
         let Some((seq, c, psh)) = h.template_match(&pkt, None, None, csum, &self.masks) else {
-            return Some(pkt);
+            // Its TCP options alone may differ from the last head's (its
+            // timestamps moved on while other flows took their turn): a
+            // head all the same, when its checksum is not to be summed
+            // and `takes_heads` lets it be taken here.
+            let tm = &h.tmpl;
+            let renew = tm.on && self.takes_heads(tm.tunnel) && !csum.sums(false);
+            if !(renew && tm.judge_head(&pkt, &tm.bytes, self.masks.bare(tm.mask))) {
+                return Some(pkt);
+            }
+            return self.restart_options(s, pkt, csum, out);
         };
         if h.tmpl.outer_id_at != 0 && !h.outer_follows(pkt.head(), false) {
             return Some(pkt);
         }
         if psh {
-            return Some(pkt);
+            if !self.takes_heads(h.tmpl.tunnel) {
+                return Some(pkt);
+            }
+            self.pass(Pass::Flags, pkt, out);
+            return None;
         }
         self.start_in_freed(s, pkt, seq, c, out)
+    }
+
+    /// `restart` for a segment whose TCP options alone differ from its
+    /// flow's last head's (`Expect::judge_head`): what the full path's
+    /// `hold_new` would do with it. One that would not be held passes;
+    /// else it starts the flow's next packet, once the ghost takes its
+    /// options: for the rules, into the template, and into the header sums
+    /// they enter (the rest of the header is the last head's). Out of
+    /// line: once per packet of a flow whose options moved on.
+    #[inline(never)]
+    fn restart_options(
+        &mut self,
+        s: u16,
+        pkt: B,
+        csum: FastCsum,
+        out: &mut impl FnMut(B),
+    ) -> Option<B> {
+        let t = self.table.entry(s).core.t;
+        let f = Fields::new(pkt.head(), t);
+        let seg = Seg::read(&f, 1);
+        if let Some(why) = self.not_held(&seg, &t) {
+            self.pass(why, pkt, out);
+            return None;
+        }
+        let h = self.table.ghost_mut(s).expect("restart's ghost");
+        h.hconst = header_const(&f, &seg);
+        (h.opts, h.opt_words) = option_words(f.options());
+        h.tmpl.renew_options(&f, &seg, h.base.pbase, h.hconst);
+        // Now an ordinary restart.
+        let Some((seq, c, _)) = h.template_match(&pkt, None, None, csum, &self.masks) else {
+            return Some(pkt);
+        };
+        self.start_in_freed(s, pkt, seq, c, out)
+    }
+
+    /// Whether `restart` takes, as the full path's `hold_new` would, a PSH
+    /// segment at its flow's ghost (passed unheld) and a head whose options
+    /// moved on, for a flow inside a tunnel or not (`tunnel`). Not inside a tunnel (verifying, the full path checks the outer
+    /// UDP checksum first), nor with the reorder window on (a segment
+    /// passed unheld moves its flow's ghost on, segments waiting may have
+    /// to go first, and a head they wait for keeps its template off).
+    #[inline(always)]
+    fn takes_heads(&self, tunnel: bool) -> bool {
+        !tunnel && self.reorder.is_none()
     }
 
     /// Starts a flow's next packet with `pkt` (which matched the flow's

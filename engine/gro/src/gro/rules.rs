@@ -198,6 +198,16 @@ pub(super) fn opts_equal(held: &[u32], opts: &[u8]) -> bool {
     d == 0
 }
 
+/// A head's TCP options as the words `opts_equal` compares, and how many.
+#[inline(always)]
+pub(super) fn option_words(o: &[u8]) -> ([u32; 10], u8) {
+    let mut opts = [0u32; 10];
+    for (i, w) in o.chunks_exact(4).enumerate() {
+        opts[i] = u32::from_ne_bytes([w[0], w[1], w[2], w[3]]);
+    }
+    (opts, (o.len() / 4) as u8)
+}
+
 /// The reasons a merge can be refused, in the order Linux checks them: a
 /// refusal sets its reason's bit (its place here) in a flush word, and the
 /// lowest bit set names the reason the flow flushes for.

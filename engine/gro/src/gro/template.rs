@@ -147,6 +147,25 @@ impl Template {
         // keeps them; PSH it lets differ).
         self.bytes[f.layout().l4 as usize + tcp::FLAGS] &= !HEAD_ONLY;
     }
+
+    /// Takes the TCP options of `f`'s segment `seg`, a new head that
+    /// differs from the last one in them alone (`Expect::judge_head`),
+    /// whose TCP header's constant sum is `hconst` and pseudo-header's
+    /// `pbase`: the bytes and sum the rest of the template has already.
+    pub(super) fn renew_options(&mut self, f: &Fields, seg: &Seg, pbase: u16, hconst: u16) {
+        let t = f.layout();
+        let at = t.l4 as usize + tcp::MIN_LEN..t.payload as usize;
+        self.bytes[at].copy_from_slice(f.options());
+        self.x.k = full_size_sum(pbase, t.l4_len() as u32 + t.payload_len, hconst, seg);
+    }
+}
+
+/// A full-size segment's sum but for its seq (and checksum field), for a
+/// head `seg` whose pseudo-header's sum is `pbase` and TCP header's
+/// constant sum `hconst`.
+#[inline(always)]
+fn full_size_sum(pbase: u16, tcp_len: u32, hconst: u16, seg: &Seg) -> u64 {
+    pseudo_sum(pbase, tcp_len) + tcp_header_sum(hconst, 0, seg.urg, seg.flags & !HEAD_ONLY)
 }
 
 impl Expect {
@@ -221,9 +240,7 @@ impl Expect {
         {
             return;
         }
-        // A full-size segment's sum but for its seq (and checksum field).
-        tm.k = pseudo_sum(a.pbase, a.tcp_len)
-            + tcp_header_sum(a.hconst, 0, seg.urg, seg.flags & !HEAD_ONLY);
+        tm.k = full_size_sum(a.pbase, a.tcp_len, a.hconst, seg);
         tm.on = true;
     }
 
@@ -370,6 +387,9 @@ pub(super) struct Masks {
 /// reads (so the fields the fast path reads beside them stay where they are).
 pub(super) struct MaskStore {
     pub(super) masks: [[u8; TMPL_LEN]; MASKS],
+    /// Each mask with the TCP options cleared too: what a flow's new head
+    /// must share with its last one (`Expect::judge_head`).
+    pub(super) bare: [[u8; TMPL_LEN]; MASKS],
     /// When each mask was last given to a new head (a count of heads).
     pub(super) used: [u64; MASKS],
     pub(super) heads: u64,
@@ -395,6 +415,7 @@ impl Default for Masks {
         Masks {
             store: Box::new(MaskStore {
                 masks: [[0; TMPL_LEN]; MASKS],
+                bare: [[0; TMPL_LEN]; MASKS],
                 used: [0; MASKS],
                 heads: 0,
                 plain: [NOT_PLAIN; MASKS],
@@ -409,6 +430,12 @@ impl Masks {
     #[inline(always)]
     pub(super) fn get(&self, i: u8) -> &[u8; TMPL_LEN] {
         &self.store.masks[i as usize]
+    }
+
+    /// Mask `i` without the TCP options.
+    #[inline(always)]
+    pub(super) fn bare(&self, i: u8) -> &[u8; TMPL_LEN] {
+        &self.store.bare[i as usize]
     }
 
     /// The mask of `t`'s layout for a new head, made on first use, and
@@ -461,6 +488,8 @@ impl Masks {
                     .for_each(|b| *b &= !v.bits);
             }
         }
+        st.bare[i] = *m;
+        st.bare[i][t.l4 as usize + tcp::MIN_LEN..t.payload as usize].fill(0);
         self.layouts[i] = key;
         st.plain[i] = if outer.is_none() {
             plain_key(t)
@@ -514,6 +543,36 @@ impl Expect {
             Width::Fixed => self.judge_in::<B, FIXED_CMP>(pkt, r, mask, of),
             Width::Whole => self.judge_in::<B, TMPL_LEN>(pkt, r, mask, of),
         }
+    }
+
+    /// Whether `pkt` differs from what this template expects of its flow's
+    /// next head in its TCP options alone (a flow's timestamps move on
+    /// while other flows take their turn): a one-buffer segment of the
+    /// template's frame length matching it under `bare`
+    /// (`Masks::bare`), with any seq and ID and a right IPv4 header
+    /// checksum. Its TCP checksum is not judged: for a segment whose
+    /// checksum is not summed.
+    #[inline(always)]
+    pub(super) fn judge_head<B: GroBuf>(
+        &self,
+        pkt: &B,
+        r: &[u8; TMPL_LEN],
+        bare: &[u8; TMPL_LEN],
+    ) -> bool {
+        if pkt.len() != self.frame_len as usize || pkt.segs() != 1 {
+            return false;
+        }
+        let b = pkt.head();
+        let seen = match self.width() {
+            Width::Short => (b.first_chunk().zip(r.first_chunk()))
+                .and_then(|(h, r)| self.accepts::<SHORT_CMP>(h, r, bare, None, None)),
+            Width::Fixed => (b.first_chunk().zip(r.first_chunk()))
+                .and_then(|(h, r)| self.accepts::<FIXED_CMP>(h, r, bare, None, None)),
+            Width::Whole => {
+                (b.first_chunk()).and_then(|h| self.accepts::<TMPL_LEN>(h, r, bare, None, None))
+            }
+        };
+        seen.is_some()
     }
 
     /// `judge` with a compare of `N` bytes (`width`).

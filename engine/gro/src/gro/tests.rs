@@ -633,6 +633,49 @@ fn flushed_flows_restart_from_the_cache_until_it_forgets_them() {
 }
 
 #[test]
+fn a_flow_whose_timestamps_moved_on_restarts_from_the_cache_as_on_the_full_path() {
+    // Between two packets of a flow (another flow's turn, a poll's end) its
+    // timestamps move on: its next head differs from the last one in its
+    // options alone, and starts the flow's next packet in its entry; one
+    // with PSH passes.
+    for csum in [CsumMode::Trust, CsumMode::Verify] {
+        let run = |full: bool| {
+            let mut f = Flow::new(2, false);
+            let mut g = gro(GroConfig {
+                csum,
+                ..Default::default()
+            });
+            g.full_path_only = full;
+            let mut out = Vec::new();
+            for (k, psh) in [(0, false), (1, false), (2, true), (3, false)] {
+                let ts = |s: &mut Segment| s.tsval = 5000 + k;
+                let mut segs = vec![f.next_with(MSS, |s| {
+                    ts(s);
+                    if psh {
+                        s.flags |= TCP_PSH;
+                    }
+                })];
+                segs.extend((0..3).map(|_| f.next_with(MSS, ts)));
+                out.extend(feed(&mut g, segs));
+                out.extend(flush(&mut g));
+            }
+            let st = g.stats();
+            let counts = (
+                st.heads_built,
+                st.heads_cached,
+                st.pass[Pass::Flags.index()],
+            );
+            (out, counts)
+        };
+        let (fast, counts) = run(false);
+        assert_eq!(counts, (1, 3, 1), "{csum:?}");
+        assert_eq!(fast.len(), 5, "{csum:?}");
+        assert!(fast.iter().all(|p| verify(&p.bytes()).is_ok()));
+        assert_eq!((fast, counts), run(true), "{csum:?}");
+    }
+}
+
+#[test]
 fn age_flush_takes_only_the_old() {
     let mut g = gro(GroConfig::default());
     let mut a = Flow::new(0, false);

@@ -50,6 +50,39 @@ fn a_segment_nothing_later_in_its_poll_can_join_leaves_at_once() {
 }
 
 #[test]
+fn a_known_flow_whose_options_moved_on_leaves_at_once_as_on_the_full_path() {
+    // A remembered flow's next head, its timestamps moved on, that no
+    // later packet of its poll can join: it leaves at once, as a flow new
+    // to the table would.
+    let run = |full: bool| {
+        let mut g = gro(GroConfig {
+            csum: CsumMode::Trust,
+            ..Default::default()
+        });
+        g.full_path_only = full;
+        let mut out = Vec::new();
+        let (mut a, mut b, mut x) = (
+            Flow::new(1, false),
+            Flow::new(2, false),
+            Flow::new(9, false),
+        );
+        out.extend(poll(&mut g, (0..2).map(|_| a.next(MSS)).collect()));
+        out.extend(end(&mut g));
+        // One segment left alone: the next poll looks ahead.
+        out.extend(poll(&mut g, vec![x.next(MSS)]));
+        out.extend(end(&mut g));
+        let mut burst = vec![b.next(MSS), a.next_with(MSS, |s| s.tsval += 1)];
+        burst.extend((0..2).map(|_| b.next(MSS)));
+        out.extend(poll(&mut g, burst));
+        out.extend(end(&mut g));
+        (out, alone(&g), g.stats().heads_cached)
+    };
+    let fast = run(false);
+    assert_eq!((fast.1, fast.2), (1, 0), "a's segment left alone");
+    assert_eq!(fast, run(true));
+}
+
+#[test]
 fn after_a_poll_whose_packets_all_merged_new_flows_are_held_as_before() {
     let mut g = gro(GroConfig::default());
     let mut b = Flow::new(2, false);
