@@ -435,16 +435,6 @@ impl<B: GroBuf> Gro<B> {
     }
 }
 
-/// A head's TCP options as the words `opts_equal` compares, and how many.
-#[inline(always)]
-fn option_words(o: &[u8]) -> ([u32; 10], u8) {
-    let mut opts = [0u32; 10];
-    for (i, w) in o.chunks_exact(4).enumerate() {
-        opts[i] = u32::from_ne_bytes([w[0], w[1], w[2], w[3]]);
-    }
-    (opts, (o.len() / 4) as u8)
-}
-
 /// Where a segment's flow is in the table (`find_flow`): its key, the
 /// hash a new entry takes, and its slot, live or a ghost, if any.
 struct Found {
