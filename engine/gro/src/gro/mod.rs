@@ -20,7 +20,9 @@
 //! a header template of what that segment must be (`Template`), and merged
 //! (`fast_merge`) or, after its flow's packet left, starts the next one in
 //! the slot it left, whose state the table keeps as a ghost until the slot
-//! is needed (`restart`); a segment of another flow is looked up first with
+//! is needed (`restart`; a head whose TCP options alone moved on, as
+//! timestamps do while other flows take their turn, renews them there); a
+//! segment of another flow is looked up first with
 //! the previous one's header layout, unparsed (while flows take turns,
 //! segment by segment, that lookup comes first). The table (`table`) is bounded
 //! and O(1); no allocation happens per packet.
