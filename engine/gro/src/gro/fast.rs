@@ -192,9 +192,8 @@ impl<B: GroBuf> Gro<B> {
             // timestamps moved on while other flows took their turn): a
             // head all the same, when its checksum is not to be summed
             // and `takes_heads` lets it be taken here.
-            let tm = &h.tmpl;
-            let renew = tm.on && self.takes_heads(tm.tunnel) && !csum.sums(false);
-            if !(renew && tm.judge_head(&pkt, &tm.bytes, self.masks.bare(tm.mask))) {
+            let renew = self.takes_heads(h.tmpl.tunnel) && !csum.sums(false);
+            if !(renew && h.options_moved_on(&pkt, csum, &self.masks)) {
                 return Some(pkt);
             }
             return self.restart_options(s, pkt, csum, out);
@@ -213,7 +212,7 @@ impl<B: GroBuf> Gro<B> {
     }
 
     /// `restart` for a segment whose TCP options alone differ from its
-    /// flow's last head's (`Expect::judge_head`): what the full path's
+    /// flow's last head's (`Held::options_moved_on`): what the full path's
     /// `hold_new` would do with it. One that would not be held passes;
     /// else it starts the flow's next packet, once the ghost takes its
     /// options: for the rules, into the template, and into the header sums
@@ -247,8 +246,9 @@ impl<B: GroBuf> Gro<B> {
 
     /// Whether `restart` takes, as the full path's `hold_new` would, a PSH
     /// segment at its flow's ghost (passed unheld) and a head whose options
-    /// moved on, for a flow inside a tunnel or not (`tunnel`). Not inside a tunnel (verifying, the full path checks the outer
-    /// UDP checksum first), nor with the reorder window on (a segment
+    /// moved on, for a flow inside a tunnel or not (`tunnel`). Not inside a
+    /// tunnel (verifying, the full path checks the outer UDP checksum
+    /// first), nor with the reorder window on (a segment
     /// passed unheld moves its flow's ghost on, segments waiting may have
     /// to go first, and a head they wait for keeps its template off).
     #[inline(always)]

@@ -366,6 +366,18 @@ impl<B: GroBuf> Held<B> {
         tm.x.judge(pkt, &tm.bytes, masks.get(tm.mask), &of)
     }
 
+    /// Whether `pkt`, a new head of this flow (any seq, any ID), matches its
+    /// template but for its TCP options (`Masks::bare`): a flow's
+    /// timestamps move on while other flows take their turn. Its TCP
+    /// checksum is not judged: for a segment whose checksum `csum` does not
+    /// sum.
+    #[inline(always)]
+    pub(super) fn options_moved_on(&self, pkt: &B, csum: FastCsum, masks: &Masks) -> bool {
+        let tm = &self.tmpl;
+        let of = self.judged(None, None, csum);
+        tm.on && (tm.x.judge(pkt, &tm.bytes, masks.bare(tm.mask), &of)).is_some()
+    }
+
     /// `template_match` for a template that is on and whose compare reads
     /// `N` bytes (`Template::width`), with its layout's `mask`: what a run
     /// of segments checks each by, the template's fields read once.

@@ -149,7 +149,7 @@ impl Template {
     }
 
     /// Takes the TCP options of `f`'s segment `seg`, a new head that
-    /// differs from the last one in them alone (`Expect::judge_head`),
+    /// differs from the last one in them alone (`Held::options_moved_on`),
     /// whose TCP header's constant sum is `hconst` and pseudo-header's
     /// `pbase`: the bytes and sum the rest of the template has already.
     pub(super) fn renew_options(&mut self, f: &Fields, seg: &Seg, pbase: u16, hconst: u16) {
@@ -388,7 +388,7 @@ pub(super) struct Masks {
 pub(super) struct MaskStore {
     pub(super) masks: [[u8; TMPL_LEN]; MASKS],
     /// Each mask with the TCP options cleared too: what a flow's new head
-    /// must share with its last one (`Expect::judge_head`).
+    /// must share with its last one (`Held::options_moved_on`).
     pub(super) bare: [[u8; TMPL_LEN]; MASKS],
     /// When each mask was last given to a new head (a count of heads).
     pub(super) used: [u64; MASKS],
@@ -543,36 +543,6 @@ impl Expect {
             Width::Fixed => self.judge_in::<B, FIXED_CMP>(pkt, r, mask, of),
             Width::Whole => self.judge_in::<B, TMPL_LEN>(pkt, r, mask, of),
         }
-    }
-
-    /// Whether `pkt` differs from what this template expects of its flow's
-    /// next head in its TCP options alone (a flow's timestamps move on
-    /// while other flows take their turn): a one-buffer segment of the
-    /// template's frame length matching it under `bare`
-    /// (`Masks::bare`), with any seq and ID and a right IPv4 header
-    /// checksum. Its TCP checksum is not judged: for a segment whose
-    /// checksum is not summed.
-    #[inline(always)]
-    pub(super) fn judge_head<B: GroBuf>(
-        &self,
-        pkt: &B,
-        r: &[u8; TMPL_LEN],
-        bare: &[u8; TMPL_LEN],
-    ) -> bool {
-        if pkt.len() != self.frame_len as usize || pkt.segs() != 1 {
-            return false;
-        }
-        let b = pkt.head();
-        let seen = match self.width() {
-            Width::Short => (b.first_chunk().zip(r.first_chunk()))
-                .and_then(|(h, r)| self.accepts::<SHORT_CMP>(h, r, bare, None, None)),
-            Width::Fixed => (b.first_chunk().zip(r.first_chunk()))
-                .and_then(|(h, r)| self.accepts::<FIXED_CMP>(h, r, bare, None, None)),
-            Width::Whole => {
-                (b.first_chunk()).and_then(|h| self.accepts::<TMPL_LEN>(h, r, bare, None, None))
-            }
-        };
-        seen.is_some()
     }
 
     /// `judge` with a compare of `N` bytes (`width`).
