@@ -50,7 +50,7 @@ impl<B: GroBuf> Gro<B> {
         verify: bool,
         hints: RxHints,
         lookup: Option<Lookup>,
-        next: Option<&mut Burst<'_, B>>,
+        mut next: Option<&mut Burst<'_, B>>,
         out: &mut impl FnMut(B),
     ) {
         let Some((mut pkt, t, outer)) = self.parse_slow(pkt, now, verify, hints, out) else {
@@ -66,7 +66,6 @@ impl<B: GroBuf> Gro<B> {
             }
         }
         let csum = CsumCheck::of(&t, outer.is_some(), hints.l4, verify);
-        let mut next = next;
         // Nothing held, and no window: there is nothing to merge with, so a
         // segment that would not be held needs no lookup, nor does a head
         // that merges at once with the next packet of its poll.
@@ -338,7 +337,7 @@ impl<B: GroBuf> Gro<B> {
                 return self.close_pair(pkt, rest, &m, seg.payload, why, out);
             }
         }
-        let (opts, opt_words) = option_words(Fields::new(pkt.head(), t).options());
+        let (opts, opt_words) = option_words(f.options());
         self.make_room(out);
         let (slot, h) = match found {
             // Its key and hash are this flow's already.
