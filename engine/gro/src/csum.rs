@@ -43,34 +43,24 @@ pub fn sum_header(data: &[u8]) -> u16 {
     } else if !data.len().is_multiple_of(4) || data.len() >= 64 {
         return sum(data);
     } else {
-        let mut s = 0u64;
-        let mut words = data.chunks_exact(8);
-        for w in &mut words {
-            let w = u64::from_ne_bytes(w.try_into().unwrap());
-            s += (w & 0xffff_ffff) + (w >> 32);
-        }
-        if let Some(w) = words.remainder().first_chunk::<4>() {
-            s += u32::from_ne_bytes(*w) as u64;
-        }
-        s
+        words(data)
     };
     network(s)
 }
 
-/// The native 32-bit words of `w` added (`N`, a multiple of 4, known when
-/// compiled: no loop is left).
+/// The native 32-bit words of `w` added (its length a multiple of 4; for
+/// one known when compiled, no loop is left): 8 bytes a load, their two
+/// halves added, a last 4 on their own.
 #[inline(always)]
-fn words<const N: usize>(w: &[u8; N]) -> u64 {
-    // 8 bytes a load, their two halves added; a last 4 on their own.
+fn words(w: &[u8]) -> u64 {
     let mut s = 0u64;
-    let mut i = 0;
-    while i + 8 <= N {
-        let x = u64::from_ne_bytes(w[i..i + 8].try_into().unwrap());
+    let mut pairs = w.chunks_exact(8);
+    for x in &mut pairs {
+        let x = u64::from_ne_bytes(x.try_into().unwrap());
         s += (x & 0xffff_ffff) + (x >> 32);
-        i += 8;
     }
-    if i < N {
-        s += u32::from_ne_bytes(w[i..i + 4].try_into().unwrap()) as u64;
+    if let Some(x) = pairs.remainder().first_chunk::<4>() {
+        s += u32::from_ne_bytes(*x) as u64;
     }
     s
 }
