@@ -305,6 +305,11 @@ pub fn finish(s: u16) -> u16 {
     !s
 }
 
+/// What a header whose checksum is right sums to, its checksum field
+/// included; a segment's pseudo-header, TCP or UDP header and payload
+/// sum to it too. Never 0: such bytes are never all zero.
+pub const VALID: u16 = 0xffff;
+
 /// The sum of an IPv4 header (`hdr`) without one of its 16-bit fields,
 /// holding `value`, and without its checksum, holding `checksum`: what the
 /// checksum of a header that differs from it in that field alone follows

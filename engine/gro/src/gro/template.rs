@@ -570,7 +570,7 @@ impl Expect {
         }
         // One buffer (checked above): its payload is one slice.
         let p = csum::sum(&b[of.payload..of.payload + of.mss]);
-        (csum::add(csum::fold(x), p) == 0xffff).then_some((
+        (csum::add(csum::fold(x), p) == csum::VALID).then_some((
             seq,
             Contrib {
                 pos: p as u64,

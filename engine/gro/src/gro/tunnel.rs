@@ -137,7 +137,7 @@ pub(super) fn outer_udp_ok(f: &Fields, o: &Outer, tcp_len: u32) -> bool {
         csum::add(outer_pseudo(b, o, ulen), csum::sum(&b[l4..t.l4 as usize])),
         !f.pseudo_sum(tcp_len),
     );
-    s == 0xffff
+    s == csum::VALID
 }
 
 /// The outer UDP pseudo-header sum for a UDP length of `ulen`.

@@ -160,7 +160,7 @@ fn ipv4_layer<const PROTO: u8>(
     if ip[ipv4::PROTOCOL] != PROTO {
         return Err(NotTcp::NotTcp);
     }
-    if check_ip && csum::sum(ip) != 0xffff {
+    if check_ip && csum::sum(ip) != csum::VALID {
         return Err(NotTcp::BadIpChecksum);
     }
     Ok((l3 + ipv4::MIN_LEN, l3 + tot))

@@ -139,7 +139,7 @@ impl Tcp {
             Err(why) => return Err(bad(why)),
         };
         let ol3 = ot.l3 as usize;
-        if check_ip && !ot.ipv6 && csum::sum(&head[ol3..ol3 + ipv4::MIN_LEN]) != 0xffff {
+        if check_ip && !ot.ipv6 && csum::sum(&head[ol3..ol3 + ipv4::MIN_LEN]) != csum::VALID {
             return Err(bad(NotTcp::BadIpChecksum));
         }
         Ok((

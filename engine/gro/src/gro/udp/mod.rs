@@ -285,7 +285,7 @@ impl<B: GroBuf> Gro<B> {
         }
         let at = t.payload as usize;
         let p = csum::sum(b.get(at..at + h.core.mss as usize)?);
-        (csum::add(csum::fold(base), p) == 0xffff).then_some((
+        (csum::add(csum::fold(base), p) == csum::VALID).then_some((
             d,
             Contrib {
                 pos: p as u64,
