@@ -216,7 +216,7 @@ impl<B: GroBuf> Gro<B> {
     /// leave (`why`, `try_pair`), merged, their headers fixed, out,
     /// counted as the table's way counts a head of `mss` payload bytes
     /// that merged once and flushed.
-    #[inline(never)]
+    #[inline(always)]
     pub(super) fn close_pair(
         &mut self,
         a: B,
