@@ -561,6 +561,10 @@ impl GroBuf for Skb {
         let mut n = 0;
         // SAFETY: walking our own chain.
         unsafe {
+            // One buffer, as most frames are: no walk.
+            if mb::next(m).is_null() {
+                return (off < mb::data_len(m) as usize) as u16;
+            }
             while !m.is_null() {
                 let dl = mb::data_len(m) as usize;
                 if n == 0 && off >= dl {
