@@ -57,7 +57,7 @@ impl<B: GroBuf> Gro<B> {
             return;
         };
         let f = Fields::new(pkt.head(), t);
-        let mut seg = Seg::read(&f, pkt.segs_from(t.payload as usize));
+        let mut seg = Seg::own(&f, pkt.segs_from(t.payload as usize));
         let tcp_len = t.l4_len() as u32 + t.payload_len;
         if let Some(o) = &outer {
             seg.outer_id = outer_id(f.header(), o);
@@ -79,6 +79,7 @@ impl<B: GroBuf> Gro<B> {
                 }
             }
         }
+        let seg = seg.with_shared(&f);
         let key = match &outer {
             Some(o) => FlowKey::tunneled(&f, o, &self.hash_key),
             None => FlowKey::new(&f),

@@ -59,7 +59,8 @@ impl SecondSize {
 }
 
 impl<B: GroBuf> Gro<B> {
-    /// What `a` (read as `f`, and as `seg`) merged with the first packet
+    /// What `a` (read as `f`, and as `seg`: its own fields, `Seg::own`)
+    /// merged with the first packet
     /// of `rest`, the poll's packets after it, makes, and why it leaves, if
     /// that packet is the second segment of `a`'s flow and ends the
     /// packet; `a` would start a new table entry, outside a tunnel, its

@@ -153,22 +153,45 @@ pub(super) const fn varying_bits(hdr: Hdr, at: usize) -> u8 {
 }
 
 impl Seg {
+    /// Every field the rules compare.
     #[inline(always)]
     pub(super) fn read(f: &Fields, frags: u16) -> Seg {
-        let h = f.tcp_header();
+        Seg::own(f, frags).with_shared(f)
+    }
+
+    /// The fields a segment is judged by on its own: sequence, size, flags,
+    /// IPv4 ID and its sums. A pair needs no more (`try_pair` judges its
+    /// second segment by the head's own header); those a segment must share
+    /// with its flow's held packet (ACK, the flags word, IP fields, DF) are
+    /// 0 until `with_shared` reads them.
+    #[inline(always)]
+    pub(super) fn own(f: &Fields, frags: u16) -> Seg {
         Seg {
             seq: f.seq(),
-            ack: f.ack(),
-            word: f.flag_word(),
-            ip_word: f.ip_word(),
+            ack: 0,
+            word: 0,
+            ip_word: 0,
             id: f.ip_id(),
-            df: f.df(),
+            df: false,
             flags: f.flags(),
             payload: f.layout().payload_len,
             frags,
             csum: f.tcp_csum(),
-            urg: u16::from_be_bytes([h[18], h[19]]),
+            urg: f.urgent(),
             outer_id: 0,
+        }
+    }
+
+    /// This segment with the fields it must share with its flow's held
+    /// packet read too.
+    #[inline(always)]
+    pub(super) fn with_shared(self, f: &Fields) -> Seg {
+        Seg {
+            ack: f.ack(),
+            word: f.flag_word(),
+            ip_word: f.ip_word(),
+            df: f.df(),
+            ..self
         }
     }
 

@@ -97,6 +97,11 @@ impl<'a> Fields<'a> {
     pub fn flags(&self) -> u8 {
         self.u8_at(self.t.l4 as usize + tcp::FLAGS)
     }
+    /// TCP urgent pointer.
+    #[inline(always)]
+    pub fn urgent(&self) -> u16 {
+        self.u16_at(self.t.l4 as usize + tcp::URGENT.start)
+    }
     /// Source and destination ports, as one big-endian word.
     #[inline(always)]
     pub fn ports(&self) -> u32 {
