@@ -82,7 +82,7 @@ impl<B: GroBuf> Gro<B> {
             h.template_match(&pkt, Some(h.next_seq), Some(id), csum, &self.masks)
         else {
             if h.finished {
-                return Some(pkt);
+                return self.refused(s, pkt, csum, out);
             }
             return self.finish_then_merge(s, pkt, csum, out);
         };
@@ -111,6 +111,40 @@ impl<B: GroBuf> Gro<B> {
             self.flush_slot(s, why, out);
         }
         None
+    }
+
+    /// A segment the packet held in slot `s` turned away. One that is the
+    /// flow's next packet's head all the same, differing from the segment
+    /// expected only in its sequence number (a gap, a retransmission) or in
+    /// its TCP options (timestamps that moved on), has the full path flush
+    /// the packet for that (the first of the two in the rules' order) and
+    /// start the flow's next packet with it in
+    /// the same slot: here, the flush, then `restart` at the ghost the
+    /// packet leaves, where `restart` takes such a head. Anything else
+    /// (the ID alone, a short or PSH segment's size, a bad checksum) is the
+    /// full path's. Out of line: once per packet ended so.
+    #[inline(never)]
+    fn refused(&mut self, s: u16, pkt: B, csum: FastCsum, out: &mut impl FnMut(B)) -> Option<B> {
+        let h = self.table.entry(s);
+        if !self.takes_heads(h.tmpl.tunnel) {
+            return Some(pkt);
+        }
+        let plain = h.template_match(&pkt, None, None, csum, &self.masks);
+        let seq = match plain {
+            Some((seq, _, _)) => seq,
+            None if !csum.sums(false) && h.options_moved_on(&pkt, csum, &self.masks) => {
+                let l4 = h.core.t.l4 as usize;
+                field::read32(pkt.head(), l4, tcp::SEQ)
+            }
+            None => return Some(pkt),
+        };
+        let refused =
+            on(plain.is_none(), Flush::OptionMismatch) | on(seq != h.next_seq, Flush::SeqGap);
+        if refused == 0 {
+            return Some(pkt);
+        }
+        self.flush_slot(s, why(refused), out);
+        self.restart(s, pkt, csum, out)
     }
 
     /// A head new to the table (no template yet) and a segment its lookup

@@ -676,6 +676,60 @@ fn a_flow_whose_timestamps_moved_on_restarts_from_the_cache_as_on_the_full_path(
 }
 
 #[test]
+fn a_held_flow_after_a_gap_a_retransmission_or_new_timestamps_goes_on_as_on_the_full_path() {
+    // In one poll, a flow's timestamps move on mid-packet, a segment is
+    // lost, an earlier one comes again, and a gap, new timestamps and PSH
+    // come at once. Each ends the held packet (for the options before the
+    // gap, as the rules are ordered) and the same segment starts the next
+    // one in the flow's slot; the one with PSH passes.
+    for csum in [CsumMode::Trust, CsumMode::Verify] {
+        let run = |full: bool| {
+            let mut f = Flow::new(3, false);
+            let mut g = gro(GroConfig {
+                csum,
+                ..Default::default()
+            });
+            g.full_path_only = full;
+            let ts = |k: u32| move |s: &mut Segment| s.tsval = 5000 + k;
+            let mut segs: Vec<VecBuf> = (0..3).map(|_| f.next_with(MSS, ts(0))).collect();
+            segs.extend((0..3).map(|_| f.next_with(MSS, ts(1))));
+            let _lost = f.next(MSS);
+            segs.extend((0..3).map(|_| f.next_with(MSS, ts(1))));
+            let (again, at) = (f.seq.wrapping_sub(2 * MSS as u32), f.seq);
+            segs.push(f.next_with(MSS, |s| {
+                s.seq = again;
+                s.tsval = 5001;
+            }));
+            f.seq = at;
+            segs.extend((0..3).map(|_| f.next_with(MSS, ts(1))));
+            let _lost = f.next(MSS);
+            segs.push(f.next_with(MSS, |s| {
+                s.tsval = 5002;
+                s.flags |= TCP_PSH;
+            }));
+            segs.extend((0..2).map(|_| f.next_with(MSS, ts(2))));
+            let mut out = feed(&mut g, segs);
+            out.extend(flush(&mut g));
+            let st = g.stats();
+            let counts = (
+                st.heads_built,
+                st.heads_cached,
+                st.pass[Pass::Flags.index()],
+                flush_count(&g, Flush::SeqGap),
+                flush_count(&g, Flush::OptionMismatch),
+            );
+            (out, counts)
+        };
+        let (fast, counts) = run(false);
+        assert_eq!(counts, (1, 5, 1, 3, 2), "{csum:?}");
+        let segs: Vec<usize> = fast.iter().map(|p| p.ids.len()).collect();
+        assert_eq!(segs, vec![3, 3, 3, 1, 3, 1, 2], "{csum:?}");
+        assert!(fast.iter().all(|p| verify(&p.bytes()).is_ok()), "{csum:?}");
+        assert_eq!((fast, counts), run(true), "{csum:?}");
+    }
+}
+
+#[test]
 fn age_flush_takes_only_the_old() {
     let mut g = gro(GroConfig::default());
     let mut a = Flow::new(0, false);
@@ -1395,6 +1449,21 @@ mod props {
 
     /// Per flow, a random byte stream cut into segments; the flows
     /// interleaved in random runs. Also the oracle of what they are.
+    /// Whether the fast path gives what the full path gives for `input`:
+    /// the same packets, byte for byte, with the same layout and counters.
+    fn as_on_the_full_path(c: &Case, input: Vec<VecBuf>) -> Result<(), TestCaseError> {
+        let (fast, a) = run(c, input.clone(), Take::Segments);
+        let (full, b) = run(c, input, Take::FullPathOnly);
+        prop_assert_eq!(a.len(), b.len());
+        for (x, y) in a.iter().zip(&b) {
+            prop_assert_eq!(&x.ids, &y.ids);
+            prop_assert_eq!(x.bytes(), y.bytes());
+            prop_assert_eq!(x.gso, y.gso);
+        }
+        prop_assert_eq!(fast.stats(), full.stats());
+        Ok(())
+    }
+
     fn inputs(c: &Case) -> (Vec<VecBuf>, Oracle) {
         let mut seed = c.seed | 1;
         let mut queues: Vec<std::collections::VecDeque<VecBuf>> = Vec::new();
@@ -1579,15 +1648,24 @@ mod props {
         #[test]
         fn the_fast_path_changes_nothing(c in case()) {
             let (input, _) = inputs(&c);
-            let (fast, a) = run(&c, input.clone(), Take::Segments);
-            let (full, b) = run(&c, input, Take::FullPathOnly);
-            prop_assert_eq!(a.len(), b.len());
-            for (x, y) in a.iter().zip(&b) {
-                prop_assert_eq!(&x.ids, &y.ids);
-                prop_assert_eq!(x.bytes(), y.bytes());
-                prop_assert_eq!(x.gso, y.gso);
+            as_on_the_full_path(&c, input)?;
+        }
+
+        /// And so through loss and retransmission: one segment in `every`
+        /// lost, and another sent again two places later.
+        #[test]
+        fn the_fast_path_changes_nothing_through_loss(c in case(), every in 3usize..40) {
+            let (input, _) = inputs(&c);
+            let mut lossy = Vec::new();
+            for (i, p) in input.iter().enumerate() {
+                if i % every != every - 1 {
+                    lossy.push(p.clone());
+                }
+                if i % every == every / 2 && i >= 2 {
+                    lossy.push(input[i - 2].clone());
+                }
             }
-            prop_assert_eq!(fast.stats(), full.stats());
+            as_on_the_full_path(&c, lossy)?;
         }
 
         /// Taking each poll whole changes no flow's packets: the same
