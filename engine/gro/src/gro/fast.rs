@@ -82,7 +82,7 @@ impl<B: GroBuf> Gro<B> {
             h.template_match(&pkt, Some(h.next_seq), Some(id), csum, &self.masks)
         else {
             if h.finished {
-                return self.refused(s, pkt, csum, out);
+                return Some(pkt);
             }
             return self.finish_then_merge(s, pkt, csum, out);
         };
@@ -113,7 +113,8 @@ impl<B: GroBuf> Gro<B> {
         None
     }
 
-    /// A segment the packet held in slot `s` turned away. One that is the
+    /// A segment the packet held in slot `s`, its flow's by the lookup,
+    /// turned away (`fast_merge`). One that is the
     /// flow's next packet's head all the same, differing from the segment
     /// expected only in its sequence number (a gap, a retransmission) or in
     /// its TCP options (timestamps that moved on), has the full path flush
@@ -124,8 +125,16 @@ impl<B: GroBuf> Gro<B> {
     /// (the ID alone, a short or PSH segment's size, a bad checksum) is the
     /// full path's. Out of line: once per packet ended so.
     #[inline(never)]
-    fn refused(&mut self, s: u16, pkt: B, csum: FastCsum, out: &mut impl FnMut(B)) -> Option<B> {
-        let h = self.table.entry(s);
+    pub(super) fn refused(
+        &mut self,
+        s: u16,
+        pkt: B,
+        csum: FastCsum,
+        out: &mut impl FnMut(B),
+    ) -> Option<B> {
+        let Some(h) = self.table.try_get(s).filter(|h| h.finished) else {
+            return Some(pkt);
+        };
         if !self.takes_heads(h.tmpl.tunnel) {
             return Some(pkt);
         }

@@ -310,7 +310,7 @@ impl<B: GroBuf> Gro<B> {
                 };
                 // (A flow without a template is turned away by the fast
                 // path's first test.)
-                let p = match l.found.filter(|&s2| Some(s2) != tried) {
+                let pkt = match l.found.filter(|&s2| Some(s2) != tried) {
                     Some(s2) => {
                         // Two segments in a row, each of another flow than
                         // the one before it: flows take turns, and the next
@@ -331,7 +331,16 @@ impl<B: GroBuf> Gro<B> {
                     }
                     None => pkt,
                 };
-                return self.slow(p, now, verify, hints, Some(l), next, out);
+                // The flow's own packet turned it away (a gap, new
+                // options?), or no packet of it is held.
+                let pkt = match l.found {
+                    Some(s2) => match self.refused(s2, pkt, csum, out) {
+                        Some(p) => p,
+                        None => return self.went_to(s2),
+                    },
+                    None => pkt,
+                };
+                return self.slow(pkt, now, verify, hints, Some(l), next, out);
             }
         }
         self.slow(pkt, now, verify, hints, None, next, out)
