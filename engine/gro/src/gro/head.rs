@@ -33,7 +33,8 @@ impl<B: GroBuf> Gro<B> {
             h.core.psum_neg = sums.psum.neg;
         }
         let ip_hdr;
-        (ip_hdr, h.base.ip_base) = ip_sums(f.header(), &t);
+        let summed = pkt.rx_hints().ip == CsumHint::Unknown;
+        (ip_hdr, h.base.ip_base) = ip_sums(f.header(), &t, summed);
         h.tmpl.build(
             &f,
             &seg,

@@ -137,7 +137,7 @@ impl<B: GroBuf> Gro<B> {
             Some(s) => s,
             None => HeadSums::of(f, seg, csum, a)?,
         };
-        let (ip_hdr, ip_base) = ip_sums(f.header(), t);
+        let (ip_hdr, ip_base) = ip_sums(f.header(), t, a.rx_hints().ip == CsumHint::Unknown);
         let fast = FastCsum::of(q.rx_hints(), self.cfg.csum == CsumMode::Verify)?;
         let c = self.judge_second(f, seg, q, &size, &sums, ip_hdr, fast)?;
         let c = c.shifted(seg.payload & 1 == 1);

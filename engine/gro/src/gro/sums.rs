@@ -64,20 +64,24 @@ impl HeadSums {
 /// An IPv4 head's header sum, and that sum without its total length and
 /// checksum (`Base::ip_base`, from which a merged header's checksum is
 /// made); 0 and 0 for IPv6. Its header checksum was judged good before it
-/// got here (at parse, or by the NIC), so the header sums to 0xffff and
-/// nothing is summed: the rest follows from the two fields.
+/// got here: summed at parse when the NIC said nothing (`summed`), so the
+/// header sums to 0xffff and is not summed again, the rest following from
+/// the two fields; else the NIC vouched for it, and it is summed as it
+/// stands.
 #[inline(always)]
-pub(super) fn ip_sums(b: &[u8], t: &Tcp) -> (u16, u16) {
+pub(super) fn ip_sums(b: &[u8], t: &Tcp, summed: bool) -> (u16, u16) {
     if t.ipv6 {
         return (0, 0);
     }
     let l3 = t.l3 as usize;
+    let ip_hdr = if summed {
+        csum::VALID
+    } else {
+        csum::sum_header(&b[l3..t.l4 as usize])
+    };
     let total = field::read16(b, l3, ipv4::TOTAL_LEN);
     let field = field::read16(b, l3, ipv4::CHECKSUM);
-    (
-        csum::VALID,
-        csum::ipv4_sum_without(csum::VALID, total, field),
-    )
+    (ip_hdr, csum::ipv4_sum_without(ip_hdr, total, field))
 }
 
 /// How a segment's payload sum is found, and its checksum judged.
