@@ -75,6 +75,16 @@ fn gro(cfg: GroConfig) -> Gro<VecBuf> {
     Gro::new(cfg)
 }
 
+/// GRO with defaults but the checksum mode, on the full path alone or not.
+fn on_path(csum: CsumMode, full: bool) -> Gro<VecBuf> {
+    let mut g = gro(GroConfig {
+        csum,
+        ..Default::default()
+    });
+    g.full_path_only = full;
+    g
+}
+
 fn feed(g: &mut Gro<VecBuf>, pkts: Vec<VecBuf>) -> Vec<VecBuf> {
     let mut out = Vec::new();
     for p in pkts {
@@ -641,11 +651,7 @@ fn a_flow_whose_timestamps_moved_on_restarts_from_the_cache_as_on_the_full_path(
     for csum in [CsumMode::Trust, CsumMode::Verify] {
         let run = |full: bool| {
             let mut f = Flow::new(2, false);
-            let mut g = gro(GroConfig {
-                csum,
-                ..Default::default()
-            });
-            g.full_path_only = full;
+            let mut g = on_path(csum, full);
             let mut out = Vec::new();
             for (k, psh) in [(0, false), (1, false), (2, true), (3, false)] {
                 let ts = |s: &mut Segment| s.tsval = 5000 + k;
@@ -685,11 +691,7 @@ fn a_held_flow_after_a_gap_a_retransmission_or_new_timestamps_goes_on_as_on_the_
     for csum in [CsumMode::Trust, CsumMode::Verify] {
         let run = |full: bool| {
             let mut f = Flow::new(3, false);
-            let mut g = gro(GroConfig {
-                csum,
-                ..Default::default()
-            });
-            g.full_path_only = full;
+            let mut g = on_path(csum, full);
             let ts = |k: u32| move |s: &mut Segment| s.tsval = 5000 + k;
             let mut segs: Vec<VecBuf> = (0..3).map(|_| f.next_with(MSS, ts(0))).collect();
             segs.extend((0..3).map(|_| f.next_with(MSS, ts(1))));
