@@ -113,7 +113,7 @@ impl<B: GroBuf> Gro<B> {
         None
     }
 
-    /// A segment the packet held in slot `s`, its flow's by the lookup,
+    /// A segment the packet held in slot `s` (its flow's, by the lookup)
     /// turned away (`fast_merge`). One that is the
     /// flow's next packet's head all the same, differing from the segment
     /// expected only in its sequence number (a gap, a retransmission) or in
@@ -153,6 +153,8 @@ impl<B: GroBuf> Gro<B> {
             return Some(pkt);
         }
         self.flush_slot(s, why(refused), out);
+        // The next segment is tried there first, as after the full path.
+        self.went_to(s);
         self.restart(s, pkt, csum, out)
     }
 

@@ -334,12 +334,10 @@ impl<B: GroBuf> Gro<B> {
                 // The flow's own packet turned it away (a gap, new
                 // options?), or no packet of it is held.
                 let pkt = match l.found {
-                    Some(s2) => match self.refused(s2, pkt, csum, out) {
-                        Some(p) => p,
-                        None => return self.went_to(s2),
-                    },
-                    None => pkt,
+                    Some(s2) => self.refused(s2, pkt, csum, out),
+                    None => Some(pkt),
                 };
+                let Some(pkt) = pkt else { return };
                 return self.slow(pkt, now, verify, hints, Some(l), next, out);
             }
         }
