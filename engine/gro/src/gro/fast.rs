@@ -140,12 +140,12 @@ impl<B: GroBuf> Gro<B> {
         }
         let plain = h.template_match(&pkt, None, None, csum, &self.masks);
         let seq = match plain {
-            Some((seq, _, _)) => seq,
-            None if !csum.sums(false) && h.options_moved_on(&pkt, csum, &self.masks) => {
-                let l4 = h.core.t.l4 as usize;
-                field::read32(pkt.head(), l4, tcp::SEQ)
-            }
-            None => return Some(pkt),
+            Some((seq, _, _)) => Some(seq),
+            None if !csum.sums(false) => h.options_moved_on(&pkt, csum, &self.masks),
+            None => None,
+        };
+        let Some(seq) = seq else {
+            return Some(pkt);
         };
         let refused =
             on(plain.is_none(), Flush::OptionMismatch) | on(seq != h.next_seq, Flush::SeqGap);
@@ -238,7 +238,7 @@ impl<B: GroBuf> Gro<B> {
             // head all the same, when its checksum is not to be summed
             // and `takes_heads` lets it be taken here.
             let renew = self.takes_heads(h.tmpl.tunnel) && !csum.sums(false);
-            if !(renew && h.options_moved_on(&pkt, csum, &self.masks)) {
+            if !(renew && h.options_moved_on(&pkt, csum, &self.masks).is_some()) {
                 return Some(pkt);
             }
             return self.restart_options(s, pkt, csum, out);

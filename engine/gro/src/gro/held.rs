@@ -368,14 +368,17 @@ impl<B: GroBuf> Held<B> {
 
     /// Whether `pkt`, a new head of this flow (any seq, any ID), matches its
     /// template but for its TCP options (`Masks::bare`): a flow's
-    /// timestamps move on while other flows take their turn. Its TCP
-    /// checksum is not judged: for a segment whose checksum `csum` does not
-    /// sum.
+    /// timestamps move on while other flows take their turn. If so, its
+    /// sequence number. Its TCP checksum is not judged: for a segment whose
+    /// checksum `csum` does not sum.
     #[inline(always)]
-    pub(super) fn options_moved_on(&self, pkt: &B, csum: FastCsum, masks: &Masks) -> bool {
+    pub(super) fn options_moved_on(&self, pkt: &B, csum: FastCsum, masks: &Masks) -> Option<u32> {
         let tm = &self.tmpl;
         let of = self.judged(None, None, csum);
-        tm.on && (tm.x.judge(pkt, &tm.bytes, masks.bare(tm.mask), &of)).is_some()
+        let seen = tm
+            .on
+            .then(|| tm.x.judge(pkt, &tm.bytes, masks.bare(tm.mask), &of));
+        seen.flatten().map(|(seq, _, _)| seq)
     }
 
     /// `template_match` for a template that is on and whose compare reads
