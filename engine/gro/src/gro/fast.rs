@@ -183,22 +183,22 @@ impl<B: GroBuf> Gro<B> {
     /// (bulk traffic's bursts are runs of one flow). Each is taken
     /// exactly as `receive` would take it: through `fast_merge` into `s`,
     /// which `first` names. The first segment that is not such stays in
-    /// `rest` for `receive`. Not for a flow inside a tunnel over IPv4 (its
-    /// outer ID is followed on its own), nor while the reorder window is on
-    /// or a poll is looked ahead in (their bookkeeping is per segment).
+    /// `rest` for `receive`. Returns how many it took. Not for a flow
+    /// inside a tunnel over IPv4 (its outer ID is followed on its own), nor
+    /// while the reorder window is on (its bookkeeping is per segment).
     #[inline(always)]
-    pub(super) fn merge_run(&mut self, s: u16, rest: &mut std::vec::Drain<'_, B>) {
+    pub(super) fn merge_run(&mut self, s: u16, rest: &mut std::vec::Drain<'_, B>) -> usize {
         let verify = self.cfg.csum == CsumMode::Verify;
         let max_frags = self.cfg.max_frags;
         #[cfg(test)]
         if self.full_path_only {
-            return;
+            return 0;
         }
         let Some(h) = self.table.try_get_mut(s) else {
-            return;
+            return 0;
         };
         if !h.tmpl.on || h.tmpl.outer_id_at != 0 || h.core.pkt.is_none() {
-            return;
+            return 0;
         }
         // A loop for each checksum mode: trusting, it has no sums to make.
         let n = if verify {
@@ -208,6 +208,7 @@ impl<B: GroBuf> Gro<B> {
         };
         self.stats.segments_in += n;
         self.stats.merged_segments += n;
+        n as usize
     }
 
     /// The flow in slot `s` was flushed (frag limit, end of poll, PSH...),

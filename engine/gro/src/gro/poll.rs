@@ -113,6 +113,17 @@ impl Look {
         self.pos += 1;
     }
 
+    /// With the buckets on, the burst's next `n` packets were taken at
+    /// once (a run merged into the current packet).
+    #[inline(always)]
+    fn take_run(&mut self, n: usize) {
+        if self.on {
+            for _ in 0..n {
+                self.take_next();
+            }
+        }
+    }
+
     /// The burst's next packet is taken with the current one (a pair's
     /// second segment).
     #[inline(always)]
@@ -195,9 +206,9 @@ impl<B: GroBuf> Gro<B> {
             }
         }
         // Runs of one flow (what bulk traffic's bursts hold) go through
-        // `merge_run` after their first segment, unless segments are
-        // looked ahead or may wait ahead of a gap.
-        let runs = !on && self.reorder.is_none();
+        // `merge_run` after their first segment, unless segments may wait
+        // ahead of a gap.
+        let runs = self.reorder.is_none();
         // A poll taken whole, without the reorder window: a head may take
         // the next packet with it at once (`try_pair`).
         let pairs = whole && self.reorder.is_none();
@@ -209,7 +220,8 @@ impl<B: GroBuf> Gro<B> {
             let next = if pairs { Some(&mut rest) } else { None };
             self.receive_before(p, next, now, out);
             if let Some(s) = self.first.filter(|_| runs) {
-                self.merge_run(s, &mut rest);
+                let n = self.merge_run(s, &mut rest);
+                self.look.take_run(n);
             }
         }
         // Every bucket is back to 0: nothing to clear.
