@@ -119,9 +119,9 @@ impl<B: GroBuf> Gro<B> {
     /// expected only in its sequence number (a gap, a retransmission) or in
     /// its TCP options (timestamps that moved on), has the full path flush
     /// the packet for that (the first of the two in the rules' order) and
-    /// start the flow's next packet with it in
-    /// the same slot: here, the flush, then `restart` at the ghost the
-    /// packet leaves, where `restart` takes such a head. Anything else
+    /// start the flow's next packet with it in the same slot: here, the
+    /// flush, then what `restart` does at the ghost the packet leaves, from
+    /// the verdict already made (the template is the same). Anything else
     /// (the ID alone, a short or PSH segment's size, a bad checksum) is the
     /// full path's. Out of line: once per packet ended so.
     #[inline(never)]
@@ -155,7 +155,16 @@ impl<B: GroBuf> Gro<B> {
         self.flush_slot(s, why(refused), out);
         // The next segment is tried there first, as after the full path.
         self.went_to(s);
-        self.restart(s, pkt, csum, out)
+        // `restart` at the ghost, as judged already: the template is the
+        // one the flush left there.
+        match plain {
+            Some((_, _, true)) => {
+                self.pass(Pass::Flags, pkt, out);
+                None
+            }
+            Some((seq, c, false)) => self.start_in_freed(s, pkt, seq, c, out),
+            None => self.restart_options(s, pkt, csum, out),
+        }
     }
 
     /// A head new to the table (no template yet) and a segment its lookup
