@@ -313,7 +313,8 @@ impl<B: GroBuf> Gro<B> {
 
     /// Starts a flow's next packet with `pkt` (which matched the flow's
     /// template: sequence number `seq`, checksum contribution `c`) in the
-    /// flow's ghost slot `s`, once there is room for one more held packet.
+    /// flow's ghost slot `s`, once there is room for one more held packet;
+    /// unless, as on the full path, nothing later in its poll can join it.
     #[inline(always)]
     pub(super) fn start_in_freed(
         &mut self,
@@ -323,6 +324,10 @@ impl<B: GroBuf> Gro<B> {
         c: Contrib,
         out: &mut impl FnMut(B),
     ) -> Option<B> {
+        if self.leaves_alone_at(s) {
+            self.pass(Pass::Alone, pkt, out);
+            return None;
+        }
         self.make_room(out);
         self.stats.heads_cached += 1;
         let now = self.now;

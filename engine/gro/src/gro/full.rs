@@ -424,11 +424,7 @@ impl<B: GroBuf> Gro<B> {
         if seg.flags & (URG | PSH | RST | SYN | FIN) != 0 {
             return Some(Pass::Flags);
         }
-        if self.look.alone(t) {
-            self.look.left_alone(t);
-            // No slot to look in first for the next segment.
-            self.last = None;
-            self.first = None;
+        if self.leaves_alone(t) {
             return Some(Pass::Alone);
         }
         None

@@ -158,6 +158,33 @@ impl Look {
 }
 
 impl<B: GroBuf> Gro<B> {
+    /// Whether a segment of layout `t` that would start a packet leaves
+    /// alone instead, as nothing later in its poll can join it; if so, the
+    /// next poll is looked at with its layout.
+    #[inline(always)]
+    pub(super) fn leaves_alone(&mut self, t: &Tcp) -> bool {
+        if !self.look.alone(t) {
+            return false;
+        }
+        self.look.left_alone(t);
+        // No slot to look in first for the next segment.
+        self.last = None;
+        self.first = None;
+        true
+    }
+
+    /// `leaves_alone` for a head about to start a packet in its flow's
+    /// ghost slot `s` (the fast path's restart), whose layout is read only
+    /// while a poll is looked ahead in.
+    #[inline(always)]
+    pub(super) fn leaves_alone_at(&mut self, s: u16) -> bool {
+        if !self.look.on {
+            return false;
+        }
+        let t = self.table.entry(s).core.t;
+        self.leaves_alone(&t)
+    }
+
     /// Whether `receive_poll` would look ahead in the next poll (the last
     /// one had packets that left alone; no reorder window). When it would
     /// not, it takes each packet as `receive` does.

@@ -1449,13 +1449,23 @@ mod props {
         bytes: HashMap<u32, Vec<u8>>,
     }
 
-    /// Per flow, a random byte stream cut into segments; the flows
-    /// interleaved in random runs. Also the oracle of what they are.
-    /// Whether the fast path gives what the full path gives for `input`:
-    /// the same packets, byte for byte, with the same layout and counters.
-    fn as_on_the_full_path(c: &Case, input: Vec<VecBuf>) -> Result<(), TestCaseError> {
+    /// Whether the fast path gives what the full path gives for `input`
+    /// (whose packets' flows `flow_of` names): segment by segment, the same
+    /// packets in the same order, byte for byte, with the same layout and
+    /// counters. Taking each poll whole, the same per flow: the fast path's
+    /// pair leaves at once where the full path holds its head until the
+    /// second segment (another flow's packet may leave in between), and
+    /// leaves no ghost, so the flow's next head is built where the full
+    /// path takes it from the ghost (heads are counted together), and
+    /// evicts no other flow's packet from a full table (such runs are not
+    /// compared).
+    fn as_on_the_full_path(
+        c: &Case,
+        input: Vec<VecBuf>,
+        flow_of: &HashMap<u64, u32>,
+    ) -> Result<(), TestCaseError> {
         let (fast, a) = run(c, input.clone(), Take::Segments);
-        let (full, b) = run(c, input, Take::FullPathOnly);
+        let (full, b) = run(c, input.clone(), Take::FullPathOnly);
         prop_assert_eq!(a.len(), b.len());
         for (x, y) in a.iter().zip(&b) {
             prop_assert_eq!(&x.ids, &y.ids);
@@ -1463,9 +1473,41 @@ mod props {
             prop_assert_eq!(x.gso, y.gso);
         }
         prop_assert_eq!(fast.stats(), full.stats());
+        let (fast, a) = run(c, input.clone(), Take::Polls);
+        let (full, b) = run(c, input, Take::FullPathPolls);
+        let evicted = |g: &Gro<VecBuf>| g.stats().flush[Flush::TableFull as usize] != 0;
+        if evicted(&fast) || evicted(&full) {
+            // Without a table entry, a pair evicts no other flow's packet.
+            return Ok(());
+        }
+        let per_flow = |out: &[VecBuf]| {
+            let mut m: HashMap<u32, Vec<Out>> = HashMap::new();
+            for o in out {
+                let flow = flow_of[&o.ids[0]];
+                m.entry(flow)
+                    .or_default()
+                    .push((o.ids.clone(), o.bytes(), o.gso));
+            }
+            m
+        };
+        prop_assert!(per_flow(&a) == per_flow(&b), "a flow's packets differ");
+        prop_assert_eq!(heads_as_one(fast.stats()), heads_as_one(full.stats()));
         Ok(())
     }
 
+    /// A packet out: its inputs, bytes and layout.
+    type Out = (Vec<u64>, Vec<u8>, Option<GsoInfo>);
+
+    fn heads_as_one(s: &GroStats) -> GroStats {
+        GroStats {
+            heads_built: s.heads_built + s.heads_cached,
+            heads_cached: 0,
+            ..*s
+        }
+    }
+
+    /// Per flow, a random byte stream cut into segments; the flows
+    /// interleaved in random runs. Also the oracle of what they are.
     fn inputs(c: &Case) -> (Vec<VecBuf>, Oracle) {
         let mut seed = c.seed | 1;
         let mut queues: Vec<std::collections::VecDeque<VecBuf>> = Vec::new();
@@ -1557,6 +1599,8 @@ mod props {
         FullPathOnly,
         /// Each burst whole (`receive_poll`).
         Polls,
+        /// The same, with the fast path off.
+        FullPathPolls,
         /// Each burst packet by packet (`receive_burst`).
         Bursts,
     }
@@ -1575,7 +1619,7 @@ mod props {
             ..Default::default()
         };
         let mut g = gro(cfg);
-        g.full_path_only = take == Take::FullPathOnly;
+        g.full_path_only = matches!(take, Take::FullPathOnly | Take::FullPathPolls);
         let mut out = Vec::new();
         let mut it = input.into_iter().peekable();
         let mut bi = 0;
@@ -1583,7 +1627,7 @@ mod props {
         while it.peek().is_some() {
             let n = c.bursts[bi % c.bursts.len()];
             bi += 1;
-            if matches!(take, Take::Polls | Take::Bursts) {
+            if matches!(take, Take::Polls | Take::FullPathPolls | Take::Bursts) {
                 burst.extend(it.by_ref().take(n));
                 if take == Take::Bursts {
                     g.receive_burst(&mut burst, bi as u64, &mut |b| out.push(b));
@@ -1649,15 +1693,15 @@ mod props {
         /// byte, with the same layout and the same counters.
         #[test]
         fn the_fast_path_changes_nothing(c in case()) {
-            let (input, _) = inputs(&c);
-            as_on_the_full_path(&c, input)?;
+            let (input, oracle) = inputs(&c);
+            as_on_the_full_path(&c, input, &oracle.flow_of)?;
         }
 
         /// And so through loss and retransmission: one segment in `every`
         /// lost, and another sent again two places later.
         #[test]
         fn the_fast_path_changes_nothing_through_loss(c in case(), every in 3usize..40) {
-            let (input, _) = inputs(&c);
+            let (input, oracle) = inputs(&c);
             let mut lossy = Vec::new();
             for (i, p) in input.iter().enumerate() {
                 if i % every != every - 1 {
@@ -1667,7 +1711,7 @@ mod props {
                     lossy.push(input[i - 2].clone());
                 }
             }
-            as_on_the_full_path(&c, lossy)?;
+            as_on_the_full_path(&c, lossy, &oracle.flow_of)?;
         }
 
         /// Taking each poll whole changes no flow's packets: the same
