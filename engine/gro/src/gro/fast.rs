@@ -241,18 +241,20 @@ impl<B: GroBuf> Gro<B> {
         let Some(h) = self.table.ghost(s) else {
             return Some(pkt);
         };
-        // A new head: any sequence number, any ID; PSH would pass it.
-        let Some((seq, c, psh)) = h.template_match(&pkt, None, None, csum, &self.masks) else {
-            // Its TCP options alone may differ from the last head's (its
-            // timestamps moved on while other flows took their turn): a
-            // head all the same, when its checksum is not to be summed
+        // A new head: any sequence number, any ID; PSH would pass it. Its
+        // TCP options may differ from the last head's (its timestamps moved
+        // on), so they are compared on their own.
+        let Some((seq, c, psh)) = h.bare_match(&pkt, csum, &self.masks) else {
+            return Some(pkt);
+        };
+        if !h.same_options(&pkt) {
+            // A head all the same, when its checksum is not to be summed
             // and `takes_heads` lets it be taken here.
-            let renew = self.takes_heads(h.tmpl.tunnel) && !csum.sums(false);
-            if !(renew && h.options_moved_on(&pkt, csum, &self.masks).is_some()) {
+            if !self.takes_heads(h.tmpl.tunnel) || csum.sums(false) {
                 return Some(pkt);
             }
             return self.restart_options(s, pkt, csum, out);
-        };
+        }
         if h.tmpl.outer_id_at != 0 && !h.outer_follows(pkt.head(), false) {
             return Some(pkt);
         }
@@ -283,7 +285,7 @@ impl<B: GroBuf> Gro<B> {
     ) -> Option<B> {
         let t = self.table.entry(s).core.t;
         let f = Fields::new(pkt.head(), t);
-        let seg = Seg::read(&f, 1);
+        let seg = Seg::own(&f, 1);
         if let Some(why) = self.not_held(&seg, &t) {
             self.pass(why, pkt, out);
             return None;
@@ -292,11 +294,13 @@ impl<B: GroBuf> Gro<B> {
         h.hconst = header_const(&f, &seg);
         (h.opts, h.opt_words) = option_words(f.options());
         h.tmpl.renew_options(&f, &seg, h.base.pbase, h.hconst);
-        // Now an ordinary restart.
-        let Some((seq, c, _)) = h.template_match(&pkt, None, None, csum, &self.masks) else {
-            return Some(pkt);
-        };
-        self.start_in_freed(s, pkt, seq, c, out)
+        // Now an ordinary restart, of a segment the template takes as it
+        // is now (it took every byte but the options), whose checksum is
+        // not summed (`restart` and `refused` take only such here).
+        debug_assert!(!csum.sums(false));
+        let c = h.tmpl.x.header_part(seg.seq, seg.csum, false);
+        let c = Contrib { pos: 0, neg: c };
+        self.start_in_freed(s, pkt, seg.seq, c, out)
     }
 
     /// Whether `restart` takes, as the full path's `hold_new` would, a PSH

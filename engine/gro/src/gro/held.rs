@@ -381,6 +381,38 @@ impl<B: GroBuf> Held<B> {
         seen.flatten().map(|(seq, _, _)| seq)
     }
 
+    /// `template_match` for a new head (any seq, any ID) but for its TCP
+    /// options (`Masks::bare`), which `same_options` judges: the sum it
+    /// gives holds only if they are the last head's.
+    #[inline(always)]
+    pub(super) fn bare_match(
+        &self,
+        pkt: &B,
+        csum: FastCsum,
+        masks: &Masks,
+    ) -> Option<(u32, Contrib, bool)> {
+        let tm = &self.tmpl;
+        if !tm.on {
+            return None;
+        }
+        let of = self.judged(None, None, csum);
+        tm.x.judge(pkt, &tm.bytes, masks.bare(tm.mask), &of)
+    }
+
+    /// Whether `pkt`, which `bare_match` took, carries the TCP options its
+    /// flow's template has (as the template's whole compare would judge).
+    #[inline(always)]
+    pub(super) fn same_options(&self, pkt: &B) -> bool {
+        let t = &self.core.t;
+        let at = t.l4 as usize + tcp::MIN_LEN..t.payload as usize;
+        let (a, b) = (&pkt.head()[at.clone()], &self.tmpl.bytes[at]);
+        // Timestamps alone (NOP, NOP, TS), compared without a call.
+        match (<&[u8; 12]>::try_from(a), <&[u8; 12]>::try_from(b)) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => a == b,
+        }
+    }
+
     /// `template_match` for a template that is on and whose compare reads
     /// `N` bytes (`Template::width`), with its layout's `mask`: what a run
     /// of segments checks each by, the template's fields read once.

@@ -545,6 +545,16 @@ impl Expect {
         }
     }
 
+    /// What a segment this template accepts adds to its packet's checksum
+    /// sum but its payload's: the template's own part (`k`), its sequence
+    /// number `seq`, its TCP checksum field `csum` and its PSH flag `psh`.
+    #[inline(always)]
+    pub(super) fn header_part(&self, seq: u32, csum: u16, psh: bool) -> u64 {
+        // The seq added whole: a 32-bit word sums as its two 16-bit halves
+        // do, since 2^16 is 1 modulo 0xffff.
+        self.k + seq as u64 + csum as u64 + psh as u64 * PSH as u64
+    }
+
     /// `judge` with a compare of `N` bytes (`width`).
     #[inline(always)]
     pub(super) fn judge_in<B: GroBuf, const N: usize>(
@@ -562,9 +572,7 @@ impl Expect {
         let seen = self.accepts(h, r.first_chunk()?, mask, of.seq, of.id)?;
         let seq = of.seq.unwrap_or(seen.seq);
         let psh = seen.psh;
-        // The seq added whole: a 32-bit word sums as its two 16-bit halves
-        // do, since 2^16 is 1 modulo 0xffff.
-        let x = self.k + seq as u64 + seen.csum as u64 + psh as u64 * PSH as u64;
+        let x = self.header_part(seq, seen.csum, psh);
         if !of.csum.sums(self.tunnel) {
             return Some((seq, Contrib { pos: 0, neg: x }, psh));
         }
