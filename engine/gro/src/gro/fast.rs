@@ -187,16 +187,22 @@ impl<B: GroBuf> Gro<B> {
 
     /// After a segment went to the held packet in slot `s`: the segments
     /// that follow it in `rest` (the rest of the burst) while each is that
-    /// packet's next full-size one, without PSH and within its limits,
-    /// merged in a loop of their own, with none of `receive`'s dispatch
-    /// (bulk traffic's bursts are runs of one flow). Each is taken
-    /// exactly as `receive` would take it: through `fast_merge` into `s`,
-    /// which `first` names. The first segment that is not such stays in
-    /// `rest` for `receive`. Returns how many it took. Not for a flow
-    /// inside a tunnel over IPv4 (its outer ID is followed on its own), nor
-    /// while the reorder window is on (its bookkeeping is per segment).
+    /// packet's next full-size one within its limits, merged in a loop of
+    /// their own, with none of `receive`'s dispatch (bulk traffic's bursts
+    /// are runs of one flow); one with PSH is the run's last, and the
+    /// packet leaves with it. Each is taken exactly as `receive` would take
+    /// it: through `fast_merge` into `s`, which `first` names. The first
+    /// segment that is not such stays in `rest` for `receive`. Returns how
+    /// many it took. Not for a flow inside a tunnel over IPv4 (its outer ID
+    /// is followed on its own), nor while the reorder window is on (its
+    /// bookkeeping is per segment).
     #[inline(always)]
-    pub(super) fn merge_run(&mut self, s: u16, rest: &mut std::vec::Drain<'_, B>) -> usize {
+    pub(super) fn merge_run(
+        &mut self,
+        s: u16,
+        rest: &mut std::vec::Drain<'_, B>,
+        out: &mut impl FnMut(B),
+    ) -> usize {
         let verify = self.cfg.csum == CsumMode::Verify;
         let max_frags = self.cfg.max_frags;
         #[cfg(test)]
@@ -210,13 +216,18 @@ impl<B: GroBuf> Gro<B> {
             return 0;
         }
         // A loop for each checksum mode: trusting, it has no sums to make.
-        let n = if verify {
+        let (n, psh) = if verify {
             merge_loop::<B, true>(h, rest, &self.masks, max_frags)
         } else {
             merge_loop::<B, false>(h, rest, &self.masks, max_frags)
         };
+        let mss = h.core.mss;
         self.stats.segments_in += n;
         self.stats.merged_segments += n;
+        // Full-size segments without FIN (the template's): PSH ends it.
+        if let Some(why) = ends_after(psh, false, mss, mss) {
+            self.flush_slot(s, why, out);
+        }
         n as usize
     }
 
@@ -382,14 +393,15 @@ impl<B: GroBuf> Gro<B> {
 /// the loop, whose length the packet's room bounds up front; the held
 /// packet's bookkeeping is done once for the run, and the run is appended
 /// in one call, so the chain's totals are written once. Returns the
-/// segments it took.
+/// segments it took, and whether the last of them had PSH (then in the
+/// packet's flags).
 #[inline(never)]
 fn merge_loop<B: GroBuf, const VERIFY: bool>(
     h: &mut Held<B>,
     rest: &mut std::vec::Drain<'_, B>,
     masks: &Masks,
     max_frags: u16,
-) -> u64 {
+) -> (u64, bool) {
     // One instance per compare width, so that each segment's check is
     // `match_in`'s with the template's fields read once.
     match h.tmpl.width() {
@@ -406,7 +418,7 @@ fn merge_loop_in<B: GroBuf, const VERIFY: bool, const N: usize>(
     rest: &mut std::vec::Drain<'_, B>,
     masks: &Masks,
     max_frags: u16,
-) -> u64 {
+) -> (u64, bool) {
     let room = h.core.room(max_frags);
     // The ID counts up by one a segment unless fixed (IPv6 has none).
     let id_step = u16::from(!h.core.t.ipv6 && h.core.id_mode != IdMode::Fixed);
@@ -415,18 +427,15 @@ fn merge_loop_in<B: GroBuf, const VERIFY: bool, const N: usize>(
     let mut odd = h.core.payload_len & 1 == 1;
     let mut sum = Contrib::default();
     let mask = masks.get(h.tmpl.mask);
-    let mut n = 0;
+    let (mut n, mut psh) = (0, false);
     let run = rest.as_slice();
     for pkt in &run[..room.min(run.len())] {
         let Some(csum) = FastCsum::of(pkt.rx_hints(), VERIFY) else {
             break;
         };
-        let Some((_, c, psh)) = h.match_in::<N>(pkt, mask, Some(seq), Some(id), csum) else {
+        let Some((_, c, p)) = h.match_in::<N>(pkt, mask, Some(seq), Some(id), csum) else {
             break;
         };
-        if psh {
-            break;
-        }
         let c = c.shifted(odd);
         sum.pos += c.pos;
         sum.neg += c.neg;
@@ -434,6 +443,13 @@ fn merge_loop_in<B: GroBuf, const VERIFY: bool, const N: usize>(
         seq = seq.wrapping_add(h.core.mss);
         id = id.wrapping_add(id_step);
         n += 1;
+        if p {
+            psh = true;
+            break;
+        }
+    }
+    if psh {
+        h.flags_or |= PSH;
     }
     if n > 0 {
         h.count_run(n as u16, sum, seq, id.wrapping_sub(id_step));
@@ -441,5 +457,5 @@ fn merge_loop_in<B: GroBuf, const VERIFY: bool, const N: usize>(
         let held = h.core.pkt.as_mut().expect("merge_run checked the packet");
         held.append_run(rest.by_ref().take(n), off);
     }
-    n as u64
+    (n as u64, psh)
 }

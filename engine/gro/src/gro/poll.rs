@@ -247,7 +247,7 @@ impl<B: GroBuf> Gro<B> {
             let next = if pairs { Some(&mut rest) } else { None };
             self.receive_before(p, next, now, out);
             if let Some(s) = self.first.filter(|_| runs) {
-                let n = self.merge_run(s, &mut rest);
+                let n = self.merge_run(s, &mut rest, out);
                 self.look.take_run(n);
             }
         }

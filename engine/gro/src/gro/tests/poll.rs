@@ -156,10 +156,10 @@ fn the_reorder_window_takes_polls_segment_by_segment() {
 }
 
 /// A run of one flow's segments in a burst (merged after its first one in a
-/// loop of their own) ends wherever segment by segment a segment would not
-/// merge into the held packet: PSH, the frag limit or the size limit,
-/// another flow, a gap, a short segment, another ACK, an ID that does not
-/// follow, a bad checksum.
+/// loop of their own) ends wherever segment by segment the held packet
+/// would leave or a segment would not merge into it: after a PSH segment,
+/// at the frag limit or the size limit, another flow, a gap, a short
+/// segment, another ACK, an ID that does not follow, a bad checksum.
 /// The packets, their order and the counters are those of `receive` on
 /// each segment, trusting checksums or verifying them.
 #[test]
