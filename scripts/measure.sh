@@ -170,7 +170,8 @@ testpmd() {
 }
 
 bench() {
-    for c in anchors anchors-4flows anchors-32flows anchors-1024flows anchors-ipv6 anchors-newflows anchors-shortflows anchors-nic-csum big-tcp \
+    for c in anchors anchors-4flows anchors-32flows anchors-1024flows anchors-ipv6 anchors-newflows anchors-shortflows anchors-nic-csum \
+        fresh-tcp4 fresh-tcp4-loss fresh-tcp4-vlan big-tcp \
         reorder udp-capture udp tunnels tunnels-geneve6 max-frags single-segment hugepages build-skb \
         headroom; do
         log "bench $c"

@@ -203,6 +203,15 @@ fn anchors_nic_csum() {
     );
 }
 
+/// Bulk TCP on captures made fresh (one run of make-captures.sh makes all
+/// three when missing).
+#[test]
+fn fresh_captures() {
+    for name in ["fresh-tcp4", "fresh-tcp4-loss", "fresh-tcp4-vlan"] {
+        quick(name, &["gro-off", "gro-rte", "gro-on-trust", "gro-on"]);
+    }
+}
+
 /// TCP through tunnels: the anchor capture in VXLAN (rte_gro too) and in
 /// Geneve over IPv6, made from it when missing.
 #[test]
