@@ -358,12 +358,25 @@ impl<B: GroBuf> Held<B> {
         csum: FastCsum,
         masks: &Masks,
     ) -> Option<(u32, Contrib, bool)> {
+        self.judge_under(pkt, seq, id, csum, masks.get(self.tmpl.mask))
+    }
+
+    /// `template_match` under `mask`, one of its layout's masks.
+    #[inline(always)]
+    fn judge_under(
+        &self,
+        pkt: &B,
+        seq: Option<u32>,
+        id: Option<u16>,
+        csum: FastCsum,
+        mask: &[u8; TMPL_LEN],
+    ) -> Option<(u32, Contrib, bool)> {
         let tm = &self.tmpl;
         if !tm.on {
             return None;
         }
         let of = self.judged(seq, id, csum);
-        tm.x.judge(pkt, &tm.bytes, masks.get(tm.mask), &of)
+        tm.x.judge(pkt, &tm.bytes, mask, &of)
     }
 
     /// Whether `pkt`, a new head of this flow (any seq, any ID), matches its
@@ -373,12 +386,7 @@ impl<B: GroBuf> Held<B> {
     /// checksum `csum` does not sum.
     #[inline(always)]
     pub(super) fn options_moved_on(&self, pkt: &B, csum: FastCsum, masks: &Masks) -> Option<u32> {
-        let tm = &self.tmpl;
-        let of = self.judged(None, None, csum);
-        let seen = tm
-            .on
-            .then(|| tm.x.judge(pkt, &tm.bytes, masks.bare(tm.mask), &of));
-        seen.flatten().map(|(seq, _, _)| seq)
+        self.bare_match(pkt, csum, masks).map(|(seq, _, _)| seq)
     }
 
     /// `template_match` for a new head (any seq, any ID) but for its TCP
@@ -391,12 +399,7 @@ impl<B: GroBuf> Held<B> {
         csum: FastCsum,
         masks: &Masks,
     ) -> Option<(u32, Contrib, bool)> {
-        let tm = &self.tmpl;
-        if !tm.on {
-            return None;
-        }
-        let of = self.judged(None, None, csum);
-        tm.x.judge(pkt, &tm.bytes, masks.bare(tm.mask), &of)
+        self.judge_under(pkt, None, None, csum, masks.bare(self.tmpl.mask))
     }
 
     /// Whether `pkt`, which `bare_match` took, carries the TCP options its
