@@ -158,11 +158,7 @@ impl<B: GroBuf> Gro<B> {
         // `restart` at the ghost, as judged already: the template is the
         // one the flush left there.
         match plain {
-            Some((_, _, true)) => {
-                self.pass(Pass::Flags, pkt, out);
-                None
-            }
-            Some((seq, c, false)) => self.start_in_freed(s, pkt, seq, c, out),
+            Some(judged) => self.head_at_ghost(s, pkt, judged, out),
             None => self.restart_options(s, pkt, csum, out),
         }
     }
@@ -269,10 +265,24 @@ impl<B: GroBuf> Gro<B> {
         if h.tmpl.outer_id_at != 0 && !h.outer_follows(pkt.head(), false) {
             return Some(pkt);
         }
+        if psh && !self.takes_heads(h.tmpl.tunnel) {
+            return Some(pkt);
+        }
+        self.head_at_ghost(s, pkt, (seq, c, psh), out)
+    }
+
+    /// A head the flow's template in ghost slot `s` took (sequence number,
+    /// checksum contribution, PSH), as the full path's `hold_new` takes it:
+    /// with PSH it passes unheld, else it starts the flow's next packet.
+    #[inline(always)]
+    fn head_at_ghost(
+        &mut self,
+        s: u16,
+        pkt: B,
+        (seq, c, psh): (u32, Contrib, bool),
+        out: &mut impl FnMut(B),
+    ) -> Option<B> {
         if psh {
-            if !self.takes_heads(h.tmpl.tunnel) {
-                return Some(pkt);
-            }
             self.pass(Pass::Flags, pkt, out);
             return None;
         }
