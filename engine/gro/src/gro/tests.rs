@@ -1480,23 +1480,28 @@ mod props {
             // Without a table entry, a pair evicts no other flow's packet.
             return Ok(());
         }
-        let per_flow = |out: &[VecBuf]| {
-            let mut m: HashMap<u32, Vec<Out>> = HashMap::new();
-            for o in out {
-                let flow = flow_of[&o.ids[0]];
-                m.entry(flow)
-                    .or_default()
-                    .push((o.ids.clone(), o.bytes(), o.gso));
-            }
-            m
-        };
-        prop_assert!(per_flow(&a) == per_flow(&b), "a flow's packets differ");
+        let packet = |o: &VecBuf| (o.ids.clone(), o.bytes(), o.gso);
+        prop_assert!(
+            per_flow(&a, flow_of, packet) == per_flow(&b, flow_of, packet),
+            "a flow's packets differ"
+        );
         prop_assert_eq!(heads_as_one(fast.stats()), heads_as_one(full.stats()));
         Ok(())
     }
 
-    /// A packet out: its inputs, bytes and layout.
-    type Out = (Vec<u64>, Vec<u8>, Option<GsoInfo>);
+    /// What `packet` says of each packet of `out`, per flow (`flow_of`
+    /// names each input's), in the order they left.
+    fn per_flow<T>(
+        out: &[VecBuf],
+        flow_of: &HashMap<u64, u32>,
+        packet: impl Fn(&VecBuf) -> T,
+    ) -> HashMap<u32, Vec<T>> {
+        let mut m: HashMap<u32, Vec<T>> = HashMap::new();
+        for o in out {
+            m.entry(flow_of[&o.ids[0]]).or_default().push(packet(o));
+        }
+        m
+    }
 
     fn heads_as_one(s: &GroStats) -> GroStats {
         GroStats {
@@ -1730,16 +1735,12 @@ mod props {
             if one.stats().flush[Flush::TableFull as usize] != 0 {
                 return Ok(());
             }
-            /// Each packet's inputs and bytes.
-            type Packets = Vec<(Vec<u64>, Vec<u8>)>;
-            let per_flow = |out: &[VecBuf]| {
-                let mut m: HashMap<u32, Packets> = HashMap::new();
-                for o in out {
-                    m.entry(oracle.flow_of[&o.ids[0]]).or_default().push((o.ids.clone(), o.bytes()));
-                }
-                m
-            };
-            prop_assert!(per_flow(&a) == per_flow(&b), "a flow's packets differ");
+            // Each packet's inputs and bytes.
+            let packet = |o: &VecBuf| (o.ids.clone(), o.bytes());
+            prop_assert!(
+                per_flow(&a, &oracle.flow_of, packet) == per_flow(&b, &oracle.flow_of, packet),
+                "a flow's packets differ"
+            );
             let alone = whole.stats().pass[Pass::Alone.index()];
             prop_assert!(alone <= one.stats().flush[Flush::EndOfPoll as usize]);
             prop_assert_eq!(a.len(), b.len());
