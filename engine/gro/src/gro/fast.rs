@@ -138,17 +138,19 @@ impl<B: GroBuf> Gro<B> {
         if !self.takes_heads(h.tmpl.tunnel) {
             return Some(pkt);
         }
+        // Judged as a new head: the whole template, else (a checksum not
+        // summed) all but the options.
         let plain = h.template_match(&pkt, None, None, csum, &self.masks);
-        let seq = match plain {
-            Some((seq, _, _)) => Some(seq),
-            None if !csum.sums(false) => h.options_moved_on(&pkt, csum, &self.masks),
+        let judged = match plain {
+            Some(_) => plain,
+            None if !csum.sums(false) => h.bare_match(&pkt, csum, &self.masks),
             None => None,
         };
-        let Some(seq) = seq else {
+        let Some(judged) = judged else {
             return Some(pkt);
         };
         let refused =
-            on(plain.is_none(), Flush::OptionMismatch) | on(seq != h.next_seq, Flush::SeqGap);
+            on(plain.is_none(), Flush::OptionMismatch) | on(judged.0 != h.next_seq, Flush::SeqGap);
         if refused == 0 {
             return Some(pkt);
         }
@@ -157,9 +159,10 @@ impl<B: GroBuf> Gro<B> {
         self.went_to(s);
         // `restart` at the ghost, as judged already: the template is the
         // one the flush left there.
-        match plain {
-            Some(judged) => self.head_at_ghost(s, pkt, judged, out),
-            None => self.restart_options(s, pkt, csum, out),
+        if plain.is_some() {
+            self.head_at_ghost(s, pkt, judged, out)
+        } else {
+            self.restart_options(s, pkt, judged, out)
         }
     }
 
@@ -260,7 +263,7 @@ impl<B: GroBuf> Gro<B> {
             if !self.takes_heads(h.tmpl.tunnel) || csum.sums(false) {
                 return Some(pkt);
             }
-            return self.restart_options(s, pkt, csum, out);
+            return self.restart_options(s, pkt, (seq, c, psh), out);
         }
         if h.tmpl.outer_id_at != 0 && !h.outer_follows(pkt.head(), false) {
             return Some(pkt);
@@ -290,38 +293,39 @@ impl<B: GroBuf> Gro<B> {
     }
 
     /// `restart` for a segment whose TCP options alone differ from its
-    /// flow's last head's (`Held::options_moved_on`): what the full path's
-    /// `hold_new` would do with it. One that would not be held passes;
-    /// else it starts the flow's next packet, once the ghost takes its
-    /// options: for the rules, into the template, and into the header sums
-    /// they enter (the rest of the header is the last head's). Out of
-    /// line: once per packet of a flow whose options moved on.
+    /// flow's last head's, judged by the ghost's template without them
+    /// (`Held::bare_match`: sequence number, checksum contribution, PSH),
+    /// its checksum not summed: what the full path's `hold_new` would do
+    /// with it. With PSH, or nothing later in its poll to join it, it
+    /// passes (`not_held`; the template took every other flag and its
+    /// full size); else the ghost takes its options and it starts the
+    /// flow's next packet there, its contribution moved as the template's
+    /// sum is. Out of line: once per packet of a flow whose options moved
+    /// on.
     #[inline(never)]
     fn restart_options(
         &mut self,
         s: u16,
         pkt: B,
-        csum: FastCsum,
+        (seq, c, psh): (u32, Contrib, bool),
         out: &mut impl FnMut(B),
     ) -> Option<B> {
-        let t = self.table.entry(s).core.t;
-        let f = Fields::new(pkt.head(), t);
-        let seg = Seg::own(&f, 1);
-        if let Some(why) = self.not_held(&seg, &t) {
-            self.pass(why, pkt, out);
+        if psh {
+            self.pass(Pass::Flags, pkt, out);
+            return None;
+        }
+        if self.leaves_alone_at(s) {
+            self.pass(Pass::Alone, pkt, out);
             return None;
         }
         let h = self.table.ghost_mut(s).expect("restart's ghost");
-        h.hconst = header_const(&f, &seg);
-        (h.opts, h.opt_words) = option_words(f.options());
-        h.tmpl.renew_options(&f, &seg, h.base.pbase, h.hconst);
-        // Now an ordinary restart, of a segment the template takes as it
-        // is now (it took every byte but the options), whose checksum is
-        // not summed (`restart` and `refused` take only such here).
-        debug_assert!(!csum.sums(false));
-        let c = h.tmpl.x.header_part(seg.seq, seg.csum, false);
-        let c = Contrib { pos: 0, neg: c };
-        self.start_in_freed(s, pkt, seg.seq, c, out)
+        debug_assert_eq!(c.pos, 0, "a head whose checksum is not summed");
+        let d = h.take_options(pkt.head());
+        let c = Contrib {
+            pos: 0,
+            neg: c.neg + d as u64,
+        };
+        self.start_in_freed(s, pkt, seq, c, out)
     }
 
     /// Whether `restart` takes, as the full path's `hold_new` would, a PSH

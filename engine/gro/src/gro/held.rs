@@ -379,16 +379,6 @@ impl<B: GroBuf> Held<B> {
         tm.x.judge(pkt, &tm.bytes, mask, &of)
     }
 
-    /// Whether `pkt`, a new head of this flow (any seq, any ID), matches its
-    /// template but for its TCP options (`Masks::bare`): a flow's
-    /// timestamps move on while other flows take their turn. If so, its
-    /// sequence number. Its TCP checksum is not judged: for a segment whose
-    /// checksum `csum` does not sum.
-    #[inline(always)]
-    pub(super) fn options_moved_on(&self, pkt: &B, csum: FastCsum, masks: &Masks) -> Option<u32> {
-        self.bare_match(pkt, csum, masks).map(|(seq, _, _)| seq)
-    }
-
     /// `template_match` for a new head (any seq, any ID) but for its TCP
     /// options (`Masks::bare`), which `same_options` judges: the sum it
     /// gives holds only if they are the last head's.
@@ -414,6 +404,32 @@ impl<B: GroBuf> Held<B> {
             (Ok(a), Ok(b)) => a == b,
             _ => a == b,
         }
+    }
+
+    /// Takes the TCP options of `head`, a new head of this flow that its
+    /// template took but for them (`bare_match`, `same_options`): into the
+    /// rules' option words, the template's bytes, and the header sums they
+    /// enter (`hconst`, the template's `k`), each moved by what the new
+    /// options add to a sum against the last head's. Returns that
+    /// difference (one's complement), which a head judged before adds.
+    #[inline(always)]
+    pub(super) fn take_options(&mut self, head: &[u8]) -> u16 {
+        let t = &self.core.t;
+        let at = t.l4 as usize + tcp::MIN_LEN..t.payload as usize;
+        // The same length as the last head's: the template took the data
+        // offset. Timestamps alone (NOP, NOP, TS) with no loop.
+        let (new, old) = (&head[at.clone()], &mut self.tmpl.bytes[at]);
+        let d = match (
+            <&[u8; 12]>::try_from(new),
+            <&mut [u8; 12]>::try_from(&mut *old),
+        ) {
+            (Ok(new), Ok(old)) => moved_options(old, new, &mut self.opts),
+            _ => moved_options(old, new, &mut self.opts),
+        };
+        self.hconst = csum::add(self.hconst, d);
+        // Folded, so that renewals never grow it.
+        self.tmpl.x.k = csum::fold(self.tmpl.x.k + d as u64) as u64;
+        d
     }
 
     /// `template_match` for a template that is on and whose compare reads
@@ -447,4 +463,16 @@ impl<B: GroBuf> Held<B> {
             mss: self.core.mss as usize,
         }
     }
+}
+
+/// Options `new` in place of `old` (the template's bytes; `opts`, the rules'
+/// words): what the change adds to a sum (one's complement).
+#[inline(always)]
+fn moved_options(old: &mut [u8], new: &[u8], opts: &mut [u32; 10]) -> u16 {
+    let d = csum::sub(csum::sum_header(new), csum::sum_header(old));
+    old.copy_from_slice(new);
+    for (i, w) in new.chunks_exact(4).enumerate() {
+        opts[i] = u32::from_ne_bytes([w[0], w[1], w[2], w[3]]);
+    }
+    d
 }

@@ -147,17 +147,6 @@ impl Template {
         // keeps them; PSH it lets differ).
         self.bytes[f.layout().l4 as usize + tcp::FLAGS] &= !HEAD_ONLY;
     }
-
-    /// Takes the TCP options of `f`'s segment `seg`, a new head that
-    /// differs from the last one in them alone (`Held::options_moved_on`),
-    /// whose TCP header's constant sum is `hconst` and pseudo-header's
-    /// `pbase`: the bytes and sum the rest of the template has already.
-    pub(super) fn renew_options(&mut self, f: &Fields, seg: &Seg, pbase: u16, hconst: u16) {
-        let t = f.layout();
-        let at = t.l4 as usize + tcp::MIN_LEN..t.payload as usize;
-        self.bytes[at].copy_from_slice(f.options());
-        self.x.k = full_size_sum(pbase, t.l4_len() as u32 + t.payload_len, hconst, seg);
-    }
 }
 
 /// A full-size segment's sum but for its seq (and checksum field), for a
@@ -388,7 +377,7 @@ pub(super) struct Masks {
 pub(super) struct MaskStore {
     pub(super) masks: [[u8; TMPL_LEN]; MASKS],
     /// Each mask with the TCP options cleared too: what a flow's new head
-    /// must share with its last one (`Held::options_moved_on`).
+    /// must share with its last one (`Held::bare_match`).
     pub(super) bare: [[u8; TMPL_LEN]; MASKS],
     /// When each mask was last given to a new head (a count of heads).
     pub(super) used: [u64; MASKS],
