@@ -137,7 +137,10 @@ impl<B: GroBuf> Gro<B> {
             self.let_go(s);
         }
         let h = self.table.remove(s);
-        if h.core.segs == 1 {
+        // One segment that nothing of its flow joined: the next poll looks
+        // ahead. One a later segment of its flow turned away does not
+        // count: the look-ahead would have held it all the same.
+        if h.core.segs == 1 && why.met_none_of_its_flow() {
             self.look.left_alone(&h.core.t);
         }
         counted_out(&mut self.stats, self.hist.as_deref_mut(), why, h.core.segs);

@@ -90,6 +90,13 @@ impl Flush {
         Flush::OuterMismatch,
         Flush::OuterIpId,
     ];
+    /// Whether a packet that leaves for this reason met no later segment
+    /// of its flow while held: the end of its poll, its age or an
+    /// eviction let it out, not a segment of its own flow.
+    pub fn met_none_of_its_flow(self) -> bool {
+        matches!(self, Flush::EndOfPoll | Flush::Age | Flush::TableFull)
+    }
+
     /// The reason's name in the report's `flush_reasons`.
     pub fn name(self) -> &'static str {
         match self {

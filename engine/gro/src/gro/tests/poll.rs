@@ -98,6 +98,31 @@ fn after_a_poll_whose_packets_all_merged_new_flows_are_held_as_before() {
 }
 
 #[test]
+fn one_segment_packets_that_their_own_flow_ended_leave_the_look_ahead_off() {
+    // A bulk flow whose timestamps move on at each of its first segments:
+    // each leaves as a packet of one, ended by the next. Looking ahead
+    // would have held each all the same, so the next poll does not.
+    let mut g = gro(GroConfig::default());
+    let mut a = Flow::new(1, false);
+    let mut burst: Vec<VecBuf> = (0..3).map(|k| a.next_with(MSS, |s| s.tsval += k)).collect();
+    burst.push(a.next_with(MSS, |s| s.tsval += 2));
+    let out = poll(&mut g, burst);
+    assert_eq!(out.len(), 2, "two packets of one, each ended by the next");
+    assert!(out.iter().all(|p| p.ids.len() == 1));
+    assert_eq!(end(&mut g).len(), 1);
+    assert!(!g.looks_ahead());
+    let mut x = Flow::new(9, false);
+    assert!(
+        poll(&mut g, vec![x.next(MSS)]).is_empty(),
+        "held: no look-ahead"
+    );
+    assert_eq!(alone(&g), 0);
+    // Left at the poll's end as one segment, it turns it on.
+    assert_eq!(end(&mut g).len(), 1);
+    assert!(g.looks_ahead());
+}
+
+#[test]
 fn a_segment_whose_flow_comes_again_in_the_poll_is_held_for_it() {
     let mut g = gro(GroConfig::default());
     let mut x = Flow::new(9, false);
