@@ -406,6 +406,15 @@ impl<B: GroBuf> Held<B> {
         }
     }
 
+    /// Whether `head` carries this flow's TCP ports where its layout has
+    /// them: a cheap sign that a segment its template turned away is of
+    /// this flow all the same (`refused` then judges it whole).
+    #[inline(always)]
+    pub(super) fn same_ports(&self, head: &[u8]) -> bool {
+        let at = field::at(self.core.t.l4 as usize, tcp::PORTS);
+        head.get(at.clone()) == self.tmpl.bytes.get(at)
+    }
+
     /// Takes the TCP options of `head`, a new head of this flow that its
     /// template took but for them (`bare_match`, `same_options`): into the
     /// rules' option words, the template's bytes, and the header sums they

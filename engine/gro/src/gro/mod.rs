@@ -297,10 +297,22 @@ impl<B: GroBuf> Gro<B> {
             // window works on) the flow's segments cannot take the fast
             // path: straight to the lookup.
             let tried = self.first.filter(|&s| self.table.entry(s).tmpl.on);
+            // Whether `refused` judged the segment at `tried` already.
+            let mut judged = false;
             if let Some(s) = tried {
                 match self.fast_merge(s, pkt, csum, out) {
                     Some(p) => pkt = p,
                     None => return,
+                }
+                // Its own flow's packet turned it away (a gap, new
+                // options?): no lookup needed to say so.
+                let h = self.table.entry(s);
+                if self.table.is_live(s) && h.same_ports(pkt.head()) {
+                    judged = true;
+                    match self.refused(s, pkt, csum, out) {
+                        Some(p) => pkt = p,
+                        None => return,
+                    }
                 }
             }
             if let Some(s) = self.last {
@@ -333,7 +345,7 @@ impl<B: GroBuf> Gro<B> {
                 };
                 // The flow's own packet turned it away (a gap, new
                 // options?), or no packet of it is held.
-                let pkt = match l.found {
+                let pkt = match l.found.filter(|&s2| !(judged && Some(s2) == tried)) {
                     Some(s2) => self.refused(s2, pkt, csum, out),
                     None => Some(pkt),
                 };
