@@ -138,19 +138,17 @@ impl<B: GroBuf> Gro<B> {
         if !self.takes_heads(h.tmpl.tunnel) {
             return Some(pkt);
         }
-        // Judged as a new head: the whole template, else (a checksum not
-        // summed) all but the options.
-        let plain = h.template_match(&pkt, None, None, csum, &self.masks);
-        let judged = match plain {
-            Some(_) => plain,
-            None if !csum.sums(false) => h.bare_match(&pkt, csum, &self.masks),
-            None => None,
-        };
-        let Some(judged) = judged else {
+        // Judged as a new head, as `restart` judges one: all but the
+        // options, then they on their own. New ones are taken only with a
+        // checksum not summed (the sum judged holds for the old ones).
+        let Some(judged) = h.bare_match(&pkt, csum, &self.masks) else {
             return Some(pkt);
         };
-        let refused =
-            on(plain.is_none(), Flush::OptionMismatch) | on(judged.0 != h.next_seq, Flush::SeqGap);
+        let same = h.same_options(&pkt);
+        if !same && csum.sums(false) {
+            return Some(pkt);
+        }
+        let refused = on(!same, Flush::OptionMismatch) | on(judged.0 != h.next_seq, Flush::SeqGap);
         if refused == 0 {
             return Some(pkt);
         }
@@ -159,7 +157,7 @@ impl<B: GroBuf> Gro<B> {
         self.went_to(s);
         // `restart` at the ghost, as judged already: the template is the
         // one the flush left there.
-        if plain.is_some() {
+        if same {
             self.head_at_ghost(s, pkt, judged, out)
         } else {
             self.restart_options(s, pkt, judged, out)
