@@ -300,19 +300,9 @@ impl<B: GroBuf> Gro<B> {
             // Whether `refused` judged the segment at `tried` already.
             let mut judged = false;
             if let Some(s) = tried {
-                match self.fast_merge(s, pkt, csum, out) {
-                    Some(p) => pkt = p,
+                match self.at_first(s, pkt, csum, out) {
+                    Some((p, j)) => (pkt, judged) = (p, j),
                     None => return,
-                }
-                // Its own flow's packet turned it away (a gap, new
-                // options?): no lookup needed to say so.
-                let h = self.table.entry(s);
-                if self.table.is_live(s) && h.same_ports(pkt.head()) {
-                    judged = true;
-                    match self.refused(s, pkt, csum, out) {
-                        Some(p) => pkt = p,
-                        None => return,
-                    }
                 }
             }
             if let Some(s) = self.last {
@@ -323,24 +313,10 @@ impl<B: GroBuf> Gro<B> {
                 // (A flow without a template is turned away by the fast
                 // path's first test.)
                 let pkt = match l.found.filter(|&s2| Some(s2) != tried) {
-                    Some(s2) => {
-                        // Two segments in a row, each of another flow than
-                        // the one before it: flows take turns, and the next
-                        // segment is looked up at once rather than tried
-                        // on this one's flow first.
-                        let n = self.stats.segments_in;
-                        let other = Some(s2) != self.last;
-                        let turns = other && n.wrapping_sub(self.missed_at) == 1;
-                        if other {
-                            self.missed_at = n;
-                        }
-                        let Some(p) = self.fast_merge(s2, pkt, csum, out) else {
-                            self.last = Some(s2);
-                            self.first = (!turns).then_some(s2);
-                            return;
-                        };
-                        p
-                    }
+                    Some(s2) => match self.at_found(s2, pkt, csum, out) {
+                        Some(p) => p,
+                        None => return,
+                    },
                     None => pkt,
                 };
                 // The flow's own packet turned it away (a gap, new
@@ -354,6 +330,48 @@ impl<B: GroBuf> Gro<B> {
             }
         }
         self.slow(pkt, now, verify, hints, None, next, out)
+    }
+
+    /// The fast path's first try, at the slot the previous segment went
+    /// to (`first`, its template on): merged there; or, turned away by its
+    /// own flow's packet there (a gap, new options: the ports say so
+    /// before the template does, with no lookup), that packet ended and
+    /// the next one started with it (`refused`). Gives the packet back
+    /// otherwise, with whether `refused` judged it.
+    #[inline(always)]
+    fn at_first(
+        &mut self,
+        s: u16,
+        pkt: B,
+        csum: FastCsum,
+        out: &mut impl FnMut(B),
+    ) -> Option<(B, bool)> {
+        let pkt = self.fast_merge(s, pkt, csum, out)?;
+        if !(self.table.is_live(s) && self.table.entry(s).same_ports(pkt.head())) {
+            return Some((pkt, false));
+        }
+        self.refused(s, pkt, csum, out).map(|p| (p, true))
+    }
+
+    /// The fast path's try at `s`, the slot the lookup found, another than
+    /// the first try's; a segment it takes makes `s` the next one's first
+    /// try, unless two segments in a row were each of another flow than the
+    /// one before it: flows take turns, and the next segment is looked up
+    /// at once rather than tried on this one's flow first.
+    #[inline(always)]
+    fn at_found(&mut self, s: u16, pkt: B, csum: FastCsum, out: &mut impl FnMut(B)) -> Option<B> {
+        let n = self.stats.segments_in;
+        let other = Some(s) != self.last;
+        let turns = other && n.wrapping_sub(self.missed_at) == 1;
+        if other {
+            self.missed_at = n;
+        }
+        let Some(p) = self.fast_merge(s, pkt, csum, out) else {
+            self.last = Some(s);
+            self.first = (!turns).then_some(s);
+            return None;
+        };
+        Some(p)
     }
 }
 
