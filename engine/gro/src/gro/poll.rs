@@ -17,8 +17,9 @@
 //! leaving earlier keeps every flow's order.
 //!
 //! The buckets are filled only when the previous poll had packets that
-//! left alone (held and flushed as one segment, or passed alone): bulk
-//! traffic, whose packets merge, never pays for them.
+//! left alone (held and flushed as one segment with nothing of their flow
+//! met, or passed alone): bulk traffic, whose packets merge or are ended
+//! by their own flow's next segment, never pays for them.
 
 use super::*;
 
@@ -134,7 +135,8 @@ impl Look {
     }
 
     /// A packet of layout `t` left alone (held and flushed as one segment,
-    /// or passed): the next burst is looked at with its layout.
+    /// nothing of its flow met; or passed): the next burst is looked at
+    /// with its layout.
     #[inline(always)]
     pub(super) fn left_alone(&mut self, t: &Tcp) {
         self.alone += 1;
