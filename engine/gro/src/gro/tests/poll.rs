@@ -88,13 +88,16 @@ fn after_a_poll_whose_packets_all_merged_new_flows_are_held_as_before() {
     let mut b = Flow::new(2, false);
     assert!(poll(&mut g, (0..4).map(|_| b.next(MSS)).collect()).is_empty());
     assert_eq!(end(&mut g).len(), 1);
-    let mut a = Flow::new(1, false);
-    assert!(
-        poll(&mut g, vec![a.next(MSS)]).is_empty(),
-        "held: no look-ahead"
-    );
-    assert_eq!(alone(&g), 0);
-    assert_eq!(end(&mut g).len(), 1);
+    held_as_new(&mut g, 1);
+}
+
+/// A new flow's one segment, in a poll of its own, is held (the poll is
+/// not looked ahead in) and leaves at the poll's end.
+fn held_as_new(g: &mut Gro<VecBuf>, id: u32) {
+    let mut x = Flow::new(id, false);
+    assert!(poll(g, vec![x.next(MSS)]).is_empty(), "held: no look-ahead");
+    assert_eq!(alone(g), 0);
+    assert_eq!(end(g).len(), 1);
 }
 
 #[test]
@@ -111,14 +114,8 @@ fn one_segment_packets_that_their_own_flow_ended_leave_the_look_ahead_off() {
     assert!(out.iter().all(|p| p.ids.len() == 1));
     assert_eq!(end(&mut g).len(), 1);
     assert!(!g.looks_ahead());
-    let mut x = Flow::new(9, false);
-    assert!(
-        poll(&mut g, vec![x.next(MSS)]).is_empty(),
-        "held: no look-ahead"
-    );
-    assert_eq!(alone(&g), 0);
-    // Left at the poll's end as one segment, it turns it on.
-    assert_eq!(end(&mut g).len(), 1);
+    // Left at the poll's end as one segment, a new flow's turns it on.
+    held_as_new(&mut g, 9);
     assert!(g.looks_ahead());
 }
 
