@@ -157,11 +157,7 @@ impl<B: GroBuf> Gro<B> {
         self.went_to(s);
         // `restart` at the ghost, as judged already: the template is the
         // one the flush left there.
-        if same {
-            self.head_at_ghost(s, pkt, judged, out)
-        } else {
-            self.restart_options(s, pkt, judged, out)
-        }
+        self.head_at_ghost(s, pkt, judged, !same, out)
     }
 
     /// A head new to the table (no template yet) and a segment its lookup
@@ -237,7 +233,7 @@ impl<B: GroBuf> Gro<B> {
     /// seq, ID and the checksums, which are set here; with PSH it passes,
     /// as the full path's `not_held` passes it. One that matches it but
     /// for its TCP options is taken as the full path's `hold_new` would
-    /// take it (`restart_options`).
+    /// take it (`head_at_ghost`).
     #[inline]
     pub(super) fn restart(
         &mut self,
@@ -261,7 +257,7 @@ impl<B: GroBuf> Gro<B> {
             if !self.takes_heads(h.tmpl.tunnel) || csum.sums(false) {
                 return Some(pkt);
             }
-            return self.restart_options(s, pkt, (seq, c, psh), out);
+            return self.head_at_ghost(s, pkt, (seq, c, psh), true, out);
         }
         if h.tmpl.outer_id_at != 0 && !h.outer_follows(pkt.head(), false) {
             return Some(pkt);
@@ -269,61 +265,56 @@ impl<B: GroBuf> Gro<B> {
         if psh && !self.takes_heads(h.tmpl.tunnel) {
             return Some(pkt);
         }
-        self.head_at_ghost(s, pkt, (seq, c, psh), out)
+        self.head_at_ghost(s, pkt, (seq, c, psh), false, out)
     }
 
     /// A head the flow's template in ghost slot `s` took (sequence number,
     /// checksum contribution, PSH), as the full path's `hold_new` takes it:
     /// with PSH it passes unheld, else it starts the flow's next packet.
+    /// One whose TCP options alone differ from the last head's
+    /// (`new_options`, judged without them by `Held::bare_match`, its
+    /// checksum not summed) passes too when nothing later in its poll can
+    /// join it, before the ghost takes them, as `not_held` decides first;
+    /// else the ghost takes them (`renew_options`) and it starts the packet.
     #[inline(always)]
     fn head_at_ghost(
         &mut self,
         s: u16,
         pkt: B,
         (seq, c, psh): (u32, Contrib, bool),
+        new_options: bool,
         out: &mut impl FnMut(B),
     ) -> Option<B> {
         if psh {
             self.pass(Pass::Flags, pkt, out);
             return None;
         }
+        let c = if new_options {
+            if self.leaves_alone_at(s) {
+                self.pass(Pass::Alone, pkt, out);
+                return None;
+            }
+            self.renew_options(s, pkt.head(), c)
+        } else {
+            c
+        };
         self.start_in_freed(s, pkt, seq, c, out)
     }
 
-    /// `restart` for a segment whose TCP options alone differ from its
-    /// flow's last head's, judged by the ghost's template without them
-    /// (`Held::bare_match`: sequence number, checksum contribution, PSH),
-    /// its checksum not summed: what the full path's `hold_new` would do
-    /// with it. With PSH, or nothing later in its poll to join it, it
-    /// passes (`not_held`; the template took every other flag and its
-    /// full size); else the ghost takes its options and it starts the
-    /// flow's next packet there, its contribution moved as the template's
-    /// sum is. Out of line: once per packet of a flow whose options moved
-    /// on.
+    /// The ghost in slot `s` takes the TCP options of `head`, a new head its
+    /// template took but for them (`Held::take_options`), and `c`, the
+    /// head's checksum contribution as judged with the last head's options,
+    /// moves as the template's sum does. Out of line: once per packet of a
+    /// flow whose options moved on.
     #[inline(never)]
-    fn restart_options(
-        &mut self,
-        s: u16,
-        pkt: B,
-        (seq, c, psh): (u32, Contrib, bool),
-        out: &mut impl FnMut(B),
-    ) -> Option<B> {
-        if psh {
-            self.pass(Pass::Flags, pkt, out);
-            return None;
-        }
-        if self.leaves_alone_at(s) {
-            self.pass(Pass::Alone, pkt, out);
-            return None;
-        }
+    fn renew_options(&mut self, s: u16, head: &[u8], c: Contrib) -> Contrib {
         let h = self.table.ghost_mut(s).expect("restart's ghost");
         debug_assert_eq!(c.pos, 0, "a head whose checksum is not summed");
-        let d = h.take_options(pkt.head());
-        let c = Contrib {
+        let d = h.take_options(head);
+        Contrib {
             pos: 0,
             neg: c.neg + d as u64,
-        };
-        self.start_in_freed(s, pkt, seq, c, out)
+        }
     }
 
     /// Whether `restart` takes, as the full path's `hold_new` would, a PSH
