@@ -4,6 +4,11 @@
 
 use super::*;
 
+/// A segment judged as its flow's next head at the flow's slot: its
+/// sequence number, checksum contribution and PSH (`Held::bare_match`),
+/// and whether its TCP options moved on from the last head's.
+type Head = ((u32, Contrib, bool), bool);
+
 /// A flow lookup made before parsing, with a guessed header layout: that
 /// of the flow in slot `from` (its entry's layout and tunnel). Small, so
 /// that it stays in registers while the fast path tries the slot found.
@@ -132,32 +137,49 @@ impl<B: GroBuf> Gro<B> {
         csum: FastCsum,
         out: &mut impl FnMut(B),
     ) -> Option<B> {
-        let Some(h) = self.table.try_get(s).filter(|h| h.finished) else {
-            return Some(pkt);
-        };
+        match self.refused_verdict(s, &pkt, csum) {
+            Some(v) => self.ended_by(s, pkt, v, out),
+            None => Some(pkt),
+        }
+    }
+
+    /// `refused`'s verdict on `pkt` at the live slot `s`: why the packet
+    /// held there ends, and `pkt` as the next one's head (the head as
+    /// judged, whether its options moved on). None: not such a head.
+    #[inline(always)]
+    fn refused_verdict(&self, s: u16, pkt: &B, csum: FastCsum) -> Option<(Flush, Head)> {
+        let h = self.table.try_get(s).filter(|h| h.finished)?;
         if !self.takes_heads(h.tmpl.tunnel) {
-            return Some(pkt);
+            return None;
         }
         // Judged as a new head, as `restart` judges one: all but the
         // options, then they on their own. New ones are taken only with a
         // checksum not summed (the sum judged holds for the old ones).
-        let Some(judged) = h.bare_match(&pkt, csum, &self.masks) else {
-            return Some(pkt);
-        };
-        let same = h.same_options(&pkt);
+        let judged = h.bare_match(pkt, csum, &self.masks)?;
+        let same = h.same_options(pkt);
         if !same && csum.sums(false) {
-            return Some(pkt);
+            return None;
         }
         let refused = on(!same, Flush::OptionMismatch) | on(judged.0 != h.next_seq, Flush::SeqGap);
-        if refused == 0 {
-            return Some(pkt);
-        }
-        self.flush_slot(s, why(refused), out);
+        (refused != 0).then(|| (why(refused), (judged, !same)))
+    }
+
+    /// The packet in slot `s` ends for `why`, and `pkt` (judged so by
+    /// `refused_verdict`) starts the next one at the ghost it leaves.
+    #[inline(always)]
+    fn ended_by(
+        &mut self,
+        s: u16,
+        pkt: B,
+        (why, (judged, new_options)): (Flush, Head),
+        out: &mut impl FnMut(B),
+    ) -> Option<B> {
+        self.flush_slot(s, why, out);
         // The next segment is tried there first, as after the full path.
         self.went_to(s);
         // `restart` at the ghost, as judged already: the template is the
         // one the flush left there.
-        self.head_at_ghost(s, pkt, judged, !same, out)
+        self.head_at_ghost(s, pkt, judged, new_options, out)
     }
 
     /// A head new to the table (no template yet) and a segment its lookup
@@ -184,29 +206,45 @@ impl<B: GroBuf> Gro<B> {
     /// their own, with none of `receive`'s dispatch (bulk traffic's bursts
     /// are runs of one flow); one with PSH is the run's last, and the
     /// packet leaves with it. Each is taken exactly as `receive` would take
-    /// it: through `fast_merge` into `s`, which `first` names. The first
-    /// segment that is not such stays in `rest` for `receive`. Returns how
-    /// many it took. Not for a flow inside a tunnel over IPv4 (its outer ID
-    /// is followed on its own), nor while the reorder window is on (its
-    /// bookkeeping is per segment).
+    /// it: through `fast_merge` into `s`, which `first` names. A segment of
+    /// the flow that the run stopped at, the packet neither ended nor full,
+    /// may be the flow's next packet's head (a gap, timestamps that moved
+    /// on): `ended_in_run` takes it as `refused` would, and a run into
+    /// that packet follows. Anything else stays in `rest` for `receive`.
+    /// Not for a flow inside a tunnel over IPv4 (its outer ID is followed
+    /// on its own), nor while the reorder window is on (its bookkeeping is
+    /// per segment).
     #[inline(always)]
     pub(super) fn merge_run(
         &mut self,
         s: u16,
         rest: &mut std::vec::Drain<'_, B>,
         out: &mut impl FnMut(B),
-    ) -> usize {
+    ) {
+        while self.run_once(s, rest, out) && self.ended_in_run(s, rest, out) {}
+    }
+
+    /// One run into the packet held in slot `s` (`merge_run`). Returns
+    /// whether it stopped at a segment with the flow's ports, the packet
+    /// still held and not full: one the packet's template turned away.
+    #[inline(always)]
+    fn run_once(
+        &mut self,
+        s: u16,
+        rest: &mut std::vec::Drain<'_, B>,
+        out: &mut impl FnMut(B),
+    ) -> bool {
         let verify = self.cfg.csum == CsumMode::Verify;
         let max_frags = self.cfg.max_frags;
         #[cfg(test)]
         if self.full_path_only {
-            return 0;
+            return false;
         }
         let Some(h) = self.table.try_get_mut(s) else {
-            return 0;
+            return false;
         };
         if !h.tmpl.on || h.tmpl.outer_id_at != 0 || h.core.pkt.is_none() {
-            return 0;
+            return false;
         }
         // A loop for each checksum mode: trusting, it has no sums to make.
         let (n, psh) = if verify {
@@ -217,11 +255,50 @@ impl<B: GroBuf> Gro<B> {
         let mss = h.core.mss;
         self.stats.segments_in += n;
         self.stats.merged_segments += n;
+        self.look.take_run(n as usize);
         // Full-size segments without FIN (the template's): PSH ends it.
         if let Some(why) = ends_after(psh, false, mss, mss) {
             self.flush_slot(s, why, out);
+            return false;
         }
-        n as usize
+        // Another flow's segment (flows taking turns): its ports say so.
+        rest.as_slice()
+            .first()
+            .is_some_and(|p| h.same_ports(p.head()) && !h.core.full(max_frags))
+    }
+
+    /// The segment a run into slot `s` stopped at (`rest`'s next; the
+    /// packet held there turned it away), taken when `receive` would have
+    /// `at_first` take it: as its flow's next packet's head, the packet
+    /// ended for what sets it apart (`refused`). Judged where it lies, it
+    /// is taken only then, as `receive` takes it (counted, the look-ahead
+    /// moved on), without its dispatch nor the whole compare the run just
+    /// failed. Returns whether it was taken. Out of line: once per packet
+    /// ended so.
+    #[inline(never)]
+    fn ended_in_run(
+        &mut self,
+        s: u16,
+        rest: &mut std::vec::Drain<'_, B>,
+        out: &mut impl FnMut(B),
+    ) -> bool {
+        let Some(next) = rest.as_slice().first() else {
+            return false;
+        };
+        let verify = self.cfg.csum == CsumMode::Verify;
+        let Some(csum) = FastCsum::of(next.rx_hints(), verify) else {
+            return false;
+        };
+        let Some(verdict) = self.refused_verdict(s, next, csum) else {
+            return false;
+        };
+        let pkt = rest.next().expect("the segment judged");
+        self.stats.segments_in += 1;
+        self.look.take_with_current();
+        let left = self.ended_by(s, pkt, verdict, out);
+        debug_assert!(left.is_none(), "a head judged is taken");
+        // A head passed alone leaves `first` unset: no run follows.
+        self.first == Some(s)
     }
 
     /// The flow in slot `s` was flushed (frag limit, end of poll, PSH...),

@@ -117,7 +117,7 @@ impl Look {
     /// With the buckets on, the burst's next `n` packets were taken at
     /// once (a run merged into the current packet).
     #[inline(always)]
-    fn take_run(&mut self, n: usize) {
+    pub(super) fn take_run(&mut self, n: usize) {
         if self.on {
             for _ in 0..n {
                 self.take_next();
@@ -249,8 +249,7 @@ impl<B: GroBuf> Gro<B> {
             let next = if pairs { Some(&mut rest) } else { None };
             self.receive_before(p, next, now, out);
             if let Some(s) = self.first.filter(|_| runs) {
-                let n = self.merge_run(s, &mut rest, out);
-                self.look.take_run(n);
+                self.merge_run(s, &mut rest, out);
             }
         }
         // Every bucket is back to 0: nothing to clear.

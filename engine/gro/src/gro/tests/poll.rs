@@ -438,3 +438,54 @@ fn a_pair_of_a_flow_the_table_remembers_leaves_as_when_its_head_is_held() {
         assert_eq!((t.heads_built, t.heads_cached), (1, 4), "IPv6 {ipv6}");
     }
 }
+
+#[test]
+fn a_run_goes_on_into_its_flows_next_packets_as_on_the_full_path() {
+    // One flow's poll whose packets end every way a run meets within a
+    // burst: timestamps that move on and a gap (the next head taken where
+    // the run stopped, and a run into its packet), PSH, the frag limit.
+    // The packets, their order and every counter are the full path's.
+    let run = |full: bool, csum: CsumMode| {
+        let mut g = gro(GroConfig {
+            csum,
+            max_frags: 5,
+            ..Default::default()
+        });
+        g.full_path_only = full;
+        let mut a = Flow::new(1, false);
+        let mut burst = Vec::new();
+        for k in 0..60u32 {
+            if k == 22 {
+                a.next(MSS); // lost
+            }
+            let tick = if k < 40 { k / 3 } else { 13 };
+            let psh = k == 31 || k == 33;
+            burst.push(a.next_with(MSS, |s| {
+                s.tsval += tick;
+                if psh {
+                    s.flags |= TCP_PSH;
+                }
+            }));
+        }
+        let mut out = poll(&mut g, burst);
+        out.extend(end(&mut g));
+        (out, *g.stats())
+    };
+    for csum in [CsumMode::Trust, CsumMode::Verify] {
+        let (out, stats) = run(false, csum);
+        for why in [
+            Flush::OptionMismatch,
+            Flush::SeqGap,
+            Flush::Psh,
+            Flush::FragLimit,
+        ] {
+            assert!(stats.flush[why as usize] > 0, "no packet ended by {why:?}");
+        }
+        assert_eq!(stats.segments_in, 60);
+        assert_eq!(out.iter().map(|p| p.ids.len()).sum::<usize>(), 60);
+        for p in &out {
+            verify(&p.bytes()).unwrap();
+        }
+        assert_eq!((out, stats), run(true, csum));
+    }
+}
