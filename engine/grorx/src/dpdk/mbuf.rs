@@ -492,13 +492,25 @@ impl BulkFree {
     /// `m` is a valid mbuf segment the caller owns and no longer uses.
     #[inline(always)]
     pub unsafe fn seg(&mut self, m: *mut sys::rte_mbuf) {
+        // SAFETY: as this function's.
+        unsafe { self.seg_linked(m, !mb::next(m).is_null()) }
+    }
+
+    /// `seg` for a segment whose link to a successor the caller has read
+    /// (`linked`): a chain's walk tests each link once, where the loop
+    /// turns, not again here.
+    ///
+    /// # Safety
+    /// As `seg`'s; `linked` is whether `m`'s `next` is set.
+    #[inline(always)]
+    unsafe fn seg_linked(&mut self, m: *mut sys::rte_mbuf, linked: bool) {
         const NOT_DIRECT: u64 = sys::RTE_MBUF_F_INDIRECT | sys::RTE_MBUF_F_EXTERNAL;
         // SAFETY: the caller guarantees `m` is a valid segment it owns and no
         // longer uses: we may read and reset it, then hand it to its pool
         // (sole owner, direct buffer) or to DPDK's free.
         unsafe {
             if mb::refcnt(m) == 1 && mb::ol_flags(m) & NOT_DIRECT == 0 {
-                if !(*m).next.is_null() {
+                if linked {
                     (*m).next = std::ptr::null_mut();
                 }
                 if (*m).nb_segs != 1 {
@@ -527,12 +539,16 @@ impl BulkFree {
         // no longer uses, so every segment is ours to read and free once.
         unsafe {
             let len = mb::pkt_len(m);
-            while !m.is_null() {
-                let next = mb::next(m); // read before seg() clears it
-                self.seg(m);
+            loop {
+                // Read before the segment is reset; the one test of it.
+                let next = mb::next(m);
+                if next.is_null() {
+                    self.seg_linked(m, false);
+                    return len;
+                }
+                self.seg_linked(m, true);
                 m = next;
             }
-            len
         }
     }
 
