@@ -486,22 +486,13 @@ impl BulkFree {
         }
     }
 
-    /// Frees one segment (not its successors).
+    /// Frees one segment of a chain (not its successors), whose link to a
+    /// successor the caller has read (`linked`): a chain's walk tests each
+    /// link once, where the loop turns, not again here.
     ///
     /// # Safety
-    /// `m` is a valid mbuf segment the caller owns and no longer uses.
-    #[inline(always)]
-    pub unsafe fn seg(&mut self, m: *mut sys::rte_mbuf) {
-        // SAFETY: as this function's.
-        unsafe { self.seg_linked(m, !mb::next(m).is_null()) }
-    }
-
-    /// `seg` for a segment whose link to a successor the caller has read
-    /// (`linked`): a chain's walk tests each link once, where the loop
-    /// turns, not again here.
-    ///
-    /// # Safety
-    /// As `seg`'s; `linked` is whether `m`'s `next` is set.
+    /// `m` is a valid mbuf segment the caller owns and no longer uses;
+    /// `linked` is whether its `next` is set.
     #[inline(always)]
     unsafe fn seg_linked(&mut self, m: *mut sys::rte_mbuf, linked: bool) {
         const NOT_DIRECT: u64 = sys::RTE_MBUF_F_INDIRECT | sys::RTE_MBUF_F_EXTERNAL;
