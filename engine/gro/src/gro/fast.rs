@@ -102,8 +102,7 @@ impl<B: GroBuf> Gro<B> {
                 return Some(pkt);
             }
             let over = h.core.over_limits(h.core.mss, 1, max_frags);
-            self.flush_slot(s, why(over), out);
-            return self.start_in_freed(s, pkt, seq, c, out);
+            return self.next_in_slot(s, why(over), pkt, (seq, c, false), false, out);
         }
         if h.tmpl.outer_id_at != 0 {
             h.outer_merged(pkt.head());
@@ -165,7 +164,7 @@ impl<B: GroBuf> Gro<B> {
     }
 
     /// The packet in slot `s` ends for `why`, and `pkt` (judged so by
-    /// `refused_verdict`) starts the next one at the ghost it leaves.
+    /// `refused_verdict`) starts the next one there.
     #[inline(always)]
     fn ended_by(
         &mut self,
@@ -174,12 +173,34 @@ impl<B: GroBuf> Gro<B> {
         (why, (judged, new_options)): (Flush, Head),
         out: &mut impl FnMut(B),
     ) -> Option<B> {
-        self.flush_slot(s, why, out);
         // The next segment is tried there first, as after the full path.
         self.went_to(s);
-        // `restart` at the ghost, as judged already: the template is the
-        // one the flush left there.
-        self.head_at_ghost(s, pkt, judged, new_options, out)
+        self.next_in_slot(s, why, pkt, judged, new_options, out)
+    }
+
+    /// The packet held in slot `s` leaves for `why`, and `pkt`, its flow's
+    /// next head as the template judged it (options moved on or not),
+    /// takes the slot at once: what `flush_slot` and then `restart` at the
+    /// ghost it leaves would do (the template is the one the flush leaves
+    /// there), without the slot's way through the free list. Not with
+    /// segments of the flow waiting ahead of a gap: the flush lets them go
+    /// first (the reorder window keeps this path off).
+    #[inline(always)]
+    fn next_in_slot(
+        &mut self,
+        s: u16,
+        why: Flush,
+        pkt: B,
+        head: (u32, Contrib, bool),
+        new_options: bool,
+        out: &mut impl FnMut(B),
+    ) -> Option<B> {
+        if self.ahead_flows != 0 {
+            self.flush_slot(s, why, out);
+            return self.head_at(s, pkt, head, new_options, false, out);
+        }
+        self.send_out(s, why, out);
+        self.head_at(s, pkt, head, new_options, true, out)
     }
 
     /// A head new to the table (no template yet) and a segment its lookup
@@ -310,7 +331,7 @@ impl<B: GroBuf> Gro<B> {
     /// seq, ID and the checksums, which are set here; with PSH it passes,
     /// as the full path's `not_held` passes it. One that matches it but
     /// for its TCP options is taken as the full path's `hold_new` would
-    /// take it (`head_at_ghost`).
+    /// take it (`head_at`).
     #[inline]
     pub(super) fn restart(
         &mut self,
@@ -334,7 +355,7 @@ impl<B: GroBuf> Gro<B> {
             if !self.takes_heads(h.tmpl.tunnel) || csum.sums(false) {
                 return Some(pkt);
             }
-            return self.head_at_ghost(s, pkt, (seq, c, psh), true, out);
+            return self.head_at(s, pkt, (seq, c, psh), true, false, out);
         }
         if h.tmpl.outer_id_at != 0 && !h.outer_follows(pkt.head(), false) {
             return Some(pkt);
@@ -342,50 +363,56 @@ impl<B: GroBuf> Gro<B> {
         if psh && !self.takes_heads(h.tmpl.tunnel) {
             return Some(pkt);
         }
-        self.head_at_ghost(s, pkt, (seq, c, psh), false, out)
+        self.head_at(s, pkt, (seq, c, psh), false, false, out)
     }
 
-    /// A head the flow's template in ghost slot `s` took (sequence number,
+    /// A head the flow's template in slot `s` took (sequence number,
     /// checksum contribution, PSH), as the full path's `hold_new` takes it:
-    /// with PSH it passes unheld, else it starts the flow's next packet.
-    /// One whose TCP options alone differ from the last head's
-    /// (`new_options`, judged without them by `Held::bare_match`, its
-    /// checksum not summed) passes too when nothing later in its poll can
-    /// join it, before the ghost takes them, as `not_held` decides first;
-    /// else the ghost takes them (`renew_options`) and it starts the packet.
+    /// with PSH, or when nothing later in its poll can join it, it passes
+    /// unheld (`not_held` decides so before anything else); else it starts
+    /// the flow's next packet. One whose TCP options alone differ from the
+    /// last head's (`new_options`, judged without them by
+    /// `Held::bare_match`, its checksum not summed) has the slot take them
+    /// first (`renew_options`). The slot is the flow's ghost, or, `kept`,
+    /// still live, its packet just sent out (`next_in_slot`): a head that
+    /// passes leaves it a ghost.
     #[inline(always)]
-    fn head_at_ghost(
+    fn head_at(
         &mut self,
         s: u16,
         pkt: B,
         (seq, c, psh): (u32, Contrib, bool),
         new_options: bool,
+        kept: bool,
         out: &mut impl FnMut(B),
     ) -> Option<B> {
-        if psh {
-            self.pass(Pass::Flags, pkt, out);
-            return None;
-        }
-        let c = if new_options {
-            if self.leaves_alone_at(s) {
-                self.pass(Pass::Alone, pkt, out);
-                return None;
-            }
-            self.renew_options(s, pkt.head(), c)
+        let why = if psh {
+            Pass::Flags
+        } else if self.leaves_alone_at(s) {
+            Pass::Alone
         } else {
-            c
+            let c = if new_options {
+                self.renew_options(s, pkt.head(), c)
+            } else {
+                c
+            };
+            return self.start_at(s, pkt, seq, c, kept, out);
         };
-        self.start_in_freed(s, pkt, seq, c, out)
+        if kept {
+            self.table.remove(s);
+        }
+        self.pass(why, pkt, out);
+        None
     }
 
-    /// The ghost in slot `s` takes the TCP options of `head`, a new head its
+    /// The slot `s` takes the TCP options of `head`, a new head its
     /// template took but for them (`Held::take_options`), and `c`, the
     /// head's checksum contribution as judged with the last head's options,
     /// moves as the template's sum does. Out of line: once per packet of a
     /// flow whose options moved on.
     #[inline(never)]
     fn renew_options(&mut self, s: u16, head: &[u8], c: Contrib) -> Contrib {
-        let h = self.table.ghost_mut(s).expect("restart's ghost");
+        let h = self.table.entry_mut(s);
         debug_assert_eq!(c.pos, 0, "a head whose checksum is not summed");
         let d = h.take_options(head);
         Contrib {
@@ -408,26 +435,30 @@ impl<B: GroBuf> Gro<B> {
 
     /// Starts a flow's next packet with `pkt` (which matched the flow's
     /// template: sequence number `seq`, checksum contribution `c`) in the
-    /// flow's ghost slot `s`, once there is room for one more held packet;
-    /// unless, as on the full path, nothing later in its poll can join it.
+    /// flow's slot `s`: its ghost, once there is room for one more held
+    /// packet; or, `kept`, the slot its last packet just left from, live
+    /// still (the room that packet had).
     #[inline(always)]
-    pub(super) fn start_in_freed(
+    fn start_at(
         &mut self,
         s: u16,
         pkt: B,
         seq: u32,
         c: Contrib,
+        kept: bool,
         out: &mut impl FnMut(B),
     ) -> Option<B> {
-        if self.leaves_alone_at(s) {
-            self.pass(Pass::Alone, pkt, out);
-            return None;
+        if !kept {
+            self.make_room(out);
         }
-        self.make_room(out);
         self.stats.heads_cached += 1;
         let now = self.now;
         let max_size = self.cfg.max_size;
-        let h = self.table.reclaim(s).expect("the flow's ghost");
+        let h = if kept {
+            self.table.renew(s)
+        } else {
+            self.table.reclaim(s).expect("the flow's ghost")
+        };
         if max_size > big::IP_MAX {
             // Past 64 KiB, what an IPv6 head may become depends on its own
             // buffer's headroom.

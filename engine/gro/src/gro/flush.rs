@@ -128,7 +128,8 @@ impl<B: GroBuf> Gro<B> {
         oldest
     }
 
-    /// Sends a held packet out, headers fixed if it was merged.
+    /// Sends a held packet out, headers fixed if it was merged; its slot
+    /// is left a ghost.
     #[inline]
     pub(super) fn flush_slot(&mut self, s: u16, why: Flush, out: &mut impl FnMut(B)) {
         if self.ahead_flows != 0 {
@@ -136,7 +137,17 @@ impl<B: GroBuf> Gro<B> {
             // (`settle`), before the flow's next segment.
             self.let_go(s);
         }
-        let h = self.table.remove(s);
+        self.table.remove(s);
+        self.send_out(s, why, out);
+    }
+
+    /// Sends out the packet slot `s` held for `why`, headers fixed if it
+    /// was merged: `flush_slot`'s, once the slot is a ghost; or the fast
+    /// path's, where the flow's next head takes the slot at once (no
+    /// segment of the flow waits ahead of a gap there).
+    #[inline]
+    pub(super) fn send_out(&mut self, s: u16, why: Flush, out: &mut impl FnMut(B)) {
+        let h = self.table.entry_mut(s);
         // One segment that nothing of its flow joined: the next poll looks
         // ahead. One a later segment of its flow turned away does not
         // count: the look-ahead would have held it all the same.

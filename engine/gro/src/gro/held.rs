@@ -131,7 +131,7 @@ pub(super) struct Held<B> {
     pub(super) next_id: u32,
     // Lines 2-4: what the next full-size segment must look like.
     pub(super) tmpl: Template,
-    // Line 4: what a restart writes (`Gro::start_in_freed`).
+    // Line 4: what a restart writes (`Gro::start_at`).
     pub(super) base: Base,
     /// The head's seq, urgent pointer and flags: with `hconst`, the merged
     /// header's sum without reading it again.
