@@ -4,10 +4,17 @@
 
 use super::*;
 
-/// A segment judged as its flow's next head at the flow's slot: its
-/// sequence number, checksum contribution and PSH (`Held::bare_match`),
-/// and whether its TCP options moved on from the last head's.
-type Head = ((u32, Contrib, bool), bool);
+/// A segment judged as its flow's next head by the flow's template
+/// (`Gro::judge_head`).
+#[derive(Clone, Copy)]
+struct Head {
+    seq: u32,
+    /// Its checksum contribution, as judged with the last head's options.
+    c: Contrib,
+    psh: bool,
+    /// Its TCP options moved on from the last head's (timestamps).
+    new_options: bool,
+}
 
 /// A flow lookup made before parsing, with a guessed header layout: that
 /// of the flow in slot `from` (its entry's layout and tunnel). Small, so
@@ -102,7 +109,13 @@ impl<B: GroBuf> Gro<B> {
                 return Some(pkt);
             }
             let over = h.core.over_limits(h.core.mss, 1, max_frags);
-            return self.next_in_slot(s, why(over), pkt, (seq, c, false), false, out);
+            let head = Head {
+                seq,
+                c,
+                psh: false,
+                new_options: false,
+            };
+            return self.next_in_slot(s, why(over), pkt, head, out);
         }
         if h.tmpl.outer_id_at != 0 {
             h.outer_merged(pkt.head());
@@ -151,16 +164,30 @@ impl<B: GroBuf> Gro<B> {
         if !self.takes_heads(h.tmpl.tunnel) {
             return None;
         }
-        // Judged as a new head, as `restart` judges one: all but the
-        // options, then they on their own. New ones are taken only with a
-        // checksum not summed (the sum judged holds for the old ones).
-        let judged = h.bare_match(pkt, csum, &self.masks)?;
-        let same = h.same_options(pkt);
-        if !same && csum.sums(false) {
+        let head = self.judge_head(h, pkt, csum)?;
+        let refused =
+            on(head.new_options, Flush::OptionMismatch) | on(head.seq != h.next_seq, Flush::SeqGap);
+        (refused != 0).then(|| (why(refused), head))
+    }
+
+    /// `pkt` judged as the next head of the flow `h` holds or held, by its
+    /// template: all but the TCP options (`Held::bare_match`), then they on
+    /// their own. New ones are taken only where `takes_heads` lets them be
+    /// and with a checksum not summed (the sum judged holds for the old
+    /// ones). None: not such a head (the full path's to judge).
+    #[inline(always)]
+    fn judge_head(&self, h: &Held<B>, pkt: &B, csum: FastCsum) -> Option<Head> {
+        let (seq, c, psh) = h.bare_match(pkt, csum, &self.masks)?;
+        let new_options = !h.same_options(pkt);
+        if new_options && (!self.takes_heads(h.tmpl.tunnel) || csum.sums(false)) {
             return None;
         }
-        let refused = on(!same, Flush::OptionMismatch) | on(judged.0 != h.next_seq, Flush::SeqGap);
-        (refused != 0).then(|| (why(refused), (judged, !same)))
+        Some(Head {
+            seq,
+            c,
+            psh,
+            new_options,
+        })
     }
 
     /// The packet in slot `s` ends for `why`, and `pkt` (judged so by
@@ -170,12 +197,12 @@ impl<B: GroBuf> Gro<B> {
         &mut self,
         s: u16,
         pkt: B,
-        (why, (judged, new_options)): (Flush, Head),
+        (why, head): (Flush, Head),
         out: &mut impl FnMut(B),
     ) -> Option<B> {
         // The next segment is tried there first, as after the full path.
         self.went_to(s);
-        self.next_in_slot(s, why, pkt, judged, new_options, out)
+        self.next_in_slot(s, why, pkt, head, out)
     }
 
     /// The packet held in slot `s` leaves for `why`, and `pkt`, its flow's
@@ -191,16 +218,15 @@ impl<B: GroBuf> Gro<B> {
         s: u16,
         why: Flush,
         pkt: B,
-        head: (u32, Contrib, bool),
-        new_options: bool,
+        head: Head,
         out: &mut impl FnMut(B),
     ) -> Option<B> {
         if self.ahead_flows != 0 {
             self.flush_slot(s, why, out);
-            return self.head_at(s, pkt, head, new_options, false, out);
+            return self.head_at(s, pkt, head, false, out);
         }
         self.send_out(s, why, out);
-        self.head_at(s, pkt, head, new_options, true, out)
+        self.head_at(s, pkt, head, true, out)
     }
 
     /// A head new to the table (no template yet) and a segment its lookup
@@ -343,60 +369,49 @@ impl<B: GroBuf> Gro<B> {
         let Some(h) = self.table.ghost(s) else {
             return Some(pkt);
         };
-        // A new head: any sequence number, any ID; PSH would pass it. Its
-        // TCP options may differ from the last head's (its timestamps moved
-        // on), so they are compared on their own.
-        let Some((seq, c, psh)) = h.bare_match(&pkt, csum, &self.masks) else {
+        // A new head: any sequence number, any ID; its timestamps may have
+        // moved on. Inside a tunnel (never with new options: `takes_heads`)
+        // its outer ID follows.
+        let Some(head) = self.judge_head(h, &pkt, csum) else {
             return Some(pkt);
         };
-        if !h.same_options(&pkt) {
-            // A head all the same, when its checksum is not to be summed
-            // and `takes_heads` lets it be taken here.
-            if !self.takes_heads(h.tmpl.tunnel) || csum.sums(false) {
-                return Some(pkt);
-            }
-            return self.head_at(s, pkt, (seq, c, psh), true, false, out);
-        }
         if h.tmpl.outer_id_at != 0 && !h.outer_follows(pkt.head(), false) {
             return Some(pkt);
         }
-        if psh && !self.takes_heads(h.tmpl.tunnel) {
+        if head.psh && !self.takes_heads(h.tmpl.tunnel) {
             return Some(pkt);
         }
-        self.head_at(s, pkt, (seq, c, psh), false, false, out)
+        self.head_at(s, pkt, head, false, out)
     }
 
-    /// A head the flow's template in slot `s` took (sequence number,
-    /// checksum contribution, PSH), as the full path's `hold_new` takes it:
-    /// with PSH, or when nothing later in its poll can join it, it passes
-    /// unheld (`not_held` decides so before anything else); else it starts
-    /// the flow's next packet. One whose TCP options alone differ from the
-    /// last head's (`new_options`, judged without them by
-    /// `Held::bare_match`, its checksum not summed) has the slot take them
-    /// first (`renew_options`). The slot is the flow's ghost, or, `kept`,
-    /// still live, its packet just sent out (`next_in_slot`): a head that
-    /// passes leaves it a ghost.
+    /// A head the flow's template in slot `s` took (`judge_head`), as the
+    /// full path's `hold_new` takes it: with PSH, or when nothing later in
+    /// its poll can join it, it passes unheld (`not_held` decides so before
+    /// anything else); else it starts the flow's next packet, the slot
+    /// taking its TCP options first if they moved on (`renew_options`).
+    /// The slot is the flow's ghost, or, `kept`, still live, its packet
+    /// just sent out (`next_in_slot`): a head that passes leaves it a
+    /// ghost.
     #[inline(always)]
     fn head_at(
         &mut self,
         s: u16,
         pkt: B,
-        (seq, c, psh): (u32, Contrib, bool),
-        new_options: bool,
+        head: Head,
         kept: bool,
         out: &mut impl FnMut(B),
     ) -> Option<B> {
-        let why = if psh {
+        let why = if head.psh {
             Pass::Flags
         } else if self.leaves_alone_at(s) {
             Pass::Alone
         } else {
-            let c = if new_options {
-                self.renew_options(s, pkt.head(), c)
+            let c = if head.new_options {
+                self.renew_options(s, pkt.head(), head.c)
             } else {
-                c
+                head.c
             };
-            return self.start_at(s, pkt, seq, c, kept, out);
+            return self.start_at(s, pkt, head.seq, c, kept, out);
         };
         if kept {
             self.table.remove(s);
