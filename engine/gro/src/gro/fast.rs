@@ -136,9 +136,10 @@ impl<B: GroBuf> Gro<B> {
     /// expected only in its sequence number (a gap, a retransmission) or in
     /// its TCP options (timestamps that moved on), has the full path flush
     /// the packet for that (the first of the two in the rules' order) and
-    /// start the flow's next packet with it in the same slot: here, the
-    /// flush, then what `restart` does at the ghost the packet leaves, from
-    /// the verdict already made (the template is the same). Anything else
+    /// start the flow's next packet with it in the same slot: here, what
+    /// the flush and then `restart` at its ghost would do, in the slot kept
+    /// live (`next_in_slot`), from the verdict already made (the template
+    /// is the same). Anything else
     /// (the ID alone, a short or PSH segment's size, a bad checksum) is the
     /// full path's. Out of line: once per packet ended so.
     #[inline(never)]
@@ -209,9 +210,9 @@ impl<B: GroBuf> Gro<B> {
     /// next head as the template judged it (options moved on or not),
     /// takes the slot at once: what `flush_slot` and then `restart` at the
     /// ghost it leaves would do (the template is the one the flush leaves
-    /// there), without the slot's way through the free list. Not with
-    /// segments of the flow waiting ahead of a gap: the flush lets them go
-    /// first (the reorder window keeps this path off).
+    /// there), without the slot's way through the free list. While any
+    /// flow has segments waiting ahead of a gap (`ahead_flows`), the flush
+    /// and the ghost's way, so that `let_go` lets this flow's go first.
     #[inline(always)]
     fn next_in_slot(
         &mut self,
@@ -401,7 +402,7 @@ impl<B: GroBuf> Gro<B> {
         kept: bool,
         out: &mut impl FnMut(B),
     ) -> Option<B> {
-        let why = if head.psh {
+        let reason = if head.psh {
             Pass::Flags
         } else if self.leaves_alone_at(s) {
             Pass::Alone
@@ -416,7 +417,7 @@ impl<B: GroBuf> Gro<B> {
         if kept {
             self.table.remove(s);
         }
-        self.pass(why, pkt, out);
+        self.pass(reason, pkt, out);
         None
     }
 

@@ -175,9 +175,10 @@ impl<B: GroBuf> Gro<B> {
         true
     }
 
-    /// `leaves_alone` for a head about to start a packet in its flow's
-    /// ghost slot `s` (the fast path's restart), whose layout is read only
-    /// while a poll is looked ahead in.
+    /// `leaves_alone` for a head about to start a packet in its flow's slot
+    /// `s`, a ghost or the live slot its packet just left (the fast path's
+    /// `head_at`), whose layout is read only while a poll is looked ahead
+    /// in.
     #[inline(always)]
     pub(super) fn leaves_alone_at(&mut self, s: u16) -> bool {
         if !self.look.on {

@@ -320,8 +320,9 @@ impl<E: Default> Table<E> {
         &mut self.entries[s]
     }
 
-    /// An entry, live or not, to take from or write to in place (a slot
-    /// just removed, whose entry the caller still reads).
+    /// An entry, live or not, to take from or write to in place: a slot
+    /// just removed, whose entry the caller still reads, or a live one
+    /// whose packet leaves while the slot stays its flow's.
     #[inline(always)]
     pub fn entry_mut(&mut self, slot: u16) -> &mut E {
         &mut self.entries[slot as usize]
