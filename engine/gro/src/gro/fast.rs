@@ -424,9 +424,9 @@ impl<B: GroBuf> Gro<B> {
     /// The slot `s` takes the TCP options of `head`, a new head its
     /// template took but for them (`Held::take_options`), and `c`, the
     /// head's checksum contribution as judged with the last head's options,
-    /// moves as the template's sum does. In line: a slow flow's
-    /// timestamps move on every few segments.
-    #[inline(always)]
+    /// moves as the template's sum does. Out of line: once per packet of a
+    /// flow whose options moved on.
+    #[inline(never)]
     fn renew_options(&mut self, s: u16, head: &[u8], c: Contrib) -> Contrib {
         let h = self.table.entry_mut(s);
         debug_assert_eq!(c.pos, 0, "a head whose checksum is not summed");
