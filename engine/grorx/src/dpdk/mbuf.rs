@@ -486,58 +486,48 @@ impl BulkFree {
         }
     }
 
-    /// Frees one segment of a chain (not its successors), whose link to a
-    /// successor the caller has read (`linked`): a chain's walk tests each
-    /// link once, where the loop turns, not again here.
-    ///
-    /// # Safety
-    /// `m` is a valid mbuf segment the caller owns and no longer uses;
-    /// `linked` is whether its `next` is set.
-    #[inline(always)]
-    unsafe fn seg_linked(&mut self, m: *mut sys::rte_mbuf, linked: bool) {
-        const NOT_DIRECT: u64 = sys::RTE_MBUF_F_INDIRECT | sys::RTE_MBUF_F_EXTERNAL;
-        // SAFETY: the caller guarantees `m` is a valid segment it owns and no
-        // longer uses: we may read and reset it, then hand it to its pool
-        // (sole owner, direct buffer) or to DPDK's free.
-        unsafe {
-            if mb::refcnt(m) == 1 && mb::ol_flags(m) & NOT_DIRECT == 0 {
-                if linked {
-                    (*m).next = std::ptr::null_mut();
-                }
-                if (*m).nb_segs != 1 {
-                    (*m).nb_segs = 1;
-                }
-                let p = mb::pool(m);
-                if self.n == self.pending.len() || (self.n > 0 && p != self.pool) {
-                    self.flush();
-                }
-                self.pool = p;
-                self.pending[self.n] = m;
-                self.n += 1;
-            } else {
-                sys::rte_pktmbuf_free_seg(m);
-            }
-        }
-    }
-
-    /// Frees a whole chain; returns its pkt_len.
+    /// Frees a whole chain; returns its pkt_len. The batch's count and pool
+    /// stay in registers through the walk (written back once), so that a
+    /// segment's free does not wait on the last one's store of them.
     ///
     /// # Safety
     /// `m` is a valid chain head the caller owns and no longer uses.
     #[inline(always)]
     pub unsafe fn chain(&mut self, mut m: *mut sys::rte_mbuf) -> u32 {
+        const NOT_DIRECT: u64 = sys::RTE_MBUF_F_INDIRECT | sys::RTE_MBUF_F_EXTERNAL;
         // SAFETY: the caller guarantees `m` is a valid chain head it owns and
-        // no longer uses, so every segment is ours to read and free once.
+        // no longer uses, so every segment is ours to read, reset and free
+        // once: to its pool when we own it alone with a direct buffer, else
+        // through DPDK's free, which handles refcounts and detaching.
         unsafe {
             let len = mb::pkt_len(m);
+            let (mut n, mut pool) = (self.n, self.pool);
             loop {
-                // Read before the segment is reset; the one test of it.
+                // Read before the segment is reset.
                 let next = mb::next(m);
+                if mb::refcnt(m) == 1 && mb::ol_flags(m) & NOT_DIRECT == 0 {
+                    if !next.is_null() {
+                        (*m).next = std::ptr::null_mut();
+                    }
+                    if (*m).nb_segs != 1 {
+                        (*m).nb_segs = 1;
+                    }
+                    let p = mb::pool(m);
+                    if n == self.pending.len() || (n > 0 && p != pool) {
+                        (self.n, self.pool) = (n, pool);
+                        self.flush();
+                        n = 0;
+                    }
+                    pool = p;
+                    self.pending[n] = m;
+                    n += 1;
+                } else {
+                    sys::rte_pktmbuf_free_seg(m);
+                }
                 if next.is_null() {
-                    self.seg_linked(m, false);
+                    (self.n, self.pool) = (n, pool);
                     return len;
                 }
-                self.seg_linked(m, true);
                 m = next;
             }
         }

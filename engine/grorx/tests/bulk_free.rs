@@ -1,0 +1,88 @@
+//! The bulk freer every stage ends a packet with: each segment of a chain
+//! goes home to its own pool, past a batch's size, and a segment someone
+//! else still holds a reference to stays with them.
+
+mod common;
+
+use grorx::mbuf::BulkFree;
+use grorx::mempool::{Mempool, PoolParams};
+use grorx::run;
+
+fn pool(name: &str) -> Mempool {
+    Mempool::create(&PoolParams {
+        name: name.into(),
+        elements: 255,
+        cache: 32,
+        priv_size: run::PRIV_SIZE,
+        data_room: 2176,
+        socket: -1,
+    })
+    .unwrap()
+}
+
+/// Links `segs` (single-segment mbufs we own) into one chain.
+fn link(segs: &[*mut dpdk_sys::rte_mbuf]) -> *mut dpdk_sys::rte_mbuf {
+    let h = segs[0];
+    // SAFETY: linking mbufs we own, each one segment, into one chain.
+    unsafe {
+        for w in segs.windows(2) {
+            (*w[0]).next = w[1];
+        }
+        (*h).nb_segs = segs.len() as u16;
+        (*h).pkt_len = segs.iter().map(|&m| (*m).data_len as u32).sum();
+    }
+    h
+}
+
+fn one(p: &Mempool, len: usize) -> *mut dpdk_sys::rte_mbuf {
+    let mut m = grorx::mbuf::Mbuf::alloc(p).unwrap();
+    assert!(m.append(&vec![0x5a; len]));
+    m.into_raw()
+}
+
+#[test]
+fn a_chain_over_two_pools_and_past_a_batch_goes_home_whole() {
+    let _e = common::eal();
+    let (a, b) = (pool("t-bf-a"), pool("t-bf-b"));
+    // 100 segments: runs of one pool, then the pools taking turns, so
+    // that the batch both fills (64) and changes pool mid-chain.
+    let mut segs: Vec<_> = (0..70).map(|i| one(&a, 100 + i)).collect();
+    segs.extend((0..30).map(|i| one(if i % 2 == 0 { &b } else { &a }, 60)));
+    let want: u32 = (0..70).map(|i| 100 + i as u32).sum::<u32>() + 30 * 60;
+    let h = link(&segs);
+    assert_eq!(a.in_use() + b.in_use(), 100);
+    let mut f = BulkFree::new();
+    // SAFETY: `h` is a valid chain we own and no longer use.
+    let len = unsafe { f.chain(h) };
+    assert_eq!(len, want, "the chain's pkt_len");
+    // A second chain after it, into the same batch.
+    let h2 = link(&[one(&b, 10), one(&a, 20)]);
+    // SAFETY: as above.
+    assert_eq!(unsafe { f.chain(h2) }, 30);
+    f.flush();
+    assert_eq!((a.in_use(), b.in_use()), (0, 0), "every segment home");
+    // What went home is reset: one segment, unlinked.
+    let m = grorx::mbuf::Mbuf::alloc(&a).unwrap();
+    assert_eq!(m.nb_segs(), 1);
+    // SAFETY: a field read of the mbuf `m` owns.
+    assert!(unsafe { (*m.as_ptr()).next.is_null() });
+}
+
+#[test]
+fn a_shared_segment_stays_until_its_last_owner_frees_it() {
+    let _e = common::eal();
+    let p = pool("t-bf-shared");
+    let segs = [one(&p, 40), one(&p, 50), one(&p, 60)];
+    // Someone else holds the middle segment too.
+    // SAFETY: a live mbuf we own; its count goes from 1 to 2.
+    unsafe { dpdk_sys::rte_mbuf_refcnt_update(segs[1], 1) };
+    let mut f = BulkFree::new();
+    // SAFETY: a valid chain we own and no longer use (the middle segment's
+    // other reference is freed below).
+    assert_eq!(unsafe { f.chain(link(&segs)) }, 150);
+    f.flush();
+    assert_eq!(p.in_use(), 1, "the shared segment stays");
+    // SAFETY: the other owner's reference, now the last.
+    unsafe { dpdk_sys::rte_pktmbuf_free_seg(segs[1]) };
+    assert_eq!(p.in_use(), 0);
+}
