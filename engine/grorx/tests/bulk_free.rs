@@ -1,6 +1,7 @@
 //! The bulk freer every stage ends a packet with: each segment of a chain
-//! goes home to its own pool, past a batch's size, and a segment someone
-//! else still holds a reference to stays with them.
+//! goes home to its own pool, past a batch's size; a segment someone else
+//! still holds a reference to stays with them; a clone's indirect segments
+//! are detached, and the buffers they shared go home with the last owner.
 
 mod common;
 
@@ -85,4 +86,42 @@ fn a_shared_segment_stays_until_its_last_owner_frees_it() {
     // SAFETY: the other owner's reference, now the last.
     unsafe { dpdk_sys::rte_pktmbuf_free_seg(segs[1]) };
     assert_eq!(p.in_use(), 0);
+}
+
+#[test]
+fn a_clone_and_its_original_go_home_in_either_order() {
+    let _e = common::eal();
+    let (p, clones) = (pool("t-bf-orig"), pool("t-bf-clones"));
+    for clone_first in [true, false] {
+        let orig = link(&[one(&p, 70), one(&p, 80)]);
+        // SAFETY: `orig` is a valid chain we own; the clone's segments are
+        // indirect mbufs of `clones` attached to its buffers.
+        let clone = unsafe { dpdk_sys::rte_pktmbuf_clone(orig, clones.as_ptr()) };
+        assert!(!clone.is_null());
+        assert_eq!((p.in_use(), clones.in_use()), (2, 2));
+        let mut f = BulkFree::new();
+        let (first, second) = if clone_first {
+            (clone, orig)
+        } else {
+            (orig, clone)
+        };
+        // SAFETY: each is a valid chain we own, freed once; the buffers they
+        // share are counted by their refcounts.
+        unsafe {
+            assert_eq!(f.chain(first), 150);
+            f.flush();
+            assert_eq!(
+                p.in_use(),
+                2,
+                "the shared buffers stay while one holds them"
+            );
+            assert_eq!(f.chain(second), 150);
+        }
+        f.flush();
+        assert_eq!(
+            (p.in_use(), clones.in_use()),
+            (0, 0),
+            "clone first: {clone_first}"
+        );
+    }
 }
