@@ -21,24 +21,9 @@ fn pool(name: &str) -> Mempool {
     .unwrap()
 }
 
-/// Links `segs` (single-segment mbufs we own) into one chain.
-fn link(segs: &[*mut dpdk_sys::rte_mbuf]) -> *mut dpdk_sys::rte_mbuf {
-    let h = segs[0];
-    // SAFETY: linking mbufs we own, each one segment, into one chain.
-    unsafe {
-        for w in segs.windows(2) {
-            (*w[0]).next = w[1];
-        }
-        (*h).nb_segs = segs.len() as u16;
-        (*h).pkt_len = segs.iter().map(|&m| (*m).data_len as u32).sum();
-    }
-    h
-}
-
+/// One mbuf from `p` holding `len` bytes.
 fn one(p: &Mempool, len: usize) -> *mut dpdk_sys::rte_mbuf {
-    let mut m = grorx::mbuf::Mbuf::alloc(p).unwrap();
-    assert!(m.append(&vec![0x5a; len]));
-    m.into_raw()
+    common::seg(p, &vec![0x5a; len])
 }
 
 #[test]
@@ -50,14 +35,14 @@ fn a_chain_over_two_pools_and_past_a_batch_goes_home_whole() {
     let mut segs: Vec<_> = (0..70).map(|i| one(&a, 100 + i)).collect();
     segs.extend((0..30).map(|i| one(if i % 2 == 0 { &b } else { &a }, 60)));
     let want: u32 = (0..70).map(|i| 100 + i as u32).sum::<u32>() + 30 * 60;
-    let h = link(&segs);
+    let h = common::link(&segs);
     assert_eq!(a.in_use() + b.in_use(), 100);
     let mut f = BulkFree::new();
     // SAFETY: `h` is a valid chain we own and no longer use.
     let len = unsafe { f.chain(h) };
     assert_eq!(len, want, "the chain's pkt_len");
     // A second chain after it, into the same batch.
-    let h2 = link(&[one(&b, 10), one(&a, 20)]);
+    let h2 = common::link(&[one(&b, 10), one(&a, 20)]);
     // SAFETY: as above.
     assert_eq!(unsafe { f.chain(h2) }, 30);
     f.flush();
@@ -80,7 +65,7 @@ fn a_shared_segment_stays_until_its_last_owner_frees_it() {
     let mut f = BulkFree::new();
     // SAFETY: a valid chain we own and no longer use (the middle segment's
     // other reference is freed below).
-    assert_eq!(unsafe { f.chain(link(&segs)) }, 150);
+    assert_eq!(unsafe { f.chain(common::link(&segs)) }, 150);
     f.flush();
     assert_eq!(p.in_use(), 1, "the shared segment stays");
     // SAFETY: the other owner's reference, now the last.
@@ -93,7 +78,7 @@ fn a_clone_and_its_original_go_home_in_either_order() {
     let _e = common::eal();
     let (p, clones) = (pool("t-bf-orig"), pool("t-bf-clones"));
     for clone_first in [true, false] {
-        let orig = link(&[one(&p, 70), one(&p, 80)]);
+        let orig = common::link(&[one(&p, 70), one(&p, 80)]);
         // SAFETY: `orig` is a valid chain we own; the clone's segments are
         // indirect mbufs of `clones` attached to its buffers.
         let clone = unsafe { dpdk_sys::rte_pktmbuf_clone(orig, clones.as_ptr()) };

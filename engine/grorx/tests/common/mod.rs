@@ -63,22 +63,28 @@ pub fn chain<'a>(
     p: &grorx::mempool::Mempool,
     parts: impl IntoIterator<Item = &'a [u8]>,
 ) -> *mut dpdk_sys::rte_mbuf {
-    let mut parts = parts.into_iter();
-    let mut head = grorx::mbuf::Mbuf::alloc(p).unwrap();
-    assert!(head.append(parts.next().unwrap()));
-    let h = head.into_raw();
-    let mut tail = h;
-    for c in parts {
-        let mut m = grorx::mbuf::Mbuf::alloc(p).unwrap();
-        assert!(m.append(c));
-        let m = m.into_raw();
-        // SAFETY: linking mbufs we own into one chain.
-        unsafe {
-            (*tail).next = m;
-            (*h).nb_segs += 1;
-            (*h).pkt_len += (*m).data_len as u32;
+    let segs: Vec<_> = parts.into_iter().map(|c| seg(p, c)).collect();
+    link(&segs)
+}
+
+/// One mbuf from `p` holding `bytes` (which fit it).
+pub fn seg(p: &grorx::mempool::Mempool, bytes: &[u8]) -> *mut dpdk_sys::rte_mbuf {
+    let mut m = grorx::mbuf::Mbuf::alloc(p).unwrap();
+    assert!(m.append(bytes));
+    m.into_raw()
+}
+
+/// Links `segs` (one-segment mbufs we own, from any pools) into one chain;
+/// returns its head.
+pub fn link(segs: &[*mut dpdk_sys::rte_mbuf]) -> *mut dpdk_sys::rte_mbuf {
+    let h = segs[0];
+    // SAFETY: linking mbufs we own, each one segment, into one chain.
+    unsafe {
+        for w in segs.windows(2) {
+            (*w[0]).next = w[1];
         }
-        tail = m;
+        (*h).nb_segs = segs.len() as u16;
+        (*h).pkt_len = segs.iter().map(|&m| (*m).data_len as u32).sum();
     }
     h
 }
