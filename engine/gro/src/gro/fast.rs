@@ -488,7 +488,7 @@ impl<B: GroBuf> Gro<B> {
             field::read16(b, l3, ipv4::ID)
         };
         let ip_len = h.tmpl.frame_len as u32 - l3 as u32;
-        h.core.begin(1, ip_len, c, id);
+        h.core.begin(&pkt, ip_len, c, id);
         h.head_seq = seq;
         h.follow(seq);
         h.next_seq = seq.wrapping_add(h.core.mss);

@@ -465,10 +465,8 @@ fn start_head<B: GroBuf>(
     h.next_id = IdMode::Open.next(seg.id) as u32;
     h.df = seg.df;
     h.core.mss = seg.payload;
-    // Every buffer of the held chain counts, its header-only first
-    // buffer included (what a TX NIC's segment limit counts).
     let ip_len = t.l3_len() as u32 + t.l4_len() as u32 + t.payload_len;
-    h.core.begin(pkt.segs(), ip_len, sums.psum, seg.id);
+    h.core.begin(&pkt, ip_len, sums.psum, seg.id);
     h.base.pbase = sums.pbase;
     h.hconst = sums.hconst;
     h.head_seq = seg.seq;

@@ -247,21 +247,6 @@ impl<B> Default for Held<B> {
 }
 
 impl<B> Core<B> {
-    /// A new packet's first segment: `frags` buffers, `ip_len` bytes of IP
-    /// packet carrying `mss` of payload (set before), IPv4 ID `id`, its
-    /// payload's checksum contribution `c`.
-    #[inline(always)]
-    pub(super) fn begin(&mut self, frags: u16, ip_len: u32, c: Contrib, id: u16) {
-        self.segs = 1;
-        self.frags = frags;
-        self.ip_len = ip_len;
-        self.payload_len = self.mss;
-        self.psum_pos = c.pos;
-        self.psum_neg = c.neg;
-        self.last_id = id;
-        self.id_mode = IdMode::Open;
-    }
-
     /// The bookkeeping of `segs` segments appended, in `frags` buffers, of
     /// `bytes` of payload with checksum contribution `c` (shifted as their
     /// offset in the payload wants).
@@ -277,6 +262,24 @@ impl<B> Core<B> {
 }
 
 impl<B: GroBuf> Core<B> {
+    /// A new packet's first segment, `head`: `ip_len` bytes of IP packet
+    /// carrying `mss` of payload (set before), IPv4 ID `id`, its payload's
+    /// checksum contribution `c`. Every buffer of its chain counts against
+    /// the frag limit, a header-only first one included (what a TX NIC's
+    /// segment limit counts); a segment merged later counts only the
+    /// buffers its payload is in (`Seg::frags`), its header being cut off.
+    #[inline(always)]
+    pub(super) fn begin(&mut self, head: &B, ip_len: u32, c: Contrib, id: u16) {
+        self.segs = 1;
+        self.frags = head.segs();
+        self.ip_len = ip_len;
+        self.payload_len = self.mss;
+        self.psum_pos = c.pos;
+        self.psum_neg = c.neg;
+        self.last_id = id;
+        self.id_mode = IdMode::Open;
+    }
+
     /// Appends `pkt`, a segment the rules let merge, of `payload` bytes in
     /// `frags` buffers, IPv4 ID `id`, its payload's checksum contribution
     /// `psum`.

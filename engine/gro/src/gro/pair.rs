@@ -123,13 +123,12 @@ impl<B: GroBuf> Gro<B> {
         }
         let why = ends_after(psh, false, size.payload, seg.payload)?;
         let ip_len = t.l3_len() as u32 + t.l4_len() as u32 + t.payload_len;
-        let head = Core::<B> {
+        let mut head = Core::<B> {
             mss: seg.payload,
-            frags: seg.frags,
-            ip_len,
             max_ip: big::max_ip(self.cfg.max_size, t, None, a.headroom()),
             ..Core::default()
         };
+        head.begin(a, ip_len, Contrib::default(), seg.id);
         if head.past_size(size.payload) || head.past_frags(1, self.cfg.max_frags) {
             return None;
         }

@@ -365,6 +365,62 @@ fn a_new_flows_two_segments_in_a_row_leave_as_when_its_head_is_held() {
 }
 
 #[test]
+fn a_pairs_head_split_over_two_buffers_counts_both_against_the_frag_limit() {
+    // Each head comes as headers | payload (a header-split NIC), its PSH
+    // second segment in one buffer: merged, three buffers. Under a limit
+    // of two the pair must not merge; under three it must. Taken whole
+    // and segment by segment: the same packets and counters.
+    let split = |f: &mut Flow, len: usize| {
+        let p = f.next(len);
+        let bytes = p.bytes();
+        let at = bytes.len() - len;
+        VecBuf {
+            segs: vec![bytes[..at].to_vec(), bytes[at..].to_vec()],
+            ids: p.ids,
+            ..Default::default()
+        }
+    };
+    for csum in [CsumMode::Trust, CsumMode::Verify] {
+        for ipv6 in [false, true] {
+            for max_frags in [2, 3] {
+                let pkts = || {
+                    let mut v = Vec::new();
+                    for i in 0..12 {
+                        let mut f = Flow::new(i, ipv6);
+                        v.push(split(&mut f, MSS));
+                        v.push(f.next_with(300, |s| s.flags |= TCP_PSH));
+                    }
+                    v
+                };
+                let cfg = GroConfig {
+                    csum,
+                    max_frags,
+                    ..GroConfig::default()
+                };
+                let (mut g, mut h) = (gro(cfg), gro(cfg));
+                let mut a = poll(&mut g, pkts());
+                a.extend(end(&mut g));
+                let mut b = feed(&mut h, pkts());
+                b.extend(flush(&mut h));
+                let case = format!("{csum:?}, IPv6 {ipv6}, max_frags {max_frags}");
+                let ids = |v: &[VecBuf]| v.iter().map(|p| p.ids.clone()).collect::<Vec<_>>();
+                assert_eq!(ids(&a), ids(&b), "{case}");
+                assert!(
+                    a.iter().all(|p| p.segs.len() <= max_frags as usize),
+                    "{case}"
+                );
+                let (s, t) = (g.stats(), h.stats());
+                assert_eq!(s.flush, t.flush, "{case}");
+                assert_eq!(s.merged_segments, t.merged_segments, "{case}");
+                let (merged, frag_flushes) = if max_frags == 2 { (0, 12) } else { (12, 0) };
+                assert_eq!(s.merged_segments, merged, "{case}");
+                assert_eq!(flush_count(&g, Flush::FragLimit), frag_flushes, "{case}");
+            }
+        }
+    }
+}
+
+#[test]
 fn a_pair_merged_at_once_leaves_no_table_entry_behind() {
     // The same flow's next pair, a poll later (a full-size second segment,
     // then a shorter one): a head held in the table would have left a

@@ -159,7 +159,7 @@ impl<B: GroBuf> Gro<B> {
         h.core.mss = d.payload;
         h.core.max_ip = big::max_ip_udp(self.cfg.max_size);
         let ip_len = t.l3_len() as u32 + d.ulen as u32;
-        h.core.begin(pkt.segs(), ip_len, seen.psum, d.id);
+        h.core.begin(&pkt, ip_len, seen.psum, d.id);
         h.base = Base {
             ip_word: d.ip_word,
             pbase: seen.pbase,
