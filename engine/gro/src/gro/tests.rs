@@ -1344,6 +1344,10 @@ mod props {
         bursts: Vec<usize>,
         max_frags: u16,
         split: Option<usize>,
+        /// Headers in a buffer of their own, the payload after them (a
+        /// NIC's header split), `split` or not: every other segment at
+        /// random, so that split heads meet segments in one buffer.
+        header_split: bool,
         trust: bool,
         /// Flows keep one IP ID (with DF, as Linux allows) instead of counting.
         fixed_ids: bool,
@@ -1372,7 +1376,8 @@ mod props {
                 0u32..30,
                 any::<u64>(),
                 proptest::collection::vec(1usize..64, 1..20),
-                1u16..=64,
+                // Small budgets half the time: a head of several buffers meets them.
+                prop_oneof![1u16..=4, 1u16..=64],
                 proptest::option::of(600usize..1400),
                 any::<bool>(),
                 (
@@ -1383,6 +1388,7 @@ mod props {
                     prop_oneof![Just(0usize), 1usize..16, Just(1024)],
                     prop_oneof![Just(0u64), any::<u64>()],
                     0u8..4,
+                    proptest::bool::weighted(0.25),
                 ),
             )
                 .prop_map(
@@ -1397,7 +1403,7 @@ mod props {
                         max_frags,
                         split,
                         trust,
-                        (fixed_ids, cwr_one_in, seed, table, cache, tunnel_mask, nic),
+                        (fixed_ids, cwr_one_in, seed, table, cache, tunnel_mask, nic, header_split),
                     )| Case {
                         flows,
                         mss,
@@ -1408,6 +1414,7 @@ mod props {
                         bursts,
                         max_frags,
                         split,
+                        header_split,
                         trust,
                         fixed_ids,
                         cwr_one_in,
@@ -1531,14 +1538,18 @@ mod props {
             let mut all = Vec::new();
             let mut tsval = 1000u32;
             while left > 0 {
-                let n = left.min(c.mss[i as usize]);
+                let psh = c.psh_one_in > 0 && rng(&mut seed).is_multiple_of(c.psh_one_in as u64);
+                let mut n = left.min(c.mss[i as usize]);
+                // Half the PSH segments end a short write: shorter.
+                if psh && rng(&mut seed) & 1 == 1 {
+                    n = 1 + rng(&mut seed) as usize % n;
+                }
                 left -= n;
                 if c.ts_change_one_in > 0
                     && rng(&mut seed).is_multiple_of(c.ts_change_one_in as u64)
                 {
                     tsval += 1;
                 }
-                let psh = c.psh_one_in > 0 && rng(&mut seed).is_multiple_of(c.psh_one_in as u64);
                 let cwr = c.cwr_one_in > 0 && rng(&mut seed).is_multiple_of(c.cwr_one_in as u64);
                 let seq = f.seq;
                 let mut b = f.next_with(n, |s| {
@@ -1561,7 +1572,17 @@ mod props {
                 tag += 1;
                 b.ids = vec![tag];
                 oracle.flow_of.insert(tag, i);
-                if let Some(room) = c.split {
+                if c.header_split && rng(&mut seed) & 1 == 1 {
+                    let bytes = b.bytes();
+                    let (hdr, payload) = bytes.split_at(bytes.len() - n);
+                    let mut segs = vec![hdr.to_vec()];
+                    segs.extend(payload.chunks(c.split.unwrap_or(n)).map(|p| p.to_vec()));
+                    b = VecBuf {
+                        segs,
+                        ids: b.ids.clone(),
+                        ..Default::default()
+                    };
+                } else if let Some(room) = c.split {
                     b = VecBuf {
                         ids: b.ids.clone(),
                         ..VecBuf::split(tag, &b.bytes(), room)
