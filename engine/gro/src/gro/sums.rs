@@ -178,6 +178,29 @@ pub(super) struct Contrib {
 }
 
 impl Contrib {
+    /// A payload whose bytes sum to `p`.
+    #[inline(always)]
+    pub(super) fn of_bytes(p: u16) -> Contrib {
+        Contrib {
+            pos: p as u64,
+            neg: 0,
+        }
+    }
+
+    /// A payload whose checksum is trusted: what else the checksum covers
+    /// (`rest`, unfolded: pseudo-header, header, checksum field), negated.
+    #[inline(always)]
+    pub(super) fn trusted(rest: u64) -> Contrib {
+        Contrib { pos: 0, neg: rest }
+    }
+
+    /// A payload whose bytes sum to `p`, if with `rest` (as for `trusted`)
+    /// they make a valid checksum; None when it is bad.
+    #[inline(always)]
+    pub(super) fn checked(rest: u64, p: u16) -> Option<Contrib> {
+        (csum::add(csum::fold(rest), p) == csum::VALID).then_some(Contrib::of_bytes(p))
+    }
+
     /// The same bytes one position later (an odd offset): swapped.
     #[inline(always)]
     pub(super) fn shifted(self, odd: bool) -> Contrib {
@@ -205,18 +228,13 @@ impl CsumCheck {
         let base = pseudo_sum(pbase, self.tcp_len) + hdr + field as u64;
         match self.hint {
             CsumHint::Bad if self.verify => None,
-            CsumHint::DataGood => Some(Contrib {
-                pos: sum_range(pkt, self.payload, self.len) as u64,
-                neg: 0,
-            }),
-            CsumHint::Unknown if self.verify => {
-                let p = sum_range(pkt, self.payload, self.len);
-                (csum::add(csum::fold(base), p) == csum::VALID).then_some(Contrib {
-                    pos: p as u64,
-                    neg: 0,
-                })
+            // The field is not final: the bytes' sum is all there is.
+            CsumHint::DataGood => Some(Contrib::of_bytes(sum_range(pkt, self.payload, self.len))),
+            // Judged by its bytes (`summed`): the NIC said nothing.
+            CsumHint::Unknown if summed(self.verify, CsumHint::Unknown) => {
+                Contrib::checked(base, sum_range(pkt, self.payload, self.len))
             }
-            _ => Some(Contrib { pos: 0, neg: base }),
+            _ => Some(Contrib::trusted(base)),
         }
     }
 }

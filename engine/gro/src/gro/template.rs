@@ -563,17 +563,10 @@ impl Expect {
         let psh = seen.psh;
         let x = self.header_part(seq, seen.csum, psh);
         if !of.csum.sums(self.tunnel) {
-            return Some((seq, Contrib { pos: 0, neg: x }, psh));
+            return Some((seq, Contrib::trusted(x), psh));
         }
         // One buffer (checked above): its payload is one slice.
         let p = csum::sum(&b[of.payload..of.payload + of.mss]);
-        (csum::add(csum::fold(x), p) == csum::VALID).then_some((
-            seq,
-            Contrib {
-                pos: p as u64,
-                neg: 0,
-            },
-            psh,
-        ))
+        Contrib::checked(x, p).map(|c| (seq, c, psh))
     }
 }

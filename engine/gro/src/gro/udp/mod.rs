@@ -281,17 +281,11 @@ impl<B: GroBuf> Gro<B> {
             + d.csum as u64;
         // (No tunnel carries a UDP flow GRO merges: a NIC's flag is its own.)
         if !csum.sums(false) {
-            return Some((d, Contrib { pos: 0, neg: base }));
+            return Some((d, Contrib::trusted(base)));
         }
         let at = t.payload as usize;
         let p = csum::sum(b.get(at..at + h.core.mss as usize)?);
-        (csum::add(csum::fold(base), p) == csum::VALID).then_some((
-            d,
-            Contrib {
-                pos: p as u64,
-                neg: 0,
-            },
-        ))
+        Contrib::checked(base, p).map(|c| (d, c))
     }
 
     fn addrs<'b>(b: &'b [u8], t: &Tcp) -> &'b [u8] {
