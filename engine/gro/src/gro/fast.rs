@@ -166,6 +166,14 @@ impl<B: GroBuf> Gro<B> {
             return None;
         }
         let head = self.judge_head(h, pkt, csum)?;
+        // The rules' other refusals such a head may meet (its ID, the
+        // limits) come later in their order: these two name the flush.
+        const _: () = {
+            let named = bit(Flush::OptionMismatch) | bit(Flush::SeqGap);
+            let later = bit(Flush::IpId) | bit(Flush::FragLimit) | bit(Flush::SizeLimit);
+            // Every named bit below the lowest later one.
+            assert!(named < later & later.wrapping_neg());
+        };
         let refused =
             on(head.new_options, Flush::OptionMismatch) | on(head.seq != h.next_seq, Flush::SeqGap);
         (refused != 0).then(|| (why(refused), head))
@@ -548,7 +556,11 @@ fn merge_loop_in<B: GroBuf, const VERIFY: bool, const N: usize>(
 ) -> (u64, bool) {
     let room = h.core.room(max_frags);
     // The ID counts up by one a segment unless fixed (IPv6 has none).
-    let id_step = u16::from(!h.core.t.ipv6 && h.core.id_mode != IdMode::Fixed);
+    let id_step = if h.core.t.ipv6 {
+        0
+    } else {
+        h.core.id_mode.step()
+    };
     let odd_mss = h.core.mss & 1 == 1;
     let (mut seq, mut id) = (h.next_seq, h.next_id as u16);
     let mut odd = h.core.payload_len & 1 == 1;

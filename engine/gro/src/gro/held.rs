@@ -24,14 +24,21 @@ impl IdMode {
         }
     }
 
+    /// What the ID moves by from one segment to the next in a packet of
+    /// this mode, as the fast path expects it: one, unless fixed.
+    #[inline(always)]
+    pub(super) fn step(self) -> u16 {
+        match self {
+            IdMode::Fixed => 0,
+            _ => 1,
+        }
+    }
+
     /// The ID a segment after `last` carries in a packet of this mode, as
-    /// the fast path expects it: the next one, unless fixed.
+    /// the fast path expects it (`step`).
     #[inline(always)]
     pub(super) fn next(self, last: u16) -> u16 {
-        match self {
-            IdMode::Fixed => last,
-            _ => last.wrapping_add(1),
-        }
+        last.wrapping_add(self.step())
     }
 
     /// The mode once `id` merged after `last`: the second segment fixes it.
@@ -325,7 +332,7 @@ impl<B: GroBuf> Held<B> {
             self.core.last_id = last_id;
             if self.core.id_mode != IdMode::Fixed {
                 self.core.id_mode = IdMode::Incrementing;
-                self.next_id = last_id.wrapping_add(1) as u32;
+                self.next_id = IdMode::Incrementing.next(last_id) as u32;
             }
         }
     }
