@@ -34,7 +34,7 @@ pub(super) fn outer_id_after(df: bool, last: u16) -> Option<u16> {
 /// Whether the outer IPv4 header of `b` has DF.
 #[inline(always)]
 fn outer_df(b: &[u8], o: &Outer) -> bool {
-    b[o.l3 as usize + ipv4::FLAGS_FRAG.start] & 0x40 != 0
+    b[o.l3 as usize + ipv4::FLAGS_FRAG.start] & ipv4::DF != 0
 }
 
 /// Do the outer headers of `a` and `b` (laid out as `o`, inner IP at

@@ -73,6 +73,8 @@ pub mod ipv4 {
     pub const ID: Field = 4..6;
     /// Flags (reserved, DF, MF) and fragment offset.
     pub const FLAGS_FRAG: Field = 6..8;
+    /// Don't Fragment, in the first byte of `FLAGS_FRAG`.
+    pub const DF: u8 = 0x40;
     /// Time to live.
     pub const TTL: usize = 8;
     /// Protocol.

@@ -134,22 +134,13 @@ impl<'a> Fields<'a> {
     /// IPv4 DF bit.
     #[inline(always)]
     pub fn df(&self) -> bool {
-        !self.t.ipv6 && self.u8_at(self.t.l3 as usize + ipv4::FLAGS_FRAG.start) & 0x40 != 0
+        !self.t.ipv6 && self.u8_at(self.t.l3 as usize + ipv4::FLAGS_FRAG.start) & ipv4::DF != 0
     }
-    /// What must not change within a merged packet: IPv4 TOS, TTL, DF;
-    /// IPv6 traffic class and hop limit.
+    /// What must not change within a merged packet (`ip_word`).
     #[inline(always)]
     pub fn ip_word(&self) -> u32 {
         let l3 = self.t.l3 as usize;
-        if self.t.ipv6 {
-            // Traffic class: the low nibble of byte 0, the high one of byte 1.
-            let tc = ((self.u8_at(l3) as u32 & 0x0f) << 4) | (self.u8_at(l3 + 1) as u32 >> 4);
-            (tc << 8) | self.u8_at(l3 + ipv6::HOP_LIMIT) as u32
-        } else {
-            ((self.u8_at(l3 + ipv4::TOS) as u32) << 16)
-                | ((self.u8_at(l3 + ipv4::TTL) as u32) << 8)
-                | (self.u8_at(l3 + ipv4::FLAGS_FRAG.start) as u32 & 0x40)
-        }
+        ip_word(|at| self.u8_at(l3 + at), self.t.ipv6)
     }
     /// The IPv6 flow label (part of a flow's identity, as in Linux).
     #[inline(always)]
@@ -191,5 +182,21 @@ impl<'a> Fields<'a> {
     #[inline(always)]
     pub fn pseudo_sum(&self, tcp_len: u32) -> u16 {
         csum::fold(csum::pseudo_with_len(self.pseudo_base(), tcp_len))
+    }
+}
+
+/// What must not change within a merged packet, from the IP header whose
+/// byte at offset `at` is `byte(at)`: IPv4 TOS, TTL and DF; IPv6 traffic
+/// class and hop limit. TCP and UDP segments alike.
+#[inline(always)]
+pub fn ip_word(byte: impl Fn(usize) -> u8, ipv6: bool) -> u32 {
+    if ipv6 {
+        // Traffic class: the low nibble of byte 0, the high one of byte 1.
+        let tc = ((byte(0) as u32 & 0x0f) << 4) | (byte(1) as u32 >> 4);
+        (tc << 8) | byte(ipv6::HOP_LIMIT) as u32
+    } else {
+        ((byte(ipv4::TOS) as u32) << 16)
+            | ((byte(ipv4::TTL) as u32) << 8)
+            | (byte(ipv4::FLAGS_FRAG.start) & ipv4::DF) as u32
     }
 }

@@ -18,7 +18,7 @@ mod hint;
 mod parse;
 mod tunnel;
 
-pub use fields::Fields;
+pub use fields::{ip_word, Fields};
 pub use hint::FlowHint;
 pub use tunnel::{
     fix_outer_headers, Outer, TunnelErr, TunnelKind, Tunnels, GENEVE_PORT, VXLAN_PORT,

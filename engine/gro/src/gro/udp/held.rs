@@ -126,16 +126,11 @@ impl Dgram {
     /// Reads `t`'s fields from `b` (the layout `Tcp::parse_udp` found in it).
     pub(super) fn read(b: &[u8], t: &Tcp, frags: u16) -> Dgram {
         let (l3, l4) = (t.l3 as usize, t.l4 as usize);
-        let (ip_word, id) = if t.ipv6 {
-            let tc = (field::read32(b, l3, ipv6::VER_TC_FLOW) >> 20) & 0xff;
-            ((tc << 8) | b[l3 + ipv6::HOP_LIMIT] as u32, 0)
+        let ip_word = crate::wire::ip_word(|at| b[l3 + at], t.ipv6);
+        let id = if t.ipv6 {
+            0
         } else {
-            (
-                ((b[l3 + ipv4::TOS] as u32) << 16)
-                    | ((b[l3 + ipv4::TTL] as u32) << 8)
-                    | (b[l3 + ipv4::FLAGS_FRAG.start] as u32 & 0x40),
-                field::read16(b, l3, ipv4::ID),
-            )
+            field::read16(b, l3, ipv4::ID)
         };
         let ports = &b[field::at(l4, udp::PORTS)];
         Dgram {
