@@ -138,6 +138,27 @@ pub(super) const VARIES: [Varies; 16] = [
     field(Hdr::OuterUdp, udp::CHECKSUM, Fast::AsHead),
 ];
 
+/// Clears from `mask`, over a segment of layout `t` (in tunnel `outer`),
+/// the bits that `VARIES` lets differ and the fast path checks on its own,
+/// in the headers `hdrs` takes.
+pub(super) fn clear_varying(
+    mask: &mut [u8],
+    t: &Tcp,
+    outer: Option<Outer>,
+    hdrs: impl Fn(Hdr) -> bool,
+) {
+    for v in VARIES
+        .iter()
+        .filter(|v| v.fast == Fast::OnItsOwn && hdrs(v.hdr))
+    {
+        if let Some(base) = v.hdr.base(t, outer) {
+            mask[base + v.at.start..base + v.at.end]
+                .iter_mut()
+                .for_each(|b| *b &= !v.bits);
+        }
+    }
+}
+
 /// The bits of byte `at` of header `hdr` that `VARIES` lets differ.
 pub(super) const fn varying_bits(hdr: Hdr, at: usize) -> u8 {
     let mut bits = 0;

@@ -40,6 +40,46 @@ fn word(b: &[u8], i: usize) -> u64 {
     u64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().unwrap())
 }
 
+/// The IP header's fields a datagram's compare leaves out: those the rules
+/// let an IP header vary and the fast path checks on its own (`VARIES`), as
+/// for TCP. Listed rather than looked up, so that a new head's mask is a
+/// few stores; the assertion below holds the list to `VARIES`.
+const IP_VARIES: [(Hdr, std::ops::Range<usize>); 2] =
+    [(Hdr::Ipv4, ipv4::ID), (Hdr::Ipv4, ipv4::CHECKSUM)];
+
+const _: () = {
+    // Every IP entry of `VARIES` the fast path checks on its own is listed
+    // (whole bytes), and every listed one is such an entry.
+    let mut found = 0;
+    let mut i = 0;
+    while i < VARIES.len() {
+        let v = &VARIES[i];
+        let ip = v.hdr as u8 == Hdr::Ipv4 as u8 || v.hdr as u8 == Hdr::Ipv6 as u8;
+        if ip && v.fast as u8 == Fast::OnItsOwn as u8 {
+            let mut j = 0;
+            let mut listed = false;
+            while j < IP_VARIES.len() {
+                let (h, at) = (IP_VARIES[j].0, &IP_VARIES[j].1);
+                listed |= h as u8 == v.hdr as u8
+                    && at.start == v.at.start
+                    && at.end == v.at.end
+                    && v.bits == 0xff;
+                j += 1;
+            }
+            assert!(
+                listed,
+                "an IP field VARIES lets vary is missing from IP_VARIES"
+            );
+            found += 1;
+        }
+        i += 1;
+    }
+    assert!(
+        found == IP_VARIES.len(),
+        "IP_VARIES lists a field VARIES does not"
+    );
+};
+
 /// The compare of the head `b` laid out as `t`: its header words and their
 /// mask (see `UdpHeld::hdr`), or None when they do not fit `HDR_MAX` or
 /// `b` (a frame shorter than its headers rounded up to a word).
@@ -51,12 +91,13 @@ pub(super) fn head_words(b: &[u8], t: &Tcp) -> Option<([u64; WORDS], [u64; WORDS
     }
     let mut m = [0u8; HDR_MAX];
     m[..hl].fill(0xff);
-    let (l3, l4) = (t.l3 as usize, t.l4 as usize);
-    if !t.ipv6 {
-        m[field::at(l3, ipv4::ID)].fill(0);
-        m[field::at(l3, ipv4::CHECKSUM)].fill(0);
+    for (hdr, at) in IP_VARIES {
+        if let Some(base) = hdr.base(t, None) {
+            m[field::at(base, at)].fill(0);
+        }
     }
-    m[field::at(l4, udp::CHECKSUM)].fill(0);
+    // The datagram's checksum, summed for the merged packet.
+    m[field::at(t.l4 as usize, udp::CHECKSUM)].fill(0);
     let mask: [u64; WORDS] = std::array::from_fn(|i| word(&m, i));
     let hdr: [u64; WORDS] =
         std::array::from_fn(|i| if i < words { word(b, i) & mask[i] } else { 0 });
