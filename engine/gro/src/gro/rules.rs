@@ -139,18 +139,9 @@ pub(super) const VARIES: [Varies; 16] = [
 ];
 
 /// Clears from `mask`, over a segment of layout `t` (in tunnel `outer`),
-/// the bits that `VARIES` lets differ and the fast path checks on its own,
-/// in the headers `hdrs` takes.
-pub(super) fn clear_varying(
-    mask: &mut [u8],
-    t: &Tcp,
-    outer: Option<Outer>,
-    hdrs: impl Fn(Hdr) -> bool,
-) {
-    for v in VARIES
-        .iter()
-        .filter(|v| v.fast == Fast::OnItsOwn && hdrs(v.hdr))
-    {
+/// the bits that `VARIES` lets differ and the fast path checks on its own.
+pub(super) fn clear_varying(mask: &mut [u8], t: &Tcp, outer: Option<Outer>) {
+    for v in VARIES.iter().filter(|v| v.fast == Fast::OnItsOwn) {
         if let Some(base) = v.hdr.base(t, outer) {
             mask[base + v.at.start..base + v.at.end]
                 .iter_mut()

@@ -470,7 +470,7 @@ impl Masks {
         m.fill(0);
         m[..t.payload as usize].fill(0xff);
         // What the rules let vary and the fast path checks on its own.
-        clear_varying(m, t, outer, |_| true);
+        clear_varying(m, t, outer);
         st.bare[i] = *m;
         st.bare[i][t.l4 as usize + tcp::MIN_LEN..t.payload as usize].fill(0);
         self.layouts[i] = key;

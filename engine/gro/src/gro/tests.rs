@@ -1345,8 +1345,8 @@ mod props {
         max_frags: u16,
         split: Option<usize>,
         /// Headers in a buffer of their own, the payload after them (a
-        /// NIC's header split), `split` or not: every other segment at
-        /// random, so that split heads meet segments in one buffer.
+        /// NIC's header split), `split` or not: each segment with even
+        /// odds, so that split heads meet segments in one buffer.
         header_split: bool,
         trust: bool,
         /// Flows keep one IP ID (with DF, as Linux allows) instead of counting.

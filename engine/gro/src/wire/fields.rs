@@ -189,7 +189,7 @@ impl<'a> Fields<'a> {
 /// byte at offset `at` is `byte(at)`: IPv4 TOS, TTL and DF; IPv6 traffic
 /// class and hop limit. TCP and UDP segments alike.
 #[inline(always)]
-pub fn ip_word(byte: impl Fn(usize) -> u8, ipv6: bool) -> u32 {
+pub(crate) fn ip_word(byte: impl Fn(usize) -> u8, ipv6: bool) -> u32 {
     if ipv6 {
         // Traffic class: the low nibble of byte 0, the high one of byte 1.
         let tc = ((byte(0) as u32 & 0x0f) << 4) | (byte(1) as u32 >> 4);

@@ -18,7 +18,8 @@ mod hint;
 mod parse;
 mod tunnel;
 
-pub use fields::{ip_word, Fields};
+pub(crate) use fields::ip_word;
+pub use fields::Fields;
 pub use hint::FlowHint;
 pub use tunnel::{
     fix_outer_headers, Outer, TunnelErr, TunnelKind, Tunnels, GENEVE_PORT, VXLAN_PORT,

@@ -403,18 +403,45 @@ fn a_pairs_head_split_over_two_buffers_counts_both_against_the_frag_limit() {
                 let mut b = feed(&mut h, pkts());
                 b.extend(flush(&mut h));
                 let case = format!("{csum:?}, IPv6 {ipv6}, max_frags {max_frags}");
-                let ids = |v: &[VecBuf]| v.iter().map(|p| p.ids.clone()).collect::<Vec<_>>();
-                assert_eq!(ids(&a), ids(&b), "{case}");
-                assert!(
-                    a.iter().all(|p| p.segs.len() <= max_frags as usize),
-                    "{case}"
-                );
+                assert_eq!(a.len(), b.len(), "{case}");
+                for (x, y) in a.iter().zip(&b) {
+                    assert_eq!(x.ids, y.ids, "{case}");
+                    assert_eq!(x.bytes(), y.bytes(), "{case}");
+                    assert_eq!(x.gso, y.gso, "{case}");
+                    assert!(x.segs.len() <= max_frags as usize, "{case}");
+                    verify(&x.bytes())
+                        .map_err(|e| format!("{case}: {e}"))
+                        .unwrap();
+                }
                 let (s, t) = (g.stats(), h.stats());
                 assert_eq!(s.flush, t.flush, "{case}");
+                assert_eq!(s.pass, t.pass, "{case}");
                 assert_eq!(s.merged_segments, t.merged_segments, "{case}");
+                assert_eq!(s.packets_out, t.packets_out, "{case}");
                 let (merged, frag_flushes) = if max_frags == 2 { (0, 12) } else { (12, 0) };
                 assert_eq!(s.merged_segments, merged, "{case}");
                 assert_eq!(flush_count(&g, Flush::FragLimit), frag_flushes, "{case}");
+                // Merged as pairs, the heads took no table entry: none is
+                // left for a flow's next packet to start again in, where
+                // the heads held segment by segment left theirs.
+                if max_frags == 3 {
+                    let next = || -> Vec<VecBuf> {
+                        let mut v = Vec::new();
+                        for i in 0..12 {
+                            let mut f = Flow::new(i, ipv6);
+                            f.seq += 10_000;
+                            v.push(f.next(MSS));
+                            v.push(f.next(MSS));
+                        }
+                        v
+                    };
+                    for (gro, pairs) in [(&mut g, true), (&mut h, false)] {
+                        poll(gro, next());
+                        end(gro);
+                        let cached = gro.stats().heads_cached;
+                        assert_eq!(cached == 0, pairs, "{case}: {cached} heads in left entries");
+                    }
+                }
             }
         }
     }
