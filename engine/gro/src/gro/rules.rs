@@ -138,16 +138,23 @@ pub(super) const VARIES: [Varies; 16] = [
     field(Hdr::OuterUdp, udp::CHECKSUM, Fast::AsHead),
 ];
 
-/// Clears from `mask`, over a segment of layout `t` (in tunnel `outer`),
-/// the bits that `VARIES` lets differ and the fast path checks on its own.
-pub(super) fn clear_varying(mask: &mut [u8], t: &Tcp, outer: Option<Outer>) {
-    for v in VARIES.iter().filter(|v| v.fast == Fast::OnItsOwn) {
-        if let Some(base) = v.hdr.base(t, outer) {
-            mask[base + v.at.start..base + v.at.end]
-                .iter_mut()
-                .for_each(|b| *b &= !v.bits);
+/// The bits of each of header `hdr`'s first `N` bytes that `VARIES` lets
+/// differ and the fast path checks on its own (out of a compare's mask).
+pub(super) const fn own_bits<const N: usize>(hdr: Hdr) -> [u8; N] {
+    let mut bits = [0u8; N];
+    let mut i = 0;
+    while i < VARIES.len() {
+        let v = &VARIES[i];
+        if v.hdr as u8 == hdr as u8 && v.fast as u8 == Fast::OnItsOwn as u8 {
+            let mut at = v.at.start;
+            while at < v.at.end && at < N {
+                bits[at] |= v.bits;
+                at += 1;
+            }
         }
+        i += 1;
     }
+    bits
 }
 
 /// The bits of byte `at` of header `hdr` that `VARIES` lets differ.

@@ -470,7 +470,13 @@ impl Masks {
         m.fill(0);
         m[..t.payload as usize].fill(0xff);
         // What the rules let vary and the fast path checks on its own.
-        clear_varying(m, t, outer);
+        for v in VARIES.iter().filter(|v| v.fast == Fast::OnItsOwn) {
+            if let Some(base) = v.hdr.base(t, outer) {
+                m[base + v.at.start..base + v.at.end]
+                    .iter_mut()
+                    .for_each(|b| *b &= !v.bits);
+            }
+        }
         st.bare[i] = *m;
         st.bare[i][t.l4 as usize + tcp::MIN_LEN..t.payload as usize].fill(0);
         self.layouts[i] = key;

@@ -40,45 +40,22 @@ fn word(b: &[u8], i: usize) -> u64 {
     u64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().unwrap())
 }
 
-/// The IP header's fields a datagram's compare leaves out: those the rules
-/// let an IP header vary and the fast path checks on its own (`VARIES`), as
-/// for TCP. Listed rather than looked up, so that a new head's mask is a
-/// few stores; the assertion below holds the list to `VARIES`.
-const IP_VARIES: [(Hdr, std::ops::Range<usize>); 2] =
-    [(Hdr::Ipv4, ipv4::ID), (Hdr::Ipv4, ipv4::CHECKSUM)];
+/// The bits of an IP header a datagram's compare leaves out: those the
+/// rules let vary and the fast path checks on its own (`VARIES`), as for
+/// TCP (the IPv4 ID and header checksum).
+const IPV4_OWN: [u8; ipv4::MIN_LEN] = own_bits(Hdr::Ipv4);
+const IPV6_OWN: [u8; ipv6::HEADER_LEN] = own_bits(Hdr::Ipv6);
 
-const _: () = {
-    // Every IP entry of `VARIES` the fast path checks on its own is listed
-    // (whole bytes), and every listed one is such an entry.
-    let mut found = 0;
-    let mut i = 0;
-    while i < VARIES.len() {
-        let v = &VARIES[i];
-        let ip = v.hdr as u8 == Hdr::Ipv4 as u8 || v.hdr as u8 == Hdr::Ipv6 as u8;
-        if ip && v.fast as u8 == Fast::OnItsOwn as u8 {
-            let mut j = 0;
-            let mut listed = false;
-            while j < IP_VARIES.len() {
-                let (h, at) = (IP_VARIES[j].0, &IP_VARIES[j].1);
-                listed |= h as u8 == v.hdr as u8
-                    && at.start == v.at.start
-                    && at.end == v.at.end
-                    && v.bits == 0xff;
-                j += 1;
-            }
-            assert!(
-                listed,
-                "an IP field VARIES lets vary is missing from IP_VARIES"
-            );
-            found += 1;
-        }
-        i += 1;
+/// Clears the `own` bits from the first bytes of `m`.
+#[inline(always)]
+fn clear_own<const N: usize>(m: &mut [u8], own: &[u8; N]) {
+    let m: &mut [u8; N] = m
+        .first_chunk_mut()
+        .expect("the IP header lies within the compared bytes");
+    for i in 0..N {
+        m[i] &= !own[i];
     }
-    assert!(
-        found == IP_VARIES.len(),
-        "IP_VARIES lists a field VARIES does not"
-    );
-};
+}
 
 /// The compare of the head `b` laid out as `t`: its header words and their
 /// mask (see `UdpHeld::hdr`), or None when they do not fit `HDR_MAX` or
@@ -91,10 +68,11 @@ pub(super) fn head_words(b: &[u8], t: &Tcp) -> Option<([u64; WORDS], [u64; WORDS
     }
     let mut m = [0u8; HDR_MAX];
     m[..hl].fill(0xff);
-    for (hdr, at) in IP_VARIES {
-        if let Some(base) = hdr.base(t, None) {
-            m[field::at(base, at)].fill(0);
-        }
+    let l3 = t.l3 as usize;
+    if t.ipv6 {
+        clear_own(&mut m[l3..], &IPV6_OWN);
+    } else {
+        clear_own(&mut m[l3..], &IPV4_OWN);
     }
     // The datagram's checksum, summed for the merged packet.
     m[field::at(t.l4 as usize, udp::CHECKSUM)].fill(0);
