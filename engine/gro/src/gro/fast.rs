@@ -410,11 +410,7 @@ impl<B: GroBuf> Gro<B> {
         kept: bool,
         out: &mut impl FnMut(B),
     ) -> Option<B> {
-        let reason = if head.psh {
-            Pass::Flags
-        } else if self.leaves_alone_at(s) {
-            Pass::Alone
-        } else {
+        let Some(reason) = passes_unheld(head.psh, || self.leaves_alone_at(s)) else {
             let c = if head.new_options {
                 self.renew_options(s, pkt.head(), head.c)
             } else {

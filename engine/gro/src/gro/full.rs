@@ -397,7 +397,7 @@ impl<B: GroBuf> Gro<B> {
     ) {
         if self.reorder.is_some() && seg.payload != 0 {
             if let Some(h) = ghost.and_then(|s| self.table.ghost_mut(s)) {
-                h.high = later(h.high, seg.seq.wrapping_add(seg.payload));
+                h.high = later(h.high, seg.end());
             }
         }
         self.pass(why, pkt, out)
@@ -421,13 +421,9 @@ impl<B: GroBuf> Gro<B> {
         if seg.payload == 0 {
             return Some(Pass::NoPayload);
         }
-        if seg.flags & (URG | PSH | RST | SYN | FIN) != 0 {
-            return Some(Pass::Flags);
-        }
-        if self.leaves_alone(t) {
-            return Some(Pass::Alone);
-        }
-        None
+        passes_unheld(seg.flags & (URG | PSH | RST | SYN | FIN) != 0, || {
+            self.leaves_alone(t)
+        })
     }
 }
 
@@ -458,7 +454,7 @@ fn start_head<B: GroBuf>(
     sums: &HeadSums,
     now: u64,
 ) {
-    h.next_seq = seg.seq.wrapping_add(seg.payload);
+    h.next_seq = seg.end();
     h.ack = seg.ack;
     h.word = seg.word;
     h.base.ip_word = seg.ip_word;

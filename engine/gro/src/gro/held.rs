@@ -403,17 +403,18 @@ impl<B: GroBuf> Held<B> {
     }
 
     /// Whether `pkt`, which `bare_match` took, carries the TCP options its
-    /// flow's template has (as the template's whole compare would judge).
+    /// flow's head has (`options_equal`).
     #[inline(always)]
     pub(super) fn same_options(&self, pkt: &B) -> bool {
         let t = &self.core.t;
-        let at = t.l4 as usize + tcp::MIN_LEN..t.payload as usize;
-        let (a, b) = (&pkt.head()[at.clone()], &self.tmpl.bytes[at]);
-        // Timestamps alone (NOP, NOP, TS), compared without a call.
-        match (<&[u8; 12]>::try_from(a), <&[u8; 12]>::try_from(b)) {
-            (Ok(a), Ok(b)) => a == b,
-            _ => a == b,
-        }
+        self.options_equal(&pkt.head()[t.l4 as usize + tcp::MIN_LEN..t.payload as usize])
+    }
+
+    /// Whether TCP options `opts` are the head's (Linux's rule, as the
+    /// rules' words hold them: `opts_equal`).
+    #[inline(always)]
+    pub(super) fn options_equal(&self, opts: &[u8]) -> bool {
+        opts_equal(&self.opts[..self.opt_words as usize], opts)
     }
 
     /// Whether `head` carries this flow's TCP ports where its layout has
@@ -490,8 +491,6 @@ impl<B: GroBuf> Held<B> {
 fn moved_options(old: &mut [u8], new: &[u8], opts: &mut [u32; 10]) -> u16 {
     let d = csum::sub(csum::sum_header(new), csum::sum_header(old));
     old.copy_from_slice(new);
-    for (i, w) in new.chunks_exact(4).enumerate() {
-        opts[i] = u32::from_ne_bytes([w[0], w[1], w[2], w[3]]);
-    }
+    (*opts, _) = option_words(new);
     d
 }

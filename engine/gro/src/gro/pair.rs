@@ -112,9 +112,7 @@ impl<B: GroBuf> Gro<B> {
         }
         // The next byte in sequence: a packet that follows a new head is
         // most often another flow's.
-        if field::read32(qb.get(..l4 + tcp::MIN_LEN)?, l4, tcp::SEQ)
-            != seg.seq.wrapping_add(seg.payload)
-        {
+        if field::read32(qb.get(..l4 + tcp::MIN_LEN)?, l4, tcp::SEQ) != seg.end() {
             return None;
         }
         let size = SecondSize::of(qb, q.len(), t)?;
@@ -197,7 +195,7 @@ impl<B: GroBuf> Gro<B> {
             return None;
         }
         let of = Judged {
-            seq: Some(seg.seq.wrapping_add(seg.payload)),
+            seq: Some(seg.end()),
             id: Some(IdMode::Open.next(seg.id)),
             csum: fast,
             payload: t.payload as usize,

@@ -116,7 +116,7 @@ impl<B: GroBuf> Gro<B> {
             return Window::No;
         }
         let h = self.table.get(s);
-        let end = seg.seq.wrapping_add(seg.payload);
+        let end = seg.end();
         // At or before the held packet's first byte (modulo 2^31), in a flow
         // that has had no gap and has nothing waiting: delivered already.
         // (Where a gap was, it may be the gap's data; past what waits, it

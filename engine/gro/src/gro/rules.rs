@@ -214,11 +214,34 @@ impl Seg {
         }
     }
 
+    /// The sequence number after this segment's payload: where its flow's
+    /// next segment starts.
+    #[inline(always)]
+    pub(super) fn end(&self) -> u32 {
+        self.seq.wrapping_add(self.payload)
+    }
+
     /// This segment's TCP header sum (checksum field excluded), unfolded,
     /// from the constant part it shares with its flow.
     #[inline(always)]
     pub(super) fn var_sum(&self, hconst: u16) -> u64 {
         tcp_header_sum(hconst, self.seq, self.urg, self.flags)
+    }
+}
+
+/// Why a segment with a payload that would start a packet passes unheld,
+/// in the rules' order: flags that end a packet at once (`ends`), then
+/// nothing later in its poll can join it (`alone`, asked only then: it
+/// moves the look-ahead on). The full path's `not_held` and the fast
+/// path's `head_at` both ask it.
+#[inline(always)]
+pub(super) fn passes_unheld(ends: bool, alone: impl FnOnce() -> bool) -> Option<Pass> {
+    if ends {
+        Some(Pass::Flags)
+    } else if alone() {
+        Some(Pass::Alone)
+    } else {
+        None
     }
 }
 
@@ -382,10 +405,7 @@ impl<B: GroBuf> Gro<B> {
                 (seg.word ^ h.word) & !WORD_FREE != 0 || seg.flags & HEAD_ONLY != 0,
                 Flush::Flags,
             )
-            | on(
-                !opts_equal(&h.opts[..h.opt_words as usize], opts),
-                Flush::OptionMismatch,
-            )
+            | on(!h.options_equal(opts), Flush::OptionMismatch)
             | on(!h.same_ext(ext), Flush::IpMismatch)
             | on(seg.payload == 0, Flush::PureAck)
             | on(seg.seq != h.next_seq, Flush::SeqGap)
