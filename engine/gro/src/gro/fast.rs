@@ -497,7 +497,7 @@ impl<B: GroBuf> Gro<B> {
         h.follow(seq);
         h.next_seq = seq.wrapping_add(h.core.mss);
         if !h.core.t.ipv6 {
-            h.base.ip_base = csum::sub(csum::add(h.tmpl.ip_sum, id), ip_len as u16);
+            h.base.ip_base = h.tmpl.ip_base(id, ip_len as u16);
         }
         h.next_id = IdMode::Open.next(id) as u32;
         h.head_flags = h.tmpl.bytes[l4 + tcp::FLAGS];

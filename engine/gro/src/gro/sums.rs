@@ -73,15 +73,21 @@ pub(super) fn ip_sums(b: &[u8], t: &Tcp, summed: bool) -> (u16, u16) {
     if t.ipv6 {
         return (0, 0);
     }
-    let l3 = t.l3 as usize;
-    let ip_hdr = if summed {
+    ipv4_sums(b, t.l3 as usize, t.l4 as usize, summed)
+}
+
+/// `ip_sums` of the IPv4 header at `l3..l4` in `b`, for TCP and UDP heads
+/// alike.
+#[inline(always)]
+pub(super) fn ipv4_sums(b: &[u8], l3: usize, l4: usize, summed: bool) -> (u16, u16) {
+    let hdr = if summed {
         csum::VALID
     } else {
-        csum::sum_header(&b[l3..t.l4 as usize])
+        csum::sum_header(&b[l3..l4])
     };
     let total = field::read16(b, l3, ipv4::TOTAL_LEN);
     let field = field::read16(b, l3, ipv4::CHECKSUM);
-    (ip_hdr, csum::ipv4_sum_without(ip_hdr, total, field))
+    (hdr, csum::ipv4_sum_without(hdr, total, field))
 }
 
 /// How a segment's payload sum is found, and its checksum judged.

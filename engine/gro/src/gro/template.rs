@@ -158,6 +158,14 @@ fn full_size_sum(pbase: u16, tcp_len: u32, hconst: u16, seg: &Seg) -> u64 {
 }
 
 impl Expect {
+    /// The IPv4 base sum (`Base::ip_base`) of a head this took, with ID
+    /// `id` and total length `total`: its header is the head's this was
+    /// made from but for those two fields and the checksum.
+    #[inline(always)]
+    pub(super) fn ip_base(&self, id: u16, total: u16) -> u16 {
+        csum::sub(csum::add(self.ip_sum, id), total)
+    }
+
     pub(super) fn off() -> Expect {
         Expect {
             mask: 0,

@@ -126,13 +126,9 @@ impl<B: GroBuf> Gro<B> {
             (0, 0)
         } else {
             let b = pkt.head();
-            let hdr = csum::sum(&b[l3..l3 + ipv4::MIN_LEN]);
-            let total = field::read16(b, l3, ipv4::TOTAL_LEN);
+            let (hdr, base) = ipv4_sums(b, l3, l3 + ipv4::MIN_LEN, false);
             let c = field::read16(b, l3, ipv4::CHECKSUM);
-            (
-                csum::ipv4_sum_without(hdr, total, c),
-                csum::ipv4_sum_without(hdr, d.id, c),
-            )
+            (base, csum::ipv4_sum_without(hdr, d.id, c))
         };
         let udp = self.udp.as_deref_mut().expect("UDP GRO is on");
         if udp.len() >= self.cfg.flows {
