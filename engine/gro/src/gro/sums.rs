@@ -253,6 +253,15 @@ pub(super) fn sum_range<B: GroBuf>(pkt: &B, off: usize, len: usize) -> u16 {
     s.value()
 }
 
+/// The L4 checksum of a merged packet whose pseudo-header and header sum
+/// to `hdr` (unfolded) and whose payloads add `psum`, TCP's or UDP's: what
+/// the bytes add and what trusted checksums say they add (`Contrib::neg`),
+/// each folded once.
+#[inline(always)]
+pub(super) fn merged_checksum(hdr: u64, psum: Contrib) -> u16 {
+    csum::finish(csum::sub(csum::fold(hdr + psum.pos), csum::fold(psum.neg)))
+}
+
 /// What a merged packet's headers are made from (`fix_headers`): its
 /// layout, IP length and flags, and the sums kept since its head arrived.
 pub(super) struct Merged {
@@ -311,11 +320,7 @@ pub(super) fn fix_headers<B: GroBuf>(pkt: &mut B, m: &Merged, tso: bool) {
         m.pbase
     } else {
         let hdr = tcp_header_sum(m.hconst, m.head_seq, m.head_urg, m.flags);
-        let payload = csum::add(csum::fold(m.psum.pos), !csum::fold(m.psum.neg));
-        csum::finish(csum::add(
-            csum::fold(pseudo_sum(m.pbase, tcp_len) + hdr),
-            payload,
-        ))
+        merged_checksum(pseudo_sum(m.pbase, tcp_len) + hdr, m.psum)
     };
     field::write16(b, l4, tcp::CHECKSUM, c);
     if t.ipv6 {

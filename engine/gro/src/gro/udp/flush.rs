@@ -113,12 +113,12 @@ fn fix_udp_headers<B: GroBuf>(h: &mut UdpHeld<B>, tso: bool) {
     let c = if tso {
         h.base.pbase
     } else {
-        let payload = csum::add(csum::fold(h.core.psum_pos), !csum::fold(h.core.psum_neg));
         let hdr = h.ports_sum as u64 + ulen as u64;
-        match csum::finish(csum::add(
-            csum::fold(csum::pseudo_with_len(h.base.pbase, ulen) + hdr),
-            payload,
-        )) {
+        let psum = Contrib {
+            pos: h.core.psum_pos,
+            neg: h.core.psum_neg,
+        };
+        match merged_checksum(csum::pseudo_with_len(h.base.pbase, ulen) + hdr, psum) {
             // 0 means "no checksum" in UDP: a computed 0 is sent as 0xffff.
             0 => 0xffff,
             c => c,
