@@ -29,8 +29,7 @@ impl<B: GroBuf> Gro<B> {
                 HeadSums::of(&f, &seg, &csum, &pkt).expect("trusted checksums are taken as right");
             h.base.pbase = sums.pbase;
             h.hconst = sums.hconst;
-            h.core.psum_pos = sums.psum.pos;
-            h.core.psum_neg = sums.psum.neg;
+            h.core.psum = sums.psum;
         }
         let ip_hdr;
         let summed = pkt.rx_hints().ip == CsumHint::Unknown;

@@ -66,10 +66,8 @@ pub(super) struct Core<B> {
     pub(super) max_ip: u32,
     /// The packet; None only while the slot is free.
     pub(super) pkt: Option<B>,
-    /// The payload's one's-complement sum so far, as two unfolded
-    /// accumulators: the sum is `pos - neg` modulo 0xffff (see `Contrib`).
-    pub(super) psum_pos: u64,
-    pub(super) psum_neg: u64,
+    /// The payload's one's-complement sum so far (`Contrib`).
+    pub(super) psum: Contrib,
     /// IP packet length so far.
     pub(super) ip_len: u32,
     pub(super) payload_len: u32,
@@ -103,8 +101,7 @@ impl<B> Default for Core<B> {
             mss: 0,
             max_ip: 0,
             pkt: None,
-            psum_pos: 0,
-            psum_neg: 0,
+            psum: Contrib::default(),
             ip_len: 0,
             payload_len: 0,
             segs: 0,
@@ -259,8 +256,8 @@ impl<B> Core<B> {
     /// offset in the payload wants).
     #[inline(always)]
     pub(super) fn grow(&mut self, segs: u16, frags: u16, bytes: u32, c: Contrib) {
-        self.psum_pos += c.pos;
-        self.psum_neg += c.neg;
+        self.psum.pos += c.pos;
+        self.psum.neg += c.neg;
         self.payload_len += bytes;
         self.ip_len += bytes;
         self.segs += segs;
@@ -281,8 +278,7 @@ impl<B: GroBuf> Core<B> {
         self.frags = head.segs();
         self.ip_len = ip_len;
         self.payload_len = self.mss;
-        self.psum_pos = c.pos;
-        self.psum_neg = c.neg;
+        self.psum = c;
         self.last_id = id;
         self.id_mode = IdMode::Open;
     }

@@ -290,10 +290,7 @@ impl<B> Held<B> {
             hconst: self.hconst,
             head_seq: self.head_seq,
             head_urg: self.head_urg,
-            psum: Contrib {
-                pos: self.core.psum_pos,
-                neg: self.core.psum_neg,
-            },
+            psum: self.core.psum,
         }
     }
 }

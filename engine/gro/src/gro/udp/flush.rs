@@ -114,11 +114,7 @@ fn fix_udp_headers<B: GroBuf>(h: &mut UdpHeld<B>, tso: bool) {
         h.base.pbase
     } else {
         let hdr = h.ports_sum as u64 + ulen as u64;
-        let psum = Contrib {
-            pos: h.core.psum_pos,
-            neg: h.core.psum_neg,
-        };
-        match merged_checksum(csum::pseudo_with_len(h.base.pbase, ulen) + hdr, psum) {
+        match merged_checksum(csum::pseudo_with_len(h.base.pbase, ulen) + hdr, h.core.psum) {
             // 0 means "no checksum" in UDP: a computed 0 is sent as 0xffff.
             0 => 0xffff,
             c => c,
