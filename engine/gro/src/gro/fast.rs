@@ -571,9 +571,7 @@ fn merge_loop_in<B: GroBuf, const VERIFY: bool, const N: usize>(
         let Some((_, c, p)) = h.match_in::<N>(pkt, mask, Some(seq), Some(id), csum) else {
             break;
         };
-        let c = c.shifted(odd);
-        sum.pos += c.pos;
-        sum.neg += c.neg;
+        sum = sum.add(c.shifted(odd));
         odd ^= odd_mss;
         seq = seq.wrapping_add(h.core.mss);
         id = id.wrapping_add(id_step);

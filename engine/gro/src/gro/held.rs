@@ -256,8 +256,7 @@ impl<B> Core<B> {
     /// offset in the payload wants).
     #[inline(always)]
     pub(super) fn grow(&mut self, segs: u16, frags: u16, bytes: u32, c: Contrib) {
-        self.psum.pos += c.pos;
-        self.psum.neg += c.neg;
+        self.psum = self.psum.add(c);
         self.payload_len += bytes;
         self.ip_len += bytes;
         self.segs += segs;

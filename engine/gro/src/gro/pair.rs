@@ -147,10 +147,7 @@ impl<B: GroBuf> Gro<B> {
             hconst: sums.hconst,
             head_seq: seg.seq,
             head_urg: seg.urg,
-            psum: Contrib {
-                pos: sums.psum.pos + c.pos,
-                neg: sums.psum.neg + c.neg,
-            },
+            psum: sums.psum.add(c),
         };
         Some((m, why))
     }

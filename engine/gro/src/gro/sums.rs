@@ -207,6 +207,16 @@ impl Contrib {
         (csum::add(csum::fold(rest), p) == csum::VALID).then_some(Contrib::of_bytes(p))
     }
 
+    /// Two payloads' contributions, one after the other (each already
+    /// shifted for its offset).
+    #[inline(always)]
+    pub(super) fn add(self, other: Contrib) -> Contrib {
+        Contrib {
+            pos: self.pos + other.pos,
+            neg: self.neg + other.neg,
+        }
+    }
+
     /// The same bytes one position later (an odd offset): swapped.
     #[inline(always)]
     pub(super) fn shifted(self, odd: bool) -> Contrib {
