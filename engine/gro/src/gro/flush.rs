@@ -8,6 +8,43 @@ use super::*;
 /// few enough to stay cheap when every held flow merges.
 pub(super) const EVICT_SCAN: usize = 8;
 
+/// A held packet of either table: what a flush by flow reads of it.
+pub(super) trait Entry<B> {
+    fn core(&self) -> &Core<B>;
+    fn base(&self) -> &Base;
+}
+
+impl<B> Entry<B> for Held<B> {
+    fn core(&self) -> &Core<B> {
+        &self.core
+    }
+    fn base(&self) -> &Base {
+        &self.base
+    }
+}
+
+/// Which of GRO's tables a flush by flow walks (`Gro::flush_flows_of`),
+/// and how a packet held there leaves.
+pub(super) trait Flows<B: GroBuf> {
+    type E: Entry<B> + Default;
+    /// The table, if GRO keeps one.
+    fn table(g: &Gro<B>) -> Option<&Table<Self::E>>;
+    fn flush(g: &mut Gro<B>, s: u16, why: Flush, out: &mut impl FnMut(B));
+}
+
+/// The TCP flows' table.
+pub(super) struct TcpFlows;
+
+impl<B: GroBuf> Flows<B> for TcpFlows {
+    type E = Held<B>;
+    fn table(g: &Gro<B>) -> Option<&Table<Held<B>>> {
+        Some(&g.table)
+    }
+    fn flush(g: &mut Gro<B>, s: u16, why: Flush, out: &mut impl FnMut(B)) {
+        g.flush_slot(s, why, out);
+    }
+}
+
 impl<B: GroBuf> Gro<B> {
     /// Passes a frame GRO turned away, after whatever its flow holds (if the
     /// frame still tells its flow: a TCP segment with IP options, a fragment,
@@ -30,48 +67,58 @@ impl<B: GroBuf> Gro<B> {
         self.pass(why, pkt, out)
     }
 
-    /// Flushes whatever the flow of `pkt` holds. A frame that names its flow
-    /// (tags, addresses, ports) costs one probe run of the table, as a
-    /// segment does: a stream of such frames (padded ACKs, IP options, bad
-    /// checksums) is no slower for being turned away. Flows that differ from
-    /// it only by their MACs leave too (order is kept per 5-tuple and tags,
-    /// as checkers of captures see flows). A fragment past the first cannot
-    /// name its flow: every held flow between its addresses leaves, in one
-    /// walk of the held packets (at most `flows` of them).
+    /// Flushes whatever the flow of `pkt` holds (`flush_flows_of`).
     #[cold]
     pub(super) fn flush_flow_of(&mut self, pkt: &B, out: &mut impl FnMut(B)) {
-        let Some(h) = crate::wire::FlowHint::of_frame(pkt.head(), &self.cfg.tunnels) else {
+        if let Some(h) = crate::wire::FlowHint::of_frame(pkt.head(), &self.cfg.tunnels) {
+            self.flush_flows_of::<TcpFlows>(&h, out);
+        }
+    }
+
+    /// Flushes, in table `T`, what the flows that a frame hinted `h` may
+    /// belong to hold. A frame that names its flow (tags, addresses,
+    /// ports) costs one probe run of the table, as a segment does: a
+    /// stream of such frames (padded ACKs, IP options, bad checksums) is no
+    /// slower for being turned away. Flows that differ from it only by
+    /// their MACs leave too (order is kept per 5-tuple and tags, as
+    /// checkers of captures see flows). A fragment past the first cannot
+    /// name its flow: every held flow between its addresses leaves, in one
+    /// walk of the held packets (at most `flows` of them). Oldest first,
+    /// either way, as a flush of everything would let them out.
+    #[cold]
+    pub(super) fn flush_flows_of<T: Flows<B>>(
+        &mut self,
+        h: &crate::wire::FlowHint,
+        out: &mut impl FnMut(B),
+    ) {
+        let Some(key) = FlowKey::of_hint(h) else {
+            let mut at = T::table(self).and_then(|t| t.next_live(None));
+            while let Some(s) = at {
+                let t = T::table(self).expect("a table with live entries");
+                // Read on before `s` leaves the list.
+                at = t.next_live(Some(s));
+                if t.get(s).core().key.matches(h) {
+                    T::flush(self, s, Flush::Unmergeable, out);
+                }
+            }
             return;
         };
-        match FlowKey::of_hint(&h) {
-            Some(key) => {
-                // The held flows it may belong to (its tags, addresses and
-                // ports; any MACs) share its hash: at most a probe run.
-                let hash = key.hash(&self.hash_key);
-                let mut hits = [0u16; table::MAX_PROBE];
-                let mut n = 0;
-                self.table.each_with_hash(hash, |s, e| {
-                    if self.table.is_live(s) && e.core.key.matches(&h) {
-                        hits[n] = s;
-                        n += 1;
-                    }
-                });
-                // Oldest first, as a flush of everything would let them out.
-                hits[..n].sort_unstable_by_key(|&s| self.table.get(s).base.since);
-                for &s in &hits[..n] {
-                    self.flush_slot(s, Flush::Unmergeable, out);
+        // The held flows it may belong to (its tags, addresses and ports;
+        // any MACs) share its hash: at most a probe run.
+        let hash = key.hash(&self.hash_key);
+        let mut hits = [0u16; table::MAX_PROBE];
+        let mut n = 0;
+        if let Some(t) = T::table(self) {
+            t.each_with_hash(hash, |s, e| {
+                if t.is_live(s) && e.core().key.matches(h) {
+                    hits[n] = s;
+                    n += 1;
                 }
-            }
-            None => {
-                let mut at = self.table.next_live(None);
-                while let Some(s) = at {
-                    // Read on before `s` leaves the list.
-                    at = self.table.next_live(Some(s));
-                    if self.table.get(s).core.key.matches(&h) {
-                        self.flush_slot(s, Flush::Unmergeable, out);
-                    }
-                }
-            }
+            });
+            hits[..n].sort_unstable_by_key(|&s| t.get(s).base().since);
+        }
+        for &s in &hits[..n] {
+            T::flush(self, s, Flush::Unmergeable, out);
         }
     }
 

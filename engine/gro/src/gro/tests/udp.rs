@@ -330,6 +330,37 @@ fn a_udp_fragment_lets_its_flow_out_first() {
 }
 
 #[test]
+fn a_later_udp_fragment_lets_every_flow_between_its_hosts_out_first() {
+    // More flows between the two hosts than a probe run holds: a fragment
+    // past the first names none of them, so all leave before it.
+    const FLOWS: u16 = 40;
+    let mut g = gro(udp_cfg());
+    let mut pkts = Vec::new();
+    for k in 0..FLOWS {
+        let mut d = Dgrams::new(1, false);
+        d.spec.sport += k;
+        pkts.push(d.next(DGRAM));
+    }
+    let mut frag = Dgrams::new(1, false).next(DGRAM);
+    // Offset 8 (in 8-byte units): no UDP header, no ports.
+    frag.segs[0][14 + 7] = 1;
+    let c = csum::ipv4_header(&{
+        let mut ip = frag.segs[0][14..34].to_vec();
+        ip[10] = 0;
+        ip[11] = 0;
+        ip
+    });
+    frag.segs[0][24..26].copy_from_slice(&c.to_be_bytes());
+    let frag_bytes = frag.segs[0].clone();
+    pkts.push(frag);
+    let out = feed(&mut g, pkts);
+    assert_eq!(out.len(), FLOWS as usize + 1);
+    assert_eq!(out.last().unwrap().segs[0], frag_bytes);
+    assert_eq!(flush_count(&g, Flush::Unmergeable), FLOWS as u64);
+    assert_eq!(g.held(), 0);
+}
+
+#[test]
 fn a_full_udp_table_evicts_the_oldest() {
     let mut g = gro(GroConfig {
         flows: 2,

@@ -1,41 +1,40 @@
 //! A held UDP packet leaves: its flush, and the headers of a merged one.
 
 use super::*;
+use crate::gro::flush::{Entry, Flows};
 use crate::wire::field::udp;
+
+impl<B> Entry<B> for UdpHeld<B> {
+    fn core(&self) -> &Core<B> {
+        &self.core
+    }
+    fn base(&self) -> &Base {
+        &self.base
+    }
+}
+
+/// The UDP flows' table, when UDP GRO is on.
+pub(super) struct UdpFlows;
+
+impl<B: GroBuf> Flows<B> for UdpFlows {
+    type E = UdpHeld<B>;
+    fn table(g: &Gro<B>) -> Option<&Table<UdpHeld<B>>> {
+        g.udp.as_deref()
+    }
+    fn flush(g: &mut Gro<B>, s: u16, why: Flush, out: &mut impl FnMut(B)) {
+        g.udp_flush(s, why, out);
+    }
+}
 
 impl<B: GroBuf> Gro<B> {
     /// Flushes what the UDP flow of `pkt` holds, if `pkt` is UDP and names
     /// its flow (a fragment past the first: every flow between its
-    /// addresses), oldest first.
+    /// addresses), oldest first (`flush_flows_of`).
     #[cold]
     pub(in crate::gro) fn udp_flush_flow_of(&mut self, pkt: &B, out: &mut impl FnMut(B)) {
         if self.udp.as_deref().is_some_and(|u| !u.is_empty()) {
             if let Some(h) = crate::wire::FlowHint::of_udp(pkt.head()) {
-                let mut hits = [0u16; table::MAX_PROBE];
-                let mut n = 0;
-                let udp = self.udp.as_deref().expect("UDP GRO is on");
-                match FlowKey::of_hint(&h) {
-                    Some(key) => udp.each_with_hash(key.hash(&self.hash_key), |s, e| {
-                        if udp.is_live(s) && e.core.key.matches(&h) {
-                            hits[n] = s;
-                            n += 1;
-                        }
-                    }),
-                    None => {
-                        let mut at = udp.next_live(None);
-                        while let Some(s) = at {
-                            at = udp.next_live(Some(s));
-                            if udp.get(s).core.key.matches(&h) && n < hits.len() {
-                                hits[n] = s;
-                                n += 1;
-                            }
-                        }
-                    }
-                }
-                hits[..n].sort_unstable_by_key(|&s| udp.get(s).base.since);
-                for &s in &hits[..n] {
-                    self.udp_flush(s, Flush::Unmergeable, out);
-                }
+                self.flush_flows_of::<UdpFlows>(&h, out);
             }
         }
     }
