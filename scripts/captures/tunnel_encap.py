@@ -15,8 +15,8 @@ type 0x80, 4 bytes of data).
 Outer UDP checksum: 0 (none, Linux's default for VXLAN over IPv4), or computed
 over the whole datagram with --udp-csum. Outer IPv4 ID: with --df 0, as Linux
 sends a tunnel's DF datagrams (atomic, RFC 6864); without DF one counter per
-outer flow (UDP source port), so a GRO that requires consecutive outer IDs (as
-Linux's does without DF) can merge each flow. Timestamps are kept.
+outer flow (UDP source port), so a GRO that requires consecutive or fixed outer
+IDs (as Linux's does) can merge each flow. Timestamps are kept.
 Deterministic, standard library only (see pcapio.py). Used by make-captures.sh
 (--tunnels) and grorx's tests: this kernel has no VXLAN or Geneve devices.
 """

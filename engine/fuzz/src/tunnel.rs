@@ -411,7 +411,6 @@ struct Seg {
 struct Outer {
     fields: (u8, u8, bool),
     v6: bool,
-    df: bool,
     id: u16,
     csum_set: bool,
     /// The IPv4 header checksum verifies (or the header is IPv6).
@@ -451,7 +450,6 @@ fn parse(f: &[u8]) -> Option<Seg> {
             let o = Outer {
                 fields: ip.fields,
                 v6: ip.v6,
-                df: ip.fields.2,
                 id: ip.id,
                 csum_set: field != 0,
                 ip_ok: ip.ok,
@@ -573,9 +571,10 @@ fn check_merged(cfg: &GroConfig, ins: &[&Seg], bytes: &[u8]) -> Result<(), Strin
     if !first.inner.0 && !ids_follow(&|s: &Seg| s.inner.2, true) {
         return Err("inner IPv4 IDs break the rule".into());
     }
+    // The outer ID as the inner one, DF or not.
     if let Some(o) = &first.tunnel {
-        if !o.v6 && !o.df && !ids_follow(&|s: &Seg| s.tunnel.as_ref().unwrap().id, false) {
-            return Err("outer IPv4 IDs do not count up (no DF)".into());
+        if !o.v6 && !ids_follow(&|s: &Seg| s.tunnel.as_ref().unwrap().id, true) {
+            return Err("outer IPv4 IDs break the rule".into());
         }
     }
     let Some(out) = parse(bytes) else {

@@ -98,7 +98,7 @@ impl<B: GroBuf> Gro<B> {
             }
             return self.finish_then_merge(s, pkt, csum, out);
         };
-        // In a tunnel, the outer ID (counting up by one without DF) and
+        // In a tunnel, the outer ID (following as the inner one does) and
         // header checksum.
         if h.tmpl.outer_id_at != 0 && !h.outer_follows(pkt.head(), true) {
             return Some(pkt);

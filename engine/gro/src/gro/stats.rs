@@ -57,8 +57,8 @@ pub enum Flush {
     /// field that must not change (outer TOS/TTL/DF, traffic class, hop
     /// limit, flow label; the UDP checksum set on one and not the other).
     OuterMismatch,
-    /// A tunnelled segment's outer IPv4 ID does not follow (without DF it
-    /// must count up by one a segment, as Linux requires of outer headers).
+    /// A tunnelled segment's outer IPv4 ID does not follow (it must count
+    /// up by one a segment or stay fixed, as the inner one).
     OuterIpId,
 }
 

@@ -6,9 +6,11 @@
 //! the flow (`FlowKey::tunneled`); the same outer TOS/TTL/DF or traffic
 //! class, hop limit and flow label, and a UDP checksum set on all or none,
 //! else the flow flushes; an outer IPv4 ID that counts up by one a segment
-//! unless DF is set. The outer UDP checksum, when set, is checked from
-//! the header bytes alone: the inner TCP checksum, checked too, makes the
-//! inner segment's sum known (the trick Linux calls local checksum offload).
+//! or stays fixed, DF or not, as the inner one (`IdMode`: Linux has held
+//! every IPv4 header of a segment to that rule since 2025). The outer UDP
+//! checksum, when set, is checked from the header bytes alone: the inner
+//! TCP checksum, checked too, makes the inner segment's sum known (the
+//! trick Linux calls local checksum offload).
 
 use super::*;
 use crate::wire::{field::udp, Outer};
@@ -21,20 +23,6 @@ pub(super) fn outer_id(b: &[u8], o: &Outer) -> u16 {
     } else {
         field::read16(b, o.l3 as usize, ipv4::ID)
     }
-}
-
-/// The outer IPv4 ID a segment must carry after one with ID `last`, in a
-/// packet whose outer header has DF or not (`df`): the next, without DF;
-/// with it, any (None).
-#[inline(always)]
-pub(super) fn outer_id_after(df: bool, last: u16) -> Option<u16> {
-    (!df).then(|| last.wrapping_add(1))
-}
-
-/// Whether the outer IPv4 header of `b` has DF.
-#[inline(always)]
-fn outer_df(b: &[u8], o: &Outer) -> bool {
-    b[o.l3 as usize + ipv4::FLAGS_FRAG.start] & ipv4::DF != 0
 }
 
 /// Do the outer headers of `a` and `b` (laid out as `o`, inner IP at
@@ -65,14 +53,16 @@ fn same_outer(a: &[u8], b: &[u8], o: &Outer, inner_l3: usize) -> bool {
 impl<B> Held<B> {
     /// The fast path's outer rules for `b`, a segment of this tunnelled
     /// flow that matches its template: the outer IPv4 ID (with `next`, the
-    /// one after the last, counting up without DF; else any) and, verifying,
-    /// the outer header checksum. Out of line, as the rest of the fast
-    /// path's tunnel work: plain TCP's stays small.
+    /// one the packet's ID mode expects after the last, as the inner ID's
+    /// fast path does; else any) and, verifying, the outer header checksum.
+    /// Out of line, as the rest of the fast path's tunnel work: plain TCP's
+    /// stays small.
     #[inline(never)]
     pub(super) fn outer_follows(&self, b: &[u8], next: bool) -> bool {
-        let Some(o) = self.outer else { return false };
-        let head_df = outer_df(&self.tmpl.bytes, &o);
-        let want = outer_id_after(head_df, self.o_last_id).filter(|_| next);
+        if self.outer.is_none() {
+            return false;
+        }
+        let want = next.then(|| self.o_id_mode.next(self.o_last_id));
         self.tmpl.outer_ok(b, want)
     }
 
@@ -111,11 +101,8 @@ impl<B: GroBuf> Held<B> {
             }
             _ => false,
         };
-        let id_follows = |o: Outer| {
-            o.ipv6
-                || outer_id_after(outer_df(b, &o), self.o_last_id)
-                    .is_none_or(|i| i == outer_id(b, &o))
-        };
+        let id_follows =
+            |o: Outer| o.ipv6 || self.o_id_mode.accepts(self.o_last_id, outer_id(b, &o));
         on(!same, Flush::OuterMismatch) | on(!o.is_none_or(id_follows), Flush::OuterIpId)
     }
 }

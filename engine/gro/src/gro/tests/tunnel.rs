@@ -202,7 +202,8 @@ fn an_outer_field_change_flushes_and_order_is_kept() {
 }
 
 #[test]
-fn without_df_the_outer_ipv4_id_must_count_up_and_with_df_it_may_be_anything() {
+fn the_outer_ipv4_id_counts_up_or_stays_fixed_with_df_or_without() {
+    // As the inner ID: the second segment decides, and a jump flushes.
     for df in [false, true] {
         let mut tun = TunnelSpec::vxlan(1, false);
         tun.outer.df = df;
@@ -214,25 +215,30 @@ fn without_df_the_outer_ipv4_id_must_count_up_and_with_df_it_may_be_anything() {
         let mut out = feed(&mut g, vec![a, b, c, d]);
         out.extend(flush(&mut g));
         let sizes: Vec<usize> = out.iter().map(|o| o.ids.len()).collect();
-        if df {
-            assert_eq!(sizes, vec![4], "DF: any outer IDs merge");
-        } else {
-            assert_eq!(sizes, vec![2, 2], "no DF: a jump flushes");
-            assert_eq!(flush_count(&g, Flush::OuterIpId), 1);
+        assert_eq!(sizes, vec![2, 2], "DF {df}: a jump flushes");
+        assert_eq!(flush_count(&g, Flush::OuterIpId), 1, "DF {df}");
+        for o in &out {
+            verify(&o.bytes()).unwrap();
         }
     }
-    // A fixed outer ID without DF: each segment alone.
-    let mut f = Tunnelled::new(1, false, TunnelSpec::vxlan(1, false));
-    let mut g = gro(GroConfig::default());
-    let pkts: Vec<VecBuf> = (0..3)
-        .map(|_| {
-            f.outer_id = 9;
-            f.next(MSS)
-        })
-        .collect();
-    let mut out = feed(&mut g, pkts);
-    out.extend(flush(&mut g));
-    assert_eq!(out.len(), 3);
+    // A fixed outer ID merges too, DF or not; the packet says so to GSO.
+    for df in [false, true] {
+        let mut tun = TunnelSpec::vxlan(1, false);
+        tun.outer.df = df;
+        let mut f = Tunnelled::new(1, false, tun);
+        let mut g = gro(GroConfig::default());
+        let pkts: Vec<VecBuf> = (0..3)
+            .map(|_| {
+                f.outer_id = 9;
+                f.next(MSS)
+            })
+            .collect();
+        let mut out = feed(&mut g, pkts);
+        out.extend(flush(&mut g));
+        assert_eq!(out.len(), 1, "DF {df}: a fixed outer ID merges");
+        assert!(out[0].gso.unwrap().outer_id_fixed, "DF {df}");
+        verify(&out[0].bytes()).unwrap();
+    }
 }
 
 #[test]
