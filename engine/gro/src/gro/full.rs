@@ -421,7 +421,7 @@ impl<B: GroBuf> Gro<B> {
         if seg.payload == 0 {
             return Some(Pass::NoPayload);
         }
-        passes_unheld(seg.flags & (URG | PSH | RST | SYN | FIN) != 0, || {
+        passes_unheld(seg.flags & (NEVER_MERGED | ENDING) != 0, || {
             self.leaves_alone(t)
         })
     }

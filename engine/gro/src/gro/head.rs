@@ -106,7 +106,7 @@ impl<B: GroBuf> Gro<B> {
         h.core.append(pkt, seg.payload, seg.frags, seg.id, psum);
         h.next_seq = h.next_seq.wrapping_add(seg.payload);
         h.next_id = h.core.id_mode.next(h.core.last_id) as u32;
-        h.flags_or |= seg.flags & (PSH | FIN);
+        h.flags_or |= seg.flags & ENDING;
         if h.outer.is_some() {
             h.o_id_mode = h.o_id_mode.after(h.o_last_id, seg.outer_id);
             h.o_last_id = seg.outer_id;

@@ -133,7 +133,7 @@ impl<B: GroBuf> Gro<B> {
         // early could be followed by the rest after the held packet leaves.
         if seg.seq == h.high
             && end == h.head_seq
-            && seg.flags & (SYN | RST | URG | FIN) == 0
+            && seg.flags & (NEVER_MERGED | FIN) == 0
             && h.same_ext(ext)
         {
             return Window::BeforeHeld;
@@ -166,7 +166,7 @@ impl<B: GroBuf> Gro<B> {
         // the held packet (other options, ACK, flags) still waits: once the
         // gap fills, it starts the next packet in sequence order. SYN, RST
         // and URG do not: they leave at once, after the flow's data.
-        if past == 0 || past >= 1 << 31 || seg.flags & (SYN | RST | URG) != 0 || !h.same_ext(ext) {
+        if past == 0 || past >= 1 << 31 || seg.flags & NEVER_MERGED != 0 || !h.same_ext(ext) {
             return Window::No;
         }
         // Past what the window could bridge (`reorder` places, one of them

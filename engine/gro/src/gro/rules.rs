@@ -30,6 +30,15 @@ pub(super) struct Seg {
 /// The flag bits that may differ within a merged packet (PSH, FIN, CWR).
 pub(super) const VAR_FLAGS: u8 = varying_bits(Hdr::Tcp, tcp::FLAGS);
 
+/// The flags no segment of a merged packet carries (Linux flushes on
+/// them): a head with them passes unheld (`not_held`), and a later segment
+/// with them differs from its head where `VARIES` lets nothing differ.
+pub(super) const NEVER_MERGED: u8 = SYN | RST | URG;
+
+/// The flags a segment merges with and then ends its packet
+/// (`ends_after`): a head with them passes unheld, as nothing can follow.
+pub(super) const ENDING: u8 = PSH | FIN;
+
 /// The flags only a packet's first segment may carry, as Linux holds CWR:
 /// a segment that merges after it must not. `VARIES` lets them differ, the
 /// full path refuses a later segment with them (`Flush::Flags`), and a
