@@ -50,6 +50,18 @@ impl IdMode {
             m => m,
         }
     }
+
+    /// The mode once segments merged whose IDs were the ones `next`
+    /// expected, as the fast path takes them: `after` for each.
+    #[inline(always)]
+    pub(super) fn after_expected(self) -> IdMode {
+        let m = match self {
+            IdMode::Open => IdMode::Incrementing,
+            m => m,
+        };
+        debug_assert_eq!(m, self.after(0xffff, self.next(0xffff)));
+        m
+    }
 }
 
 /// What every held packet keeps, a TCP flow's (`Held`) or a UDP flow's
@@ -325,9 +337,10 @@ impl<B: GroBuf> Held<B> {
         // counters just stored, and wait for them: a store-forwarding stall.)
         if !self.core.t.ipv6 {
             self.core.last_id = last_id;
+            // A fixed ID stays as it is: so does what comes next.
             if self.core.id_mode != IdMode::Fixed {
-                self.core.id_mode = IdMode::Incrementing;
-                self.next_id = IdMode::Incrementing.next(last_id) as u32;
+                self.core.id_mode = self.core.id_mode.after_expected();
+                self.next_id = self.core.id_mode.next(last_id) as u32;
             }
         }
     }

@@ -127,7 +127,7 @@ impl<B: GroBuf> Gro<B> {
             ..Core::default()
         };
         head.begin(a, ip_len, Contrib::default(), seg.id);
-        if head.past_size(size.payload) || head.past_frags(1, self.cfg.max_frags) {
+        if head.over_limits(size.payload, 1, self.cfg.max_frags) != 0 {
             return None;
         }
         let sums = match sums {
