@@ -232,11 +232,8 @@ impl<B: GroBuf> Gro<B> {
         pkt.append_one(q, m.t.payload as usize);
         let tso = self.cfg.out_csum == OutCsum::Pseudo;
         fix_headers(&mut pkt, m, tso);
-        counted_out(&mut self.stats, self.hist.as_deref_mut(), why, 2);
-        if let Some(g) = self.hist.as_deref_mut() {
-            // Held from its first segment to its second, in one poll.
-            g.hold.record(0);
-        }
+        // Held from its first segment to its second, in one poll.
+        counted_out(&mut self.stats, self.hist.as_deref_mut(), why, 2, 0);
         pkt.set_gso(&gso_info(&m.t, m.ip_len, mss, 2, tso));
         out(pkt);
     }

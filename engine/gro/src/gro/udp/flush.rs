@@ -1,7 +1,7 @@
 //! A held UDP packet leaves: its flush, and the headers of a merged one.
 
 use super::*;
-use crate::gro::flush::{Entry, Flows};
+use crate::gro::flush::{counted_out, Entry, Flows};
 use crate::wire::field::udp;
 
 impl<B> Entry<B> for UdpHeld<B> {
@@ -41,16 +41,17 @@ impl<B: GroBuf> Gro<B> {
 
     /// Sends a held UDP packet out, its headers fixed if it was merged.
     pub(in crate::gro) fn udp_flush(&mut self, s: u16, why: Flush, out: &mut impl FnMut(B)) {
-        self.stats.flush[why as usize] += 1;
-        self.stats.packets_out += 1;
         let tso = self.cfg.out_csum == OutCsum::Pseudo;
         let udp = self.udp.as_deref_mut().expect("UDP GRO is on");
         let h = udp.remove(s);
-        self.stats.max_segments = self.stats.max_segments.max(h.core.segs as u64);
-        if let Some(g) = self.hist.as_deref_mut() {
-            g.segs.record(h.core.segs as usize);
-            g.hold.record(self.now.saturating_sub(h.base.since));
-        }
+        let held = self.now.saturating_sub(h.base.since);
+        counted_out(
+            &mut self.stats,
+            self.hist.as_deref_mut(),
+            why,
+            h.core.segs,
+            held,
+        );
         let tso = tso && h.core.segs > 1;
         if h.core.segs > 1 {
             fix_udp_headers(h, tso);
