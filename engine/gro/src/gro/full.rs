@@ -459,7 +459,6 @@ fn start_head<B: GroBuf>(
     h.word = seg.word;
     h.base.ip_word = seg.ip_word;
     h.next_id = IdMode::Open.next(seg.id) as u32;
-    h.df = seg.df;
     h.core.mss = seg.payload;
     let ip_len = t.l3_len() as u32 + t.l4_len() as u32 + t.payload_len;
     h.core.begin(&pkt, ip_len, sums.psum, seg.id);

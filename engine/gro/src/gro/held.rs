@@ -180,7 +180,6 @@ pub(super) struct Held<B> {
     /// those IDs counted up or stayed.
     pub(super) o_last_id: u16,
     pub(super) o_id_mode: IdMode,
-    pub(super) df: bool,
     pub(super) opt_words: u8,
     pub(super) opts: [u32; 10],
     /// The tunnel the flow is inside (`tunnel`), if any.
@@ -254,7 +253,6 @@ impl<B> Default for Held<B> {
             hconst: 0,
             o_last_id: 0,
             o_id_mode: IdMode::Open,
-            df: false,
             opt_words: 0,
             opts: [0; 10],
             outer: None,

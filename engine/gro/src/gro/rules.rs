@@ -17,7 +17,6 @@ pub(super) struct Seg {
     pub(super) word: u32,
     pub(super) ip_word: u32,
     pub(super) id: u16,
-    pub(super) df: bool,
     pub(super) flags: u8,
     pub(super) payload: u32,
     pub(super) frags: u16,
@@ -200,7 +199,6 @@ impl Seg {
             word: 0,
             ip_word: 0,
             id: f.ip_id(),
-            df: false,
             flags: f.flags(),
             payload: f.layout().payload_len,
             frags,
@@ -218,7 +216,6 @@ impl Seg {
             ack: f.ack(),
             word: f.flag_word(),
             ip_word: f.ip_word(),
-            df: f.df(),
             ..self
         }
     }
