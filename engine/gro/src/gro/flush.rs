@@ -202,13 +202,8 @@ impl<B: GroBuf> Gro<B> {
             self.look.left_alone(&h.core.t);
         }
         let held = self.now.saturating_sub(h.base.since);
-        counted_out(
-            &mut self.stats,
-            self.hist.as_deref_mut(),
-            why,
-            h.core.segs,
-            held,
-        );
+        self.stats
+            .left(self.hist.as_deref_mut(), why, h.core.segs, held);
         // A tunnelled packet's outer UDP checksum is computed from its
         // inner one, which must then be final.
         let tso = self.cfg.out_csum == OutCsum::Pseudo && h.core.segs > 1 && h.outer.is_none();
@@ -301,22 +296,19 @@ impl<B: GroBuf> Gro<B> {
     }
 }
 
-/// A held packet of `segs` segments leaves for `why` after `held` TSC
-/// cycles: counted (and its size and hold time recorded, when asked).
-#[inline(always)]
-pub(super) fn counted_out(
-    stats: &mut GroStats,
-    hist: Option<&mut GroHist>,
-    why: Flush,
-    segs: u16,
-    held: u64,
-) {
-    stats.flush[why as usize] += 1;
-    stats.packets_out += 1;
-    stats.max_segments = stats.max_segments.max(segs as u64);
-    if let Some(g) = hist {
-        g.segs.record(segs as usize);
-        g.hold.record(held);
+impl GroStats {
+    /// A held packet of `segs` segments leaves for `why` after `held` TSC
+    /// cycles: counted (and its size and hold time recorded in `hist`,
+    /// when asked).
+    #[inline(always)]
+    pub(super) fn left(&mut self, hist: Option<&mut GroHist>, why: Flush, segs: u16, held: u64) {
+        self.flush[why as usize] += 1;
+        self.packets_out += 1;
+        self.max_segments = self.max_segments.max(segs as u64);
+        if let Some(g) = hist {
+            g.segs.record(segs as usize);
+            g.hold.record(held);
+        }
     }
 }
 

@@ -10,7 +10,7 @@
 //! and merged as the second is taken: the same packet leaves at the same
 //! point, with no table entry made or left behind.
 
-use super::flush::{counted_out, gso_info};
+use super::flush::gso_info;
 use super::*;
 
 /// The size of a pair's second segment, from its IP length field read at
@@ -233,7 +233,7 @@ impl<B: GroBuf> Gro<B> {
         let tso = self.cfg.out_csum == OutCsum::Pseudo;
         fix_headers(&mut pkt, m, tso);
         // Held from its first segment to its second, in one poll.
-        counted_out(&mut self.stats, self.hist.as_deref_mut(), why, 2, 0);
+        self.stats.left(self.hist.as_deref_mut(), why, 2, 0);
         pkt.set_gso(&gso_info(&m.t, m.ip_len, mss, 2, tso));
         out(pkt);
     }

@@ -1,7 +1,7 @@
 //! A held UDP packet leaves: its flush, and the headers of a merged one.
 
 use super::*;
-use crate::gro::flush::{counted_out, Entry, Flows};
+use crate::gro::flush::{Entry, Flows};
 use crate::wire::field::udp;
 
 impl<B> Entry<B> for UdpHeld<B> {
@@ -45,13 +45,8 @@ impl<B: GroBuf> Gro<B> {
         let udp = self.udp.as_deref_mut().expect("UDP GRO is on");
         let h = udp.remove(s);
         let held = self.now.saturating_sub(h.base.since);
-        counted_out(
-            &mut self.stats,
-            self.hist.as_deref_mut(),
-            why,
-            h.core.segs,
-            held,
-        );
+        self.stats
+            .left(self.hist.as_deref_mut(), why, h.core.segs, held);
         let tso = tso && h.core.segs > 1;
         if h.core.segs > 1 {
             fix_udp_headers(h, tso);
