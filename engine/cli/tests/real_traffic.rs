@@ -932,8 +932,9 @@ fn udp_datagrams_merge_by_linux_rules_and_forward_back() {
 
 /// Real TCP captures wrapped in VXLAN and Geneve (IPv4 and IPv6 outside,
 /// outer UDP checksums zero and set, outer DF or counting IDs): the inner
-/// segments merge as they do without the tunnel (the same packets where no
-/// outer ID rule applies), the outer headers of every output verify
+/// segments merge as they do without the tunnel (the same packets where the
+/// outer ID is fixed, as in a tunnel's DF datagrams; within 1% where it
+/// counts up per outer flow), the outer headers of every output verify
 /// (grocheck, tshark); `--gro-tunnels off` merges none of them; forwarded,
 /// the very frames received go out again.
 #[test]

@@ -57,8 +57,8 @@ pub struct GsoInfo {
     pub outer_l3_len: u16,
     /// The outer IP header is IPv6.
     pub outer_ipv6: bool,
-    /// The outer IPv4 ID stayed the same from segment to segment (with
-    /// DF, any IDs merge): segmentation repeats it instead of counting up.
+    /// The outer IPv4 ID stayed the same from segment to segment:
+    /// segmentation repeats it instead of counting up.
     pub outer_id_fixed: bool,
 }
 

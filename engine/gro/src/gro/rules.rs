@@ -77,7 +77,7 @@ impl Hdr {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Fast {
     /// Checked on its own (seq and IPv4 IDs by `Template::next_ok` and
-    /// `outer_ok`, checksums summed, PSH read): out of the template's mask.
+    /// `outer_follows`, checksums summed, PSH read): out of the template's mask.
     OnItsOwn,
     /// In the mask: a segment where it is not the head's takes the full path.
     AsHead,

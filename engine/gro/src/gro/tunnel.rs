@@ -52,18 +52,17 @@ fn same_outer(a: &[u8], b: &[u8], o: &Outer, inner_l3: usize) -> bool {
 
 impl<B> Held<B> {
     /// The fast path's outer rules for `b`, a segment of this tunnelled
-    /// flow that matches its template: the outer IPv4 ID (with `next`, the
-    /// one the packet's ID mode expects after the last, as the inner ID's
-    /// fast path does; else any) and, verifying, the outer header checksum.
-    /// Out of line, as the rest of the fast path's tunnel work: plain TCP's
-    /// stays small.
+    /// flow that matches its template: the outer IPv4 ID (with `next`, one
+    /// the packet's ID mode accepts after the last, as the full path's
+    /// `outer_refusals` asks; else any) and, verifying, the outer header
+    /// checksum. Out of line, as the rest of the fast path's tunnel work:
+    /// plain TCP's stays small.
     #[inline(never)]
     pub(super) fn outer_follows(&self, b: &[u8], next: bool) -> bool {
-        if self.outer.is_none() {
+        let Some(id) = self.tmpl.outer_id(b) else {
             return false;
-        }
-        let want = next.then(|| self.o_id_mode.next(self.o_last_id));
-        self.tmpl.outer_ok(b, want)
+        };
+        (!next || self.o_id_mode.accepts(self.o_last_id, id)) && self.tmpl.outer_csum_ok(b, id)
     }
 
     /// The fast path merged a segment of this tunnelled flow whose first

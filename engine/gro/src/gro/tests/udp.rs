@@ -342,7 +342,7 @@ fn a_later_udp_fragment_lets_every_flow_between_its_hosts_out_first() {
         pkts.push(d.next(DGRAM));
     }
     let mut frag = Dgrams::new(1, false).next(DGRAM);
-    // Offset 8 (in 8-byte units): no UDP header, no ports.
+    // Offset 1 (8 bytes): no UDP header, no ports.
     frag.segs[0][14 + 7] = 1;
     let c = csum::ipv4_header(&{
         let mut ip = frag.segs[0][14..34].to_vec();
