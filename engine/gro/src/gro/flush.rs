@@ -9,24 +9,26 @@ use super::*;
 pub(super) const EVICT_SCAN: usize = 8;
 
 /// A held packet of either table: what a flush by flow reads of it.
-pub(super) trait Entry<B> {
-    fn core(&self) -> &Core<B>;
-    fn base(&self) -> &Base;
+pub(super) trait Entry {
+    /// Its flow.
+    fn key(&self) -> &FlowKey;
+    /// When it began (`Base::since`): the oldest leaves first.
+    fn since(&self) -> u64;
 }
 
-impl<B> Entry<B> for Held<B> {
-    fn core(&self) -> &Core<B> {
-        &self.core
+impl<B> Entry for Held<B> {
+    fn key(&self) -> &FlowKey {
+        &self.core.key
     }
-    fn base(&self) -> &Base {
-        &self.base
+    fn since(&self) -> u64 {
+        self.base.since
     }
 }
 
 /// Which of GRO's tables a flush by flow walks (`Gro::flush_flows_of`),
 /// and how a packet held there leaves.
 pub(super) trait Flows<B: GroBuf> {
-    type E: Entry<B> + Default;
+    type E: Entry + Default;
     /// The table, if GRO keeps one.
     fn table(g: &Gro<B>) -> Option<&Table<Self::E>>;
     fn flush(g: &mut Gro<B>, s: u16, why: Flush, out: &mut impl FnMut(B));
@@ -97,7 +99,7 @@ impl<B: GroBuf> Gro<B> {
                 let t = T::table(self).expect("a table with live entries");
                 // Read on before `s` leaves the list.
                 at = t.next_live(Some(s));
-                if t.get(s).core().key.matches(h) {
+                if t.get(s).key().matches(h) {
                     T::flush(self, s, Flush::Unmergeable, out);
                 }
             }
@@ -110,12 +112,12 @@ impl<B: GroBuf> Gro<B> {
         let mut n = 0;
         if let Some(t) = T::table(self) {
             t.each_with_hash(hash, |s, e| {
-                if t.is_live(s) && e.core().key.matches(h) {
+                if t.is_live(s) && e.key().matches(h) {
                     hits[n] = s;
                     n += 1;
                 }
             });
-            hits[..n].sort_unstable_by_key(|&s| t.get(s).base().since);
+            hits[..n].sort_unstable_by_key(|&s| t.get(s).since());
         }
         for &s in &hits[..n] {
             T::flush(self, s, Flush::Unmergeable, out);

@@ -4,12 +4,12 @@ use super::*;
 use crate::gro::flush::{Entry, Flows};
 use crate::wire::field::udp;
 
-impl<B> Entry<B> for UdpHeld<B> {
-    fn core(&self) -> &Core<B> {
-        &self.core
+impl<B> Entry for UdpHeld<B> {
+    fn key(&self) -> &FlowKey {
+        &self.core.key
     }
-    fn base(&self) -> &Base {
-        &self.base
+    fn since(&self) -> u64 {
+        self.base.since
     }
 }
 
