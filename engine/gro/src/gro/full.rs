@@ -60,7 +60,7 @@ impl<B: GroBuf> Gro<B> {
         let mut seg = Seg::own(&f, pkt.segs_from(t.payload as usize));
         let tcp_len = t.l4_len() as u32 + t.payload_len;
         if let Some(o) = &outer {
-            seg.outer_id = outer_id(f.header(), o);
+            seg.outer_id = o.ipv4_id(f.header()).unwrap_or(0);
             if verify && !outer_udp_ok(&f, o, tcp_len) {
                 return self.pass_in_order(Pass::BadUdpChecksum, pkt, out);
             }

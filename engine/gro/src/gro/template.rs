@@ -216,17 +216,16 @@ impl Expect {
             tm.id_at = 0;
             tm.ip_csum_at = 0;
         }
-        (tm.outer_id_at, tm.outer_csum_at, tm.outer_ip_sum) = match a.outer {
-            Some(o) if !o.ipv6 => {
-                let ol3 = o.l3 as usize;
+        let outer_v4 = a.outer.and_then(|o| Some((o.l3 as usize, o.ipv4_id(b)?)));
+        (tm.outer_id_at, tm.outer_csum_at, tm.outer_ip_sum) = match outer_v4 {
+            Some((ol3, id)) => {
                 let hdr = csum::sum(&b[ol3..ol3 + ipv4::MIN_LEN]);
-                let id = field::read16(b, ol3, ipv4::ID);
                 let field = field::read16(b, ol3, ipv4::CHECKSUM);
                 let csum_at = (ol3 + ipv4::CHECKSUM.start) as u8;
                 let sum = csum::ipv4_sum_without(hdr, id, field);
                 ((ol3 + ipv4::ID.start) as u8, csum_at, sum)
             }
-            _ => (0, 0, 0),
+            None => (0, 0, 0),
         };
         // The fast path reads these fields without bounds checks: each lies
         // inside the compared header (always so for a parsed layout).

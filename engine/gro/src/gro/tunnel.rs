@@ -15,16 +15,6 @@
 use super::*;
 use crate::wire::{field::udp, Outer};
 
-/// The outer IPv4 ID of a tunnelled segment (0 for an IPv6 outer header).
-#[inline(always)]
-pub(super) fn outer_id(b: &[u8], o: &Outer) -> u16 {
-    if o.ipv6 {
-        0
-    } else {
-        field::read16(b, o.l3 as usize, ipv4::ID)
-    }
-}
-
 /// Do the outer headers of `a` and `b` (laid out as `o`, inner IP at
 /// `inner_l3`) agree in every field but those a merge rewrites (IP length,
 /// ID and checksum, UDP length and checksum)? UDP checksums must be both
@@ -100,9 +90,9 @@ impl<B: GroBuf> Held<B> {
             }
             _ => false,
         };
-        let id_follows =
-            |o: Outer| o.ipv6 || self.o_id_mode.accepts(self.o_last_id, outer_id(b, &o));
-        on(!same, Flush::OuterMismatch) | on(!o.is_none_or(id_follows), Flush::OuterIpId)
+        let id_follows = |id: u16| self.o_id_mode.accepts(self.o_last_id, id);
+        let id = o.and_then(|o| o.ipv4_id(b));
+        on(!same, Flush::OuterMismatch) | on(!id.is_none_or(id_follows), Flush::OuterIpId)
     }
 }
 

@@ -93,6 +93,15 @@ pub struct Outer {
     pub kind: TunnelKind,
 }
 
+impl Outer {
+    /// The outer IPv4 ID of `frame`, laid out as this says (None with an
+    /// IPv6 outer header, which has none).
+    #[inline(always)]
+    pub fn ipv4_id(&self, frame: &[u8]) -> Option<u16> {
+        (!self.ipv6).then(|| field::read16(frame, self.l3 as usize, ipv4::ID))
+    }
+}
+
 /// Why `Tcp::parse_tunnel` did not find a segment to merge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TunnelErr {
