@@ -6,7 +6,7 @@
 //! header and VNI) and the inner MACs in place of the MACs: GRO compares the
 //! outer headers byte for byte before a merge, so a digest that collides
 //! can cost merges, never merge two flows.
-
+use crate::wire::field::{self, eth, ipv4, ipv6, tcp, udp};
 use crate::wire::{Fields, Outer};
 
 /// A flow's identity (MAC addresses, VLAN tags, IP addresses, IPv6 flow
@@ -61,9 +61,8 @@ struct Parts<'a> {
 /// 802.1Q one with the same TCI.
 #[inline(always)]
 fn tag_types(h: &[u8], l2: usize, t: &crate::wire::Tcp) -> u8 {
-    use crate::wire::field::eth;
-    let at = |i: u8| l2 + eth::ETHERTYPE.start + eth::TAG_LEN * i as usize;
-    let ad = |i: u8| (t.vlans > i && h[at(i)..at(i) + 2] == [0x88, 0xa8]) as u8;
+    let tpid = |i: u8| field::at(l2 + eth::TAG_LEN * i as usize, eth::ETHERTYPE);
+    let ad = |i: u8| (t.vlans > i && h[tpid(i)] == crate::wire::ETH_P_8021AD.to_be_bytes()) as u8;
     ad(0) | ad(1) << 1
 }
 
@@ -94,7 +93,7 @@ impl FlowKey {
         }
         let n = if ipv6 { 4 } else { 1 };
         (0..n).all(|i| w[3 + i] == word(&h.addrs, i * 8))
-            && (!ipv6 || ((w[2] >> id_bits::FLOW_LABEL) & 0xf_ffff) as u32 == h.flow_label)
+            && (!ipv6 || (w[2] >> id_bits::FLOW_LABEL) as u32 & ipv6::FLOW_LABEL == h.flow_label)
     }
 
     /// The key of a parsed segment outside any tunnel.
@@ -122,7 +121,6 @@ impl FlowKey {
     /// flush rather than part flows (outer TOS, TTL, DF, flow label, ID) are
     /// left out.
     pub fn tunneled(f: &Fields, o: &Outer, k: &HashKey) -> FlowKey {
-        use crate::wire::field::{self, ipv4, ipv6};
         let t = f.layout();
         let h = f.header();
         let (l3, l4, inner) = (o.l3 as usize, o.l4 as usize, o.inner as usize);
@@ -134,8 +132,9 @@ impl FlowKey {
         let mut d = Digest::new(k, (l3 | l4 << 16 | inner << 32) as u64);
         d.feed(&h[..l3]);
         d.feed(&h[addrs]);
-        d.feed(&h[l4..l4 + 4]);
-        d.feed(&h[l4 + 8..inner + 12]);
+        d.feed(&h[field::at(l4, udp::PORTS)]);
+        // The tunnel header (VNI, Geneve options), then the inner MACs.
+        d.feed(&h[l4 + udp::HEADER_LEN..inner + eth::MACS.end]);
         let macs = d.finish();
         Self::pack(Parts {
             macs: &macs,
@@ -154,7 +153,6 @@ impl FlowKey {
     /// (`Tcp::parse_udp`): the same fields as a TCP segment's key, read
     /// from the same places (the ports are the L4 header's first word).
     pub fn of_layout(head: &[u8], t: &crate::wire::Tcp) -> FlowKey {
-        use crate::wire::field::{self, eth, ipv4, ipv6};
         let l3 = t.l3 as usize;
         let addrs = if t.ipv6 {
             &head[field::at(l3, ipv6::ADDRS)]
@@ -168,11 +166,11 @@ impl FlowKey {
             ad: tag_types(head, 0, t),
             ipv6: t.ipv6,
             flow_label: if t.ipv6 {
-                field::read32(head, l3, ipv6::VER_TC_FLOW) & 0x000f_ffff
+                field::read32(head, l3, ipv6::VER_TC_FLOW) & ipv6::FLOW_LABEL
             } else {
                 0
             },
-            ports: u32::from_be_bytes(head[t.l4 as usize..t.l4 as usize + 4].try_into().unwrap()),
+            ports: field::read32(head, t.l4 as usize, tcp::PORTS),
             addrs,
             tunnel: false,
         })
@@ -244,7 +242,6 @@ impl FlowKey {
     /// None when `b` is shorter than `t`'s headers.
     #[inline(always)]
     pub fn hash_in(b: &[u8], t: &crate::wire::Tcp, k: &HashKey) -> Option<u32> {
-        use crate::wire::field::{self, ipv4, ipv6, tcp};
         let b = b.get(..t.payload as usize)?;
         let l3 = t.l3 as usize;
         let ports = field::read32(b, t.l4 as usize, tcp::PORTS);
@@ -253,7 +250,7 @@ impl FlowKey {
         let tci = tci_word(t.tci);
         Some(if t.ipv6 {
             let a = b.get(field::at(l3, ipv6::ADDRS))?;
-            let label = field::read32(b, l3, ipv6::VER_TC_FLOW) & 0x000f_ffff;
+            let label = field::read32(b, l3, ipv6::VER_TC_FLOW) & ipv6::FLOW_LABEL;
             let id = identity_word(ports, label, t.vlans, true, ad, tunnel);
             mix6(
                 tci,

@@ -92,6 +92,8 @@ pub mod ipv6 {
     use super::Field;
     /// Version, traffic class, flow label.
     pub const VER_TC_FLOW: Field = 0..4;
+    /// The flow label's bits in `VER_TC_FLOW`, read as one word.
+    pub const FLOW_LABEL: u32 = 0x000f_ffff;
     /// Payload length (extension headers included).
     pub const PAYLOAD_LEN: Field = 4..6;
     /// Next header.

@@ -146,7 +146,7 @@ impl<'a> Fields<'a> {
     #[inline(always)]
     pub fn flow_label(&self) -> u32 {
         if self.t.ipv6 {
-            self.u32_at(self.t.l3 as usize + ipv6::VER_TC_FLOW.start) & 0x000f_ffff
+            self.u32_at(self.t.l3 as usize + ipv6::VER_TC_FLOW.start) & ipv6::FLOW_LABEL
         } else {
             0
         }

@@ -104,7 +104,7 @@ impl FlowHint {
                     return None;
                 }
                 h.ipv6 = true;
-                h.flow_label = field::read32(ip, 0, ipv6::VER_TC_FLOW) & 0x000f_ffff;
+                h.flow_label = field::read32(ip, 0, ipv6::VER_TC_FLOW) & ipv6::FLOW_LABEL;
                 h.addrs.copy_from_slice(&ip[ipv6::ADDRS]);
                 ipv6_l4_offset::<PROTO>(head, ip[ipv6::NEXT_HEADER], l3 + ipv6::HEADER_LEN)?
             }
