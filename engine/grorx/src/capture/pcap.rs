@@ -7,6 +7,48 @@ use std::path::Path;
 const MAGIC_US: u32 = 0xa1b2_c3d4;
 const MAGIC_NS: u32 = 0xa1b2_3c4d;
 
+/// Where the fields of a pcap file are: a file header, then a header in
+/// front of each record.
+mod field {
+    use std::ops::Range;
+    /// Bytes of the file header.
+    pub const FILE_HEADER_LEN: usize = 24;
+    /// The magic number: byte order, and micro- or nanosecond stamps.
+    pub const MAGIC: Range<usize> = 0..4;
+    pub const VERSION_MAJOR: Range<usize> = 4..6;
+    pub const VERSION_MINOR: Range<usize> = 6..8;
+    pub const SNAPLEN: Range<usize> = 16..20;
+    pub const LINKTYPE: Range<usize> = 20..24;
+    /// Bytes of a record's header.
+    pub const RECORD_HEADER_LEN: usize = 16;
+    pub const TS_SEC: Range<usize> = 0..4;
+    /// Micro- or nanoseconds, as the magic number says.
+    pub const TS_FRAC: Range<usize> = 4..8;
+    /// Bytes of the record in the file.
+    pub const CAP_LEN: Range<usize> = 8..12;
+    /// Bytes of the packet on the wire.
+    pub const ORIG_LEN: Range<usize> = 12..16;
+}
+
+/// Whether a file header says little-endian (None: not pcap).
+fn little_endian(file_header: &[u8]) -> Option<bool> {
+    match u32::from_le_bytes(file_header[field::MAGIC].try_into().ok()?) {
+        MAGIC_US | MAGIC_NS => Some(true),
+        m if m.swap_bytes() == MAGIC_US || m.swap_bytes() == MAGIC_NS => Some(false),
+        _ => None,
+    }
+}
+
+/// The 32-bit field at `at` of a header in the file's byte order.
+fn read32(b: &[u8], at: std::ops::Range<usize>, le: bool) -> u32 {
+    let w: [u8; 4] = b[at].try_into().expect("a 4-byte field");
+    if le {
+        u32::from_le_bytes(w)
+    } else {
+        u32::from_be_bytes(w)
+    }
+}
+
 /// The pcap link type of Ethernet frames.
 const LINKTYPE_ETHERNET: u32 = 1;
 
@@ -35,24 +77,13 @@ pub fn count_frames(path: &Path) -> io::Result<u64> {
         )
     };
     let mut r = io::BufReader::with_capacity(1 << 20, std::fs::File::open(path)?);
-    let mut gh = [0u8; 24];
+    let mut gh = [0u8; field::FILE_HEADER_LEN];
     r.read_exact(&mut gh)
         .map_err(|_| bad("too short for a pcap header"))?;
-    let le = match u32::from_le_bytes(gh[0..4].try_into().unwrap()) {
-        MAGIC_US | MAGIC_NS => true,
-        m if m.swap_bytes() == MAGIC_US || m.swap_bytes() == MAGIC_NS => false,
-        _ => {
-            return Err(bad(
-                "not a pcap file (pcapng is not supported: convert with editcap -F pcap)",
-            ))
-        }
-    };
-    let w = [gh[20], gh[21], gh[22], gh[23]];
-    let linktype = if le {
-        u32::from_le_bytes(w)
-    } else {
-        u32::from_be_bytes(w)
-    };
+    let le = little_endian(&gh).ok_or_else(|| {
+        bad("not a pcap file (pcapng is not supported: convert with editcap -F pcap)")
+    })?;
+    let linktype = read32(&gh, field::LINKTYPE, le);
     // net_pcap replays each record as an Ethernet frame, whatever it is.
     if linktype != LINKTYPE_ETHERNET {
         return Err(bad(&format!(
@@ -62,7 +93,7 @@ pub fn count_frames(path: &Path) -> io::Result<u64> {
         )));
     }
     let mut n = 0u64;
-    let mut rh = [0u8; 16];
+    let mut rh = [0u8; field::RECORD_HEADER_LEN];
     let mut skip = vec![0u8; 1 << 16];
     loop {
         match r.read_exact(&mut rh) {
@@ -70,13 +101,7 @@ pub fn count_frames(path: &Path) -> io::Result<u64> {
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(n),
             Err(e) => return Err(e),
         }
-        let w = [rh[8], rh[9], rh[10], rh[11]];
-        let caplen = if le {
-            u32::from_le_bytes(w)
-        } else {
-            u32::from_be_bytes(w)
-        } as usize;
-        let mut left = caplen;
+        let mut left = read32(&rh, field::CAP_LEN, le) as usize;
         while left > 0 {
             let k = left.min(skip.len());
             r.read_exact(&mut skip[..k])
@@ -84,45 +109,6 @@ pub fn count_frames(path: &Path) -> io::Result<u64> {
             left -= k;
         }
         n += 1;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::io::Write;
-
-    #[test]
-    fn counts_records_and_rejects_junk() {
-        let mut f = tempfile::NamedTempFile::new().unwrap();
-        let mut h = Vec::new();
-        h.extend_from_slice(&MAGIC_US.to_le_bytes());
-        h.extend_from_slice(&[
-            2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 1, 0, 0, 0,
-        ]);
-        for len in [60u32, 1514, 0] {
-            h.extend_from_slice(&[0u8; 8]);
-            h.extend_from_slice(&len.to_le_bytes());
-            h.extend_from_slice(&len.to_le_bytes());
-            h.extend(std::iter::repeat_n(0u8, len as usize));
-        }
-        f.write_all(&h).unwrap();
-        assert_eq!(count_frames(f.path()).unwrap(), 3);
-
-        let mut g = tempfile::NamedTempFile::new().unwrap();
-        g.write_all(b"not a capture at all, really").unwrap();
-        assert!(count_frames(g.path())
-            .unwrap_err()
-            .to_string()
-            .contains("not a pcap"));
-
-        // The same file with raw-IP frames (link type 101).
-        h[20] = 101;
-        let mut r = tempfile::NamedTempFile::new().unwrap();
-        r.write_all(&h).unwrap();
-        let e = count_frames(r.path()).unwrap_err().to_string();
-        assert!(e.contains("link type 101 (raw IP)"), "{e}");
-        assert!(e.contains("only link type 1 (Ethernet)"), "{e}");
     }
 }
 
@@ -140,12 +126,12 @@ pub const SNAPLEN: u32 = 262_144;
 
 impl<W: io::Write> Writer<W> {
     pub fn new(mut w: W) -> io::Result<Writer<W>> {
-        let mut h = [0u8; 24];
-        h[0..4].copy_from_slice(&MAGIC_NS.to_le_bytes());
-        h[4..6].copy_from_slice(&2u16.to_le_bytes());
-        h[6..8].copy_from_slice(&4u16.to_le_bytes());
-        h[16..20].copy_from_slice(&SNAPLEN.to_le_bytes());
-        h[20..24].copy_from_slice(&1u32.to_le_bytes()); // Ethernet
+        let mut h = [0u8; field::FILE_HEADER_LEN];
+        h[field::MAGIC].copy_from_slice(&MAGIC_NS.to_le_bytes());
+        h[field::VERSION_MAJOR].copy_from_slice(&2u16.to_le_bytes());
+        h[field::VERSION_MINOR].copy_from_slice(&4u16.to_le_bytes());
+        h[field::SNAPLEN].copy_from_slice(&SNAPLEN.to_le_bytes());
+        h[field::LINKTYPE].copy_from_slice(&LINKTYPE_ETHERNET.to_le_bytes());
         w.write_all(&h)?;
         Ok(Writer { w })
     }
@@ -166,11 +152,11 @@ impl<W: io::Write> Writer<W> {
             ));
         }
         let cap = len.min(SNAPLEN);
-        let mut r = [0u8; 16];
-        r[0..4].copy_from_slice(&((ts_ns / 1_000_000_000) as u32).to_le_bytes());
-        r[4..8].copy_from_slice(&((ts_ns % 1_000_000_000) as u32).to_le_bytes());
-        r[8..12].copy_from_slice(&cap.to_le_bytes());
-        r[12..16].copy_from_slice(&len.to_le_bytes());
+        let mut r = [0u8; field::RECORD_HEADER_LEN];
+        r[field::TS_SEC].copy_from_slice(&((ts_ns / 1_000_000_000) as u32).to_le_bytes());
+        r[field::TS_FRAC].copy_from_slice(&((ts_ns % 1_000_000_000) as u32).to_le_bytes());
+        r[field::CAP_LEN].copy_from_slice(&cap.to_le_bytes());
+        r[field::ORIG_LEN].copy_from_slice(&len.to_le_bytes());
         self.w.write_all(&r)?;
         let mut left = cap as usize;
         for c in chunks {
@@ -206,28 +192,15 @@ pub fn read_all(path: &Path) -> io::Result<Vec<Vec<u8>>> {
             format!("{}: not a pcap file", path.display()),
         )
     };
-    if data.len() < 24 {
+    if data.len() < field::FILE_HEADER_LEN {
         return Err(bad());
     }
-    let m = u32::from_le_bytes(data[0..4].try_into().unwrap());
-    let le = match m {
-        MAGIC_US | MAGIC_NS => true,
-        x if x.swap_bytes() == MAGIC_US || x.swap_bytes() == MAGIC_NS => false,
-        _ => return Err(bad()),
-    };
-    let rd = |b: &[u8]| {
-        let w = [b[0], b[1], b[2], b[3]];
-        if le {
-            u32::from_le_bytes(w)
-        } else {
-            u32::from_be_bytes(w)
-        }
-    };
+    let le = little_endian(&data).ok_or_else(bad)?;
     let mut out = Vec::new();
-    let mut off = 24;
-    while off + 16 <= data.len() {
-        let cap = rd(&data[off + 8..off + 12]) as usize;
-        off += 16;
+    let mut off = field::FILE_HEADER_LEN;
+    while off + field::RECORD_HEADER_LEN <= data.len() {
+        let cap = read32(&data[off..], field::CAP_LEN, le) as usize;
+        off += field::RECORD_HEADER_LEN;
         let end = off
             .checked_add(cap)
             .filter(|&e| e <= data.len())
@@ -266,5 +239,64 @@ mod writer_tests {
             2,
             "nothing of the short packet was written"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn counts_records_and_rejects_junk() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        let mut h = Vec::new();
+        h.extend_from_slice(&MAGIC_US.to_le_bytes());
+        h.extend_from_slice(&[
+            2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 1, 0, 0, 0,
+        ]);
+        for len in [60u32, 1514, 0] {
+            h.extend_from_slice(&[0u8; 8]);
+            h.extend_from_slice(&len.to_le_bytes());
+            h.extend_from_slice(&len.to_le_bytes());
+            h.extend(std::iter::repeat_n(0u8, len as usize));
+        }
+        f.write_all(&h).unwrap();
+        assert_eq!(count_frames(f.path()).unwrap(), 3);
+
+        let mut g = tempfile::NamedTempFile::new().unwrap();
+        g.write_all(b"not a capture at all, really").unwrap();
+        assert!(count_frames(g.path())
+            .unwrap_err()
+            .to_string()
+            .contains("not a pcap"));
+
+        // The same file with raw-IP frames (link type 101).
+        h[field::LINKTYPE.start] = 101;
+        let mut r = tempfile::NamedTempFile::new().unwrap();
+        r.write_all(&h).unwrap();
+        let e = count_frames(r.path()).unwrap_err().to_string();
+        assert!(e.contains("link type 101 (raw IP)"), "{e}");
+        assert!(e.contains("only link type 1 (Ethernet)"), "{e}");
+    }
+
+    #[test]
+    fn a_big_endian_capture_reads_as_a_little_endian_one() {
+        let mut h = Vec::new();
+        h.extend_from_slice(&MAGIC_US.to_be_bytes());
+        h.extend_from_slice(&[
+            0, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 0, 1,
+        ]);
+        let frames: [&[u8]; 2] = [&[7u8; 60], &[9u8; 300]];
+        for f in frames {
+            h.extend_from_slice(&[0u8; 8]);
+            h.extend_from_slice(&(f.len() as u32).to_be_bytes());
+            h.extend_from_slice(&(f.len() as u32).to_be_bytes());
+            h.extend_from_slice(f);
+        }
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(&h).unwrap();
+        assert_eq!(count_frames(f.path()).unwrap(), 2);
+        assert_eq!(read_all(f.path()).unwrap(), frames.map(|f| f.to_vec()));
     }
 }
