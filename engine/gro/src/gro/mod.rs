@@ -28,53 +28,44 @@
 //! and O(1); no allocation happens per packet.
 //!
 //! Here: `Gro` and `receive` (the fast path's dispatch). The rest, by
-//! concern: `full` (the full path, `receive_slow`, read top to bottom),
-//! `config` (settings), `held` (a flow's held packet), `head` (its sums and
-//! template, made once a second segment comes, and merges), `poll` (a
-//! poll's burst taken whole: a segment nothing later in it can join leaves
-//! at once), `pair` (two segments in a row of a flow new to the table, or
-//! of any flow while nothing is held, the second ending the packet, merged
-//! at once without a table entry), `reorder` (the window that lets segments
-//! ahead of a gap wait for it), `rules` (the full path's decision), `template` (the fast path's
-//! compare and its masks), `fast` (the fast path, and a burst's runs of
-//! one flow merged in a loop of their own), `sums` (checksum state and the
-//! merged headers), `flush` (what leaves and when), `key` and `table` (flow
-//! identity and the bounded table), `stats` (counters and reasons),
-//! `tunnel` (the outer rules and headers of VXLAN and Geneve), `udp` (UDP
-//! GRO).
+//! concern: `rules` (the full path's decision) and `tunnel` (the outer
+//! rules and headers of VXLAN and Geneve); `path`, the ways a segment
+//! takes (`fast`: the fast path, and a burst's runs of one flow merged in
+//! a loop of their own; `full`: the full path, `receive_slow`, read top to
+//! bottom; `pair`: two segments in a row of a flow new to the table, or of
+//! any flow while nothing is held, the second ending the packet, merged at
+//! once without a table entry; `poll`: a poll's burst taken whole, a
+//! segment nothing later in it can join leaving at once; `reorder`: the
+//! window that lets segments ahead of a gap wait for it); `packet`, a
+//! flow's held packet (`held`; `head`: its sums and template, made once a
+//! second segment comes, and merges; `sums`: checksum state and the merged
+//! headers; `template`: the fast path's compare and its masks); `flow`
+//! (`key` and `table`: flow identity and the bounded table); `flush` (what
+//! leaves and when); `config` (settings), `buf` (what GRO needs of a
+//! buffer), `stats` (counters and reasons),
+//! `big` (BIG TCP's sizes), `udp` (UDP GRO).
 
 pub mod big;
 pub mod buf;
-pub mod key;
 pub mod stats;
-pub mod table;
 
 mod config;
-mod fast;
+mod flow;
 mod flush;
-mod full;
-mod head;
-mod held;
-mod pair;
-mod poll;
-mod reorder;
+mod packet;
+mod path;
 mod rules;
-mod sums;
-mod template;
 mod tunnel;
 mod udp;
 
 pub use buf::{CsumHint, GroBuf, GsoInfo, RxHints, VecBuf};
 pub use config::{CsumMode, GroConfig, OutCsum, ReorderWindow, MAX_FRAGS, MAX_REORDER};
+pub use flow::{key, table};
 pub use stats::{Flush, GroReport, GroStats, Pass, ReorderReport};
 
-use fast::*;
-use held::*;
-use poll::Look;
-use reorder::*;
+use packet::{held::*, sums::*, template::*};
+use path::{fast::*, poll::Look, reorder::*};
 use rules::*;
-use sums::*;
-use template::*;
 use tunnel::*;
 use udp::UdpTable;
 

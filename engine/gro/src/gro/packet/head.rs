@@ -2,7 +2,7 @@
 //! sums and template a new head makes once a segment comes to merge
 //! (`finish_head`), the compare mask it takes, and the merge itself.
 
-use super::*;
+use crate::gro::*;
 
 impl<B: GroBuf> Gro<B> {
     /// Makes what a merge into the head held in `s` needs, and what the
@@ -10,7 +10,7 @@ impl<B: GroBuf> Gro<B> {
     /// made as its checksum was checked (`CsumCheck::judged_now`); its
     /// IPv4 header sum; its template. Out of line: once per held flow.
     #[inline(never)]
-    pub(super) fn finish_head(&mut self, s: u16, verify: bool) {
+    pub(in crate::gro) fn finish_head(&mut self, s: u16, verify: bool) {
         let (t, outer) = {
             let h = self.table.get(s);
             (h.core.t, h.outer)
@@ -60,7 +60,11 @@ impl<B: GroBuf> Gro<B> {
     /// another layout, every template of that one (held or remembered
     /// flows) goes off first: it would compare under the wrong mask.
     #[inline(always)]
-    pub(super) fn mask_for(&mut self, t: &Tcp, outer: Option<crate::wire::Outer>) -> Option<u8> {
+    pub(in crate::gro) fn mask_for(
+        &mut self,
+        t: &Tcp,
+        outer: Option<crate::wire::Outer>,
+    ) -> Option<u8> {
         let (m, taken) = self.masks.of(t, outer)?;
         if taken {
             self.table.for_each_entry(|e| {
@@ -75,7 +79,7 @@ impl<B: GroBuf> Gro<B> {
     /// `mask_for` a plain layout (no tunnel): a known one found first by
     /// `Masks::known_plain`, which gives no mask away.
     #[inline(always)]
-    pub(super) fn plain_mask_for(&mut self, t: &Tcp) -> Option<u8> {
+    pub(in crate::gro) fn plain_mask_for(&mut self, t: &Tcp) -> Option<u8> {
         match self.masks.known_plain(t) {
             Some(m) => Some(m),
             None => self.new_plain_mask(t),
@@ -93,7 +97,7 @@ impl<B: GroBuf> Gro<B> {
     /// Appends a checked segment to its held packet; flushes on PSH, FIN or
     /// a short segment.
     #[inline(always)]
-    pub(super) fn merge(
+    pub(in crate::gro) fn merge(
         &mut self,
         s: u16,
         pkt: B,

@@ -1,12 +1,12 @@
 //! Checksum state: a segment's payload sum, how held packets add them up,
 //! and the headers of a merged packet fixed from them at flush.
 
-use super::*;
+use crate::gro::*;
 
 /// A TCP header's sum (checksum field excluded), unfolded, from the constant
 /// part of its flow's headers and the fields that vary.
 #[inline(always)]
-pub(super) fn tcp_header_sum(hconst: u16, seq: u32, urg: u16, flags: u8) -> u64 {
+pub(in crate::gro) fn tcp_header_sum(hconst: u16, seq: u32, urg: u16, flags: u8) -> u64 {
     hconst as u64
         + (seq >> 16) as u64
         + (seq & 0xffff) as u64
@@ -17,13 +17,13 @@ pub(super) fn tcp_header_sum(hconst: u16, seq: u32, urg: u16, flags: u8) -> u64 
 /// The pseudo-header's sum, unfolded: addresses and protocol (`pbase`) and
 /// the TCP length.
 #[inline(always)]
-pub(super) fn pseudo_sum(pbase: u16, tcp_len: u32) -> u64 {
+pub(in crate::gro) fn pseudo_sum(pbase: u16, tcp_len: u32) -> u64 {
     csum::pseudo_with_len(pbase, tcp_len)
 }
 
 /// The constant part of a segment's TCP header sum (see `Held::hconst`).
 #[inline(always)]
-pub(super) fn header_const(f: &Fields, seg: &Seg) -> u16 {
+pub(in crate::gro) fn header_const(f: &Fields, seg: &Seg) -> u16 {
     let full = csum::sum_header(f.tcp_header());
     let var = seg.var_sum(0) + seg.csum as u64;
     csum::sub(full, csum::fold(var))
@@ -34,17 +34,17 @@ pub(super) fn header_const(f: &Fields, seg: &Seg) -> u16 {
 /// contribution. Made as its checksum is judged (`CsumCheck::judged_now`),
 /// else once a segment comes to merge (zero until then).
 #[derive(Default, Clone, Copy)]
-pub(super) struct HeadSums {
-    pub(super) pbase: u16,
-    pub(super) hconst: u16,
-    pub(super) psum: Contrib,
+pub(in crate::gro) struct HeadSums {
+    pub(in crate::gro) pbase: u16,
+    pub(in crate::gro) hconst: u16,
+    pub(in crate::gro) psum: Contrib,
 }
 
 impl HeadSums {
     /// The sums of segment `seg` (read from `f`, in `pkt`), its checksum
     /// judged as `csum` says; None when it is bad.
     #[inline(always)]
-    pub(super) fn of<B: GroBuf>(
+    pub(in crate::gro) fn of<B: GroBuf>(
         f: &Fields,
         seg: &Seg,
         csum: &CsumCheck,
@@ -69,7 +69,7 @@ impl HeadSums {
 /// the two fields; else the NIC vouched for it, and it is summed as it
 /// stands.
 #[inline(always)]
-pub(super) fn ip_sums(b: &[u8], t: &Tcp, summed: bool) -> (u16, u16) {
+pub(in crate::gro) fn ip_sums(b: &[u8], t: &Tcp, summed: bool) -> (u16, u16) {
     if t.ipv6 {
         return (0, 0);
     }
@@ -79,7 +79,7 @@ pub(super) fn ip_sums(b: &[u8], t: &Tcp, summed: bool) -> (u16, u16) {
 /// `ip_sums` of the IPv4 header at `l3..l4` in `b`, for TCP and UDP heads
 /// alike.
 #[inline(always)]
-pub(super) fn ipv4_sums(b: &[u8], l3: usize, l4: usize, summed: bool) -> (u16, u16) {
+pub(in crate::gro) fn ipv4_sums(b: &[u8], l3: usize, l4: usize, summed: bool) -> (u16, u16) {
     let hdr = if summed {
         csum::VALID
     } else {
@@ -91,12 +91,12 @@ pub(super) fn ipv4_sums(b: &[u8], l3: usize, l4: usize, summed: bool) -> (u16, u
 }
 
 /// How a segment's payload sum is found, and its checksum judged.
-pub(super) struct CsumCheck {
-    pub(super) verify: bool,
-    pub(super) hint: CsumHint,
-    pub(super) tcp_len: u32,
-    pub(super) payload: usize,
-    pub(super) len: usize,
+pub(in crate::gro) struct CsumCheck {
+    pub(in crate::gro) verify: bool,
+    pub(in crate::gro) hint: CsumHint,
+    pub(in crate::gro) tcp_len: u32,
+    pub(in crate::gro) payload: usize,
+    pub(in crate::gro) len: usize,
 }
 
 /// What GRO takes a NIC's L4 checksum flag `l4` to say of a TCP segment
@@ -122,7 +122,7 @@ impl CsumCheck {
     /// How the TCP checksum of segment `t` is judged: verifying or not, and
     /// what the NIC said (`l4`, taken as `nic_says`).
     #[inline(always)]
-    pub(super) fn of(t: &Tcp, tunnelled: bool, l4: CsumHint, verify: bool) -> CsumCheck {
+    pub(in crate::gro) fn of(t: &Tcp, tunnelled: bool, l4: CsumHint, verify: bool) -> CsumCheck {
         CsumCheck {
             verify,
             hint: nic_says(l4, tunnelled),
@@ -136,7 +136,7 @@ impl CsumCheck {
     /// made then): verifying, unless the NIC vouched for it. Otherwise the
     /// sums wait for a second segment to merge (`finish_head`).
     #[inline(always)]
-    pub(super) fn judged_now(&self) -> bool {
+    pub(in crate::gro) fn judged_now(&self) -> bool {
         summed(self.verify, self.hint)
     }
 }
@@ -145,8 +145,8 @@ impl CsumCheck {
 /// full path (`nic_says`, `summed`), once the template says whether its flow
 /// is in a tunnel.
 #[derive(Clone, Copy)]
-pub(super) struct FastCsum {
-    pub(super) verify: bool,
+pub(in crate::gro) struct FastCsum {
+    pub(in crate::gro) verify: bool,
     l4: CsumHint,
 }
 
@@ -155,7 +155,7 @@ impl FastCsum {
     /// that said nothing, or "good". A bad checksum, or one whose field is
     /// not final (`DataGood`), is the full path's.
     #[inline(always)]
-    pub(super) fn of(hints: RxHints, verify: bool) -> Option<FastCsum> {
+    pub(in crate::gro) fn of(hints: RxHints, verify: bool) -> Option<FastCsum> {
         use CsumHint::{Good, Unknown};
         match (hints.ip, hints.l4) {
             (Unknown | Good, l4 @ (Unknown | Good)) => Some(FastCsum { verify, l4 }),
@@ -166,7 +166,7 @@ impl FastCsum {
     /// Whether a segment of a flow inside a tunnel or not (`tunnel`) has its
     /// payload summed and its checksum checked.
     #[inline(always)]
-    pub(super) fn sums(self, tunnel: bool) -> bool {
+    pub(in crate::gro) fn sums(self, tunnel: bool) -> bool {
         summed(self.verify, nic_says(self.l4, tunnel))
     }
 }
@@ -178,15 +178,15 @@ impl FastCsum {
 /// and a byte swap is a multiplication by 256, so segments add up with plain
 /// integer arithmetic and the merged checksum folds once, at flush.
 #[derive(Clone, Copy, Default)]
-pub(super) struct Contrib {
-    pub(super) pos: u64,
-    pub(super) neg: u64,
+pub(in crate::gro) struct Contrib {
+    pub(in crate::gro) pos: u64,
+    pub(in crate::gro) neg: u64,
 }
 
 impl Contrib {
     /// A payload whose bytes sum to `p`.
     #[inline(always)]
-    pub(super) fn of_bytes(p: u16) -> Contrib {
+    pub(in crate::gro) fn of_bytes(p: u16) -> Contrib {
         Contrib {
             pos: p as u64,
             neg: 0,
@@ -196,21 +196,21 @@ impl Contrib {
     /// A payload whose checksum is trusted: what else the checksum covers
     /// (`rest`, unfolded: pseudo-header, header, checksum field), negated.
     #[inline(always)]
-    pub(super) fn trusted(rest: u64) -> Contrib {
+    pub(in crate::gro) fn trusted(rest: u64) -> Contrib {
         Contrib { pos: 0, neg: rest }
     }
 
     /// A payload whose bytes sum to `p`, if with `rest` (as for `trusted`)
     /// they make a valid checksum; None when it is bad.
     #[inline(always)]
-    pub(super) fn checked(rest: u64, p: u16) -> Option<Contrib> {
+    pub(in crate::gro) fn checked(rest: u64, p: u16) -> Option<Contrib> {
         (csum::add(csum::fold(rest), p) == csum::VALID).then_some(Contrib::of_bytes(p))
     }
 
     /// Two payloads' contributions, one after the other (each already
     /// shifted for its offset).
     #[inline(always)]
-    pub(super) fn add(self, other: Contrib) -> Contrib {
+    pub(in crate::gro) fn add(self, other: Contrib) -> Contrib {
         Contrib {
             pos: self.pos + other.pos,
             neg: self.neg + other.neg,
@@ -219,7 +219,7 @@ impl Contrib {
 
     /// The same bytes one position later (an odd offset): swapped.
     #[inline(always)]
-    pub(super) fn shifted(self, odd: bool) -> Contrib {
+    pub(in crate::gro) fn shifted(self, odd: bool) -> Contrib {
         let k = if odd { 8 } else { 0 };
         Contrib {
             pos: self.pos << k,
@@ -234,7 +234,7 @@ impl CsumCheck {
     /// that vouches) derives it from the checksum field without reading the
     /// payload.
     #[inline(always)]
-    pub(super) fn payload_sum<B: GroBuf>(
+    pub(in crate::gro) fn payload_sum<B: GroBuf>(
         &self,
         pkt: &B,
         pbase: u16,
@@ -257,7 +257,7 @@ impl CsumCheck {
 
 /// One's-complement sum of `len` bytes from `off`, across buffers.
 #[inline]
-pub(super) fn sum_range<B: GroBuf>(pkt: &B, off: usize, len: usize) -> u16 {
+pub(in crate::gro) fn sum_range<B: GroBuf>(pkt: &B, off: usize, len: usize) -> u16 {
     let mut s = csum::Chained::default();
     pkt.for_each_chunk(off, len, |c| s.add(c));
     s.value()
@@ -268,29 +268,29 @@ pub(super) fn sum_range<B: GroBuf>(pkt: &B, off: usize, len: usize) -> u16 {
 /// the bytes add and what trusted checksums say they add (`Contrib::neg`),
 /// each folded once.
 #[inline(always)]
-pub(super) fn merged_checksum(hdr: u64, psum: Contrib) -> u16 {
+pub(in crate::gro) fn merged_checksum(hdr: u64, psum: Contrib) -> u16 {
     csum::finish(csum::sub(csum::fold(hdr + psum.pos), csum::fold(psum.neg)))
 }
 
 /// What a merged packet's headers are made from (`fix_headers`): its
 /// layout, IP length and flags, and the sums kept since its head arrived.
-pub(super) struct Merged {
-    pub(super) t: Tcp,
-    pub(super) ip_len: u32,
+pub(in crate::gro) struct Merged {
+    pub(in crate::gro) t: Tcp,
+    pub(in crate::gro) ip_len: u32,
     /// The head's flags with PSH and FIN of the segments merged.
-    pub(super) flags: u8,
-    pub(super) ip_base: u16,
-    pub(super) pbase: u16,
-    pub(super) hconst: u16,
-    pub(super) head_seq: u32,
-    pub(super) head_urg: u16,
-    pub(super) psum: Contrib,
+    pub(in crate::gro) flags: u8,
+    pub(in crate::gro) ip_base: u16,
+    pub(in crate::gro) pbase: u16,
+    pub(in crate::gro) hconst: u16,
+    pub(in crate::gro) head_seq: u32,
+    pub(in crate::gro) head_urg: u16,
+    pub(in crate::gro) psum: Contrib,
 }
 
 impl<B> Held<B> {
     /// What this held packet's headers are fixed from.
     #[inline(always)]
-    pub(super) fn merged(&self) -> Merged {
+    pub(in crate::gro) fn merged(&self) -> Merged {
         Merged {
             t: self.core.t,
             ip_len: self.core.ip_len,
@@ -310,7 +310,7 @@ impl<B> Held<B> {
 /// Inline in its two callers (a flush, a pair), so that `m` is read where
 /// they made it rather than passed through memory.
 #[inline(always)]
-pub(super) fn fix_headers<B: GroBuf>(pkt: &mut B, m: &Merged, tso: bool) {
+pub(in crate::gro) fn fix_headers<B: GroBuf>(pkt: &mut B, m: &Merged, tso: bool) {
     let t = m.t;
     let (l3, l4) = (t.l3 as usize, t.l4 as usize);
     let tcp_len = m.ip_len - t.l3_len() as u32;

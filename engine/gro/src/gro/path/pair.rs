@@ -10,8 +10,8 @@
 //! and merged as the second is taken: the same packet leaves at the same
 //! point, with no table entry made or left behind.
 
-use super::flush::gso_info;
-use super::*;
+use crate::gro::flush::gso_info;
+use crate::gro::*;
 
 /// The size of a pair's second segment, from its IP length field read at
 /// its head's layout.
@@ -67,7 +67,7 @@ impl<B: GroBuf> Gro<B> {
     /// sums made if its checksum was judged (`sums`). The caller then hands
     /// both to `close_pair`.
     #[inline(always)]
-    pub(super) fn try_pair(
+    pub(in crate::gro) fn try_pair(
         &mut self,
         a: &B,
         f: &Fields,
@@ -212,7 +212,7 @@ impl<B: GroBuf> Gro<B> {
     /// counted as the table's way counts a head of `mss` payload bytes
     /// that merged once and flushed.
     #[inline(always)]
-    pub(super) fn close_pair(
+    pub(in crate::gro) fn close_pair(
         &mut self,
         a: B,
         rest: &mut Burst<'_, B>,

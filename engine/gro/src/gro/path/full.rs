@@ -3,7 +3,7 @@
 //! one, then merge, hold as a new packet, or pass; and the reorder window's
 //! work before and after it.
 
-use super::*;
+use crate::gro::*;
 use crate::wire::Outer;
 
 impl<B: GroBuf> Gro<B> {
@@ -15,7 +15,7 @@ impl<B: GroBuf> Gro<B> {
     /// window's work itself is out of line.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    pub(super) fn slow(
+    pub(in crate::gro) fn slow(
         &mut self,
         pkt: B,
         now: u64,
@@ -43,7 +43,7 @@ impl<B: GroBuf> Gro<B> {
     /// not carry its stack frame.
     #[allow(clippy::too_many_arguments)]
     #[inline(never)]
-    pub(super) fn receive_slow(
+    pub(in crate::gro) fn receive_slow(
         &mut self,
         pkt: B,
         now: u64,
@@ -406,7 +406,7 @@ impl<B: GroBuf> Gro<B> {
     /// A segment went to slot `s` on the full path: the next is tried
     /// there first.
     #[inline(always)]
-    pub(super) fn went_to(&mut self, s: u16) {
+    pub(in crate::gro) fn went_to(&mut self, s: u16) {
         self.last = Some(s);
         self.first = Some(s);
     }
@@ -417,7 +417,7 @@ impl<B: GroBuf> Gro<B> {
     /// holding it would only delay it). Untouched, its checksum is not
     /// GRO's to judge.
     #[inline(always)]
-    pub(super) fn not_held(&mut self, seg: &Seg, t: &Tcp) -> Option<Pass> {
+    pub(in crate::gro) fn not_held(&mut self, seg: &Seg, t: &Tcp) -> Option<Pass> {
         if seg.payload == 0 {
             return Some(Pass::NoPayload);
         }

@@ -22,29 +22,29 @@
 //! meets the window and pays nothing for it. Everything is allocated when
 //! GRO is built; with the window off, none of it is.
 
-use super::*;
+use crate::gro::*;
 
 /// A segment waiting ahead of a gap.
-pub(super) struct Ahead<B> {
-    pub(super) seq: u32,
+pub(in crate::gro) struct Ahead<B> {
+    pub(in crate::gro) seq: u32,
     /// Where its payload ends (seq + length).
-    pub(super) end: u32,
+    pub(in crate::gro) end: u32,
     /// When it arrived (TSC): its wait is bounded from then.
-    pub(super) arrived: u64,
-    pub(super) pkt: B,
+    pub(in crate::gro) arrived: u64,
+    pub(in crate::gro) pkt: B,
 }
 
 /// A segment let go, to go through GRO again.
-pub(super) struct Again<B> {
-    pub(super) pkt: B,
-    pub(super) arrived: u64,
+pub(in crate::gro) struct Again<B> {
+    pub(in crate::gro) pkt: B,
+    pub(in crate::gro) arrived: u64,
     /// Whether it may wait ahead of a gap again (not once its wait was
     /// given up).
-    pub(super) may_wait: bool,
+    pub(in crate::gro) may_wait: bool,
 }
 
 /// The waiting segments of every entry, and those let go.
-pub(super) struct Reorder<B> {
+pub(in crate::gro) struct Reorder<B> {
     /// Places per entry (`GroConfig::reorder`).
     per: usize,
     /// Entry `s`'s waiting segments: `ahead[s * per..][..count[s]]`, in
@@ -56,7 +56,7 @@ pub(super) struct Reorder<B> {
 }
 
 impl<B> Reorder<B> {
-    pub(super) fn new(entries: usize, per: usize, flows: usize) -> Reorder<B> {
+    pub(in crate::gro) fn new(entries: usize, per: usize, flows: usize) -> Reorder<B> {
         Reorder {
             per,
             ahead: (0..entries * per).map(|_| None).collect(),
@@ -67,7 +67,7 @@ impl<B> Reorder<B> {
 
     /// How many segments wait in entry `s`.
     #[inline(always)]
-    pub(super) fn waiting(&self, s: u16) -> usize {
+    pub(in crate::gro) fn waiting(&self, s: u16) -> usize {
         self.count[s as usize] as usize
     }
 
@@ -78,7 +78,7 @@ impl<B> Reorder<B> {
 }
 
 /// What the window does with a segment its held flow cannot merge.
-pub(super) enum Window {
+pub(in crate::gro) enum Window {
     /// It waits ahead of the gap.
     Wait,
     /// Wholly before the held data: it passes at once, after the held
@@ -101,14 +101,14 @@ pub(super) enum Window {
 impl<B: GroBuf> Gro<B> {
     /// Whether the window has work: segments waiting or let go.
     #[inline(always)]
-    pub(super) fn reorder_busy(&self) -> bool {
+    pub(in crate::gro) fn reorder_busy(&self) -> bool {
         (self.ahead_flows | self.pending) != 0
     }
 
     /// What the window makes of `seg`, which the flow held in `s` could not
     /// merge (`ext`: its IPv6 extension headers).
     #[cold]
-    pub(super) fn window(&self, s: u16, seg: &Seg, ext: &[u8]) -> Window {
+    pub(in crate::gro) fn window(&self, s: u16, seg: &Seg, ext: &[u8]) -> Window {
         let Some(r) = self.reorder.as_deref() else {
             return Window::No;
         };
@@ -181,7 +181,7 @@ impl<B: GroBuf> Gro<B> {
     /// Puts `pkt` (sequence number `seq`) in the window of the flow in
     /// `s`, in sequence order (the caller checked there is a place).
     #[cold]
-    pub(super) fn wait_ahead(&mut self, s: u16, pkt: B, seq: u32, len: u32, arrived: u64) {
+    pub(in crate::gro) fn wait_ahead(&mut self, s: u16, pkt: B, seq: u32, len: u32, arrived: u64) {
         let next = self.table.get(s).next_seq;
         let r = self.reorder.as_deref_mut().expect("the window is on");
         let n = r.waiting(s);
@@ -235,7 +235,7 @@ impl<B: GroBuf> Gro<B> {
     /// line, so that a flush (inlined where packets leave) stays small.
     #[cold]
     #[inline(never)]
-    pub(super) fn let_go(&mut self, s: u16) {
+    pub(in crate::gro) fn let_go(&mut self, s: u16) {
         let may_wait = !self.giving_up;
         let Some(r) = self.reorder.as_deref_mut() else {
             return;
@@ -267,7 +267,7 @@ impl<B: GroBuf> Gro<B> {
     /// then its waiting segments go through GRO again at once, never to
     /// wait again.
     #[cold]
-    pub(super) fn give_up(&mut self, s: u16, why: Flush, out: &mut impl FnMut(B)) {
+    pub(in crate::gro) fn give_up(&mut self, s: u16, why: Flush, out: &mut impl FnMut(B)) {
         let was = std::mem::replace(&mut self.giving_up, true);
         self.flush_slot(s, why, out);
         self.giving_up = was;
@@ -283,7 +283,7 @@ impl<B: GroBuf> Gro<B> {
     #[cold]
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn give_up_for(
+    pub(in crate::gro) fn give_up_for(
         &mut self,
         s: u16,
         why: Flush,
@@ -304,7 +304,7 @@ impl<B: GroBuf> Gro<B> {
     /// Whether a segment at `seq`, `len` bytes, that continues the held
     /// packet of the flow in `s` reaches into a segment waiting there.
     #[inline]
-    pub(super) fn overlaps_waiting(&self, s: u16, seq: u32, len: u32) -> bool {
+    pub(in crate::gro) fn overlaps_waiting(&self, s: u16, seq: u32, len: u32) -> bool {
         let Some(r) = self.reorder.as_deref() else {
             return false;
         };
@@ -337,7 +337,7 @@ impl<B: GroBuf> Gro<B> {
     /// least one held packet out for good), so it ends.
     #[cold]
     #[inline(never)]
-    pub(super) fn settle(&mut self, out: &mut impl FnMut(B)) {
+    pub(in crate::gro) fn settle(&mut self, out: &mut impl FnMut(B)) {
         let verify = self.cfg.csum == CsumMode::Verify;
         loop {
             if let Some(s) = self.last {
@@ -405,7 +405,7 @@ impl<B: GroBuf> Gro<B> {
     /// end-of-poll and age flushes leave it held; `expire_reorder` bounds
     /// its wait).
     #[inline(always)]
-    pub(super) fn has_waiting(&self, s: u16) -> bool {
+    pub(in crate::gro) fn has_waiting(&self, s: u16) -> bool {
         self.ahead_flows != 0 && self.reorder.as_deref().is_some_and(|r| r.waiting(s) > 0)
     }
 
@@ -417,7 +417,7 @@ impl<B: GroBuf> Gro<B> {
     /// leaves, or starts the next packet, first, and they follow. Nor when
     /// it was taken from the window itself.
     #[inline(always)]
-    pub(super) fn waiting_go_first(&self, s: u16, seq: u32) -> bool {
+    pub(in crate::gro) fn waiting_go_first(&self, s: u16, seq: u32) -> bool {
         self.has_waiting(s) && !self.from_window && seq != self.table.get(s).next_seq
     }
 }

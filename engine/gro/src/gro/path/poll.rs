@@ -21,7 +21,7 @@
 //! met, or passed alone): bulk traffic, whose packets merge or are ended
 //! by their own flow's next segment, never pays for them.
 
-use super::*;
+use crate::gro::*;
 
 /// The most packets one look-ahead covers; a larger burst is taken without.
 pub const LOOK_MAX: usize = 256;
@@ -69,7 +69,7 @@ impl At {
 }
 
 /// The look-ahead over one burst.
-pub(super) struct Look {
+pub(in crate::gro) struct Look {
     /// Buckets are filled for the burst being taken.
     on: bool,
     /// The layout buckets are read at; `next_at` the one the latest
@@ -117,7 +117,7 @@ impl Look {
     /// With the buckets on, the burst's next `n` packets were taken at
     /// once (a run merged into the current packet).
     #[inline(always)]
-    pub(super) fn take_run(&mut self, n: usize) {
+    pub(in crate::gro) fn take_run(&mut self, n: usize) {
         if self.on {
             for _ in 0..n {
                 self.take_next();
@@ -128,7 +128,7 @@ impl Look {
     /// The burst's next packet is taken with the current one (a pair's
     /// second segment).
     #[inline(always)]
-    pub(super) fn take_with_current(&mut self) {
+    pub(in crate::gro) fn take_with_current(&mut self) {
         if self.on {
             self.take_next();
         }
@@ -138,7 +138,7 @@ impl Look {
     /// nothing of its flow met; or passed): the next burst is looked at
     /// with its layout.
     #[inline(always)]
-    pub(super) fn left_alone(&mut self, t: &Tcp) {
+    pub(in crate::gro) fn left_alone(&mut self, t: &Tcp) {
         self.alone += 1;
         self.next_at = At::of(t);
     }
@@ -146,7 +146,7 @@ impl Look {
     /// Whether a segment of layout `t` that would start a packet has no
     /// later packet of the burst in its bucket.
     #[inline(always)]
-    pub(super) fn alone(&mut self, t: &Tcp) -> bool {
+    pub(in crate::gro) fn alone(&mut self, t: &Tcp) -> bool {
         if !self.on {
             return false;
         }
@@ -164,7 +164,7 @@ impl<B: GroBuf> Gro<B> {
     /// alone instead, as nothing later in its poll can join it; if so, the
     /// next poll is looked at with its layout.
     #[inline(always)]
-    pub(super) fn leaves_alone(&mut self, t: &Tcp) -> bool {
+    pub(in crate::gro) fn leaves_alone(&mut self, t: &Tcp) -> bool {
         if !self.look.alone(t) {
             return false;
         }
@@ -180,7 +180,7 @@ impl<B: GroBuf> Gro<B> {
     /// `head_at`), whose layout is read only while a poll is looked ahead
     /// in.
     #[inline(always)]
-    pub(super) fn leaves_alone_at(&mut self, s: u16) -> bool {
+    pub(in crate::gro) fn leaves_alone_at(&mut self, s: u16) -> bool {
         if !self.look.on {
             return false;
         }

@@ -1,9 +1,9 @@
 //! One flow's held packet: what a merge reads and writes, laid out by use.
 
-use super::*;
+use crate::gro::*;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum IdMode {
+pub(in crate::gro) enum IdMode {
     /// One segment so far.
     Open,
     Incrementing,
@@ -15,7 +15,7 @@ impl IdMode {
     /// Whether IPv4 ID `id` may follow `last` in a packet of this mode: the
     /// next one, or (while open or fixed) the same.
     #[inline(always)]
-    pub(super) fn accepts(self, last: u16, id: u16) -> bool {
+    pub(in crate::gro) fn accepts(self, last: u16, id: u16) -> bool {
         let next = last.wrapping_add(1);
         match self {
             IdMode::Open => id == next || id == last,
@@ -27,7 +27,7 @@ impl IdMode {
     /// What the ID moves by from one segment to the next in a packet of
     /// this mode, as the fast path expects it: one, unless fixed.
     #[inline(always)]
-    pub(super) fn step(self) -> u16 {
+    pub(in crate::gro) fn step(self) -> u16 {
         match self {
             IdMode::Fixed => 0,
             _ => 1,
@@ -37,13 +37,13 @@ impl IdMode {
     /// The ID a segment after `last` carries in a packet of this mode, as
     /// the fast path expects it (`step`).
     #[inline(always)]
-    pub(super) fn next(self, last: u16) -> u16 {
+    pub(in crate::gro) fn next(self, last: u16) -> u16 {
         last.wrapping_add(self.step())
     }
 
     /// The mode once `id` merged after `last`: the second segment fixes it.
     #[inline(always)]
-    pub(super) fn after(self, last: u16, id: u16) -> IdMode {
+    pub(in crate::gro) fn after(self, last: u16, id: u16) -> IdMode {
         match self {
             IdMode::Open if id == last => IdMode::Fixed,
             IdMode::Open => IdMode::Incrementing,
@@ -54,7 +54,7 @@ impl IdMode {
     /// The mode once segments merged whose IDs were the ones `next`
     /// expected, as the fast path takes them: `after` for each.
     #[inline(always)]
-    pub(super) fn after_expected(self) -> IdMode {
+    pub(in crate::gro) fn after_expected(self) -> IdMode {
         let m = match self {
             IdMode::Open => IdMode::Incrementing,
             m => m,
@@ -69,41 +69,41 @@ impl IdMode {
 /// running state, which every merge reads and writes. `repr(C)`: in `Held`
 /// it is the first two cache lines (bar the 8 bytes `Held` puts after it).
 #[repr(C)]
-pub(super) struct Core<B> {
-    pub(super) key: FlowKey,
+pub(in crate::gro) struct Core<B> {
+    pub(in crate::gro) key: FlowKey,
     /// Payload bytes of the first segment: the size every merged one has
     /// (the last may be shorter).
-    pub(super) mss: u32,
+    pub(in crate::gro) mss: u32,
     /// Largest IP packet this one may grow to (`big::max_ip`).
-    pub(super) max_ip: u32,
+    pub(in crate::gro) max_ip: u32,
     /// The packet; None only while the slot is free.
-    pub(super) pkt: Option<B>,
+    pub(in crate::gro) pkt: Option<B>,
     /// The payload's one's-complement sum so far (`Contrib`).
-    pub(super) psum: Contrib,
+    pub(in crate::gro) psum: Contrib,
     /// IP packet length so far.
-    pub(super) ip_len: u32,
-    pub(super) payload_len: u32,
-    pub(super) segs: u16,
+    pub(in crate::gro) ip_len: u32,
+    pub(in crate::gro) payload_len: u32,
+    pub(in crate::gro) segs: u16,
     /// Buffers of the packet's chain.
-    pub(super) frags: u16,
-    pub(super) last_id: u16,
-    pub(super) id_mode: IdMode,
-    pub(super) t: Tcp,
+    pub(in crate::gro) frags: u16,
+    pub(in crate::gro) last_id: u16,
+    pub(in crate::gro) id_mode: IdMode,
+    pub(in crate::gro) t: Tcp,
 }
 
 /// What a held packet's first segment fixed that the rest are held to or
 /// summed from, and when it came.
 #[repr(C)]
 #[derive(Default)]
-pub(super) struct Base {
+pub(in crate::gro) struct Base {
     /// The IP fields every segment must repeat (TOS/TTL/DF; IPv6 class and
     /// hop limit: `Fields::ip_word`).
-    pub(super) ip_word: u32,
+    pub(in crate::gro) ip_word: u32,
     /// Pseudo-header sum without the length (addresses, protocol).
-    pub(super) pbase: u16,
+    pub(in crate::gro) pbase: u16,
     /// IPv4 header sum without total length and checksum (0 for IPv6).
-    pub(super) ip_base: u16,
-    pub(super) since: u64,
+    pub(in crate::gro) ip_base: u16,
+    pub(in crate::gro) since: u64,
 }
 
 impl<B> Default for Core<B> {
@@ -137,53 +137,53 @@ impl<B> Default for Core<B> {
 /// A merge touches four lines of the six, a restart five: for many flows
 /// held or remembered at once, fewer misses.
 #[repr(C, align(64))]
-pub(super) struct Held<B> {
+pub(in crate::gro) struct Held<B> {
     // Lines 0-1: the flow, its sizes, the packet and its running state.
-    pub(super) core: Core<B>,
-    pub(super) next_seq: u32,
+    pub(in crate::gro) core: Core<B>,
+    pub(in crate::gro) next_seq: u32,
     /// The IPv4 ID the next fast merge expects (a u32 of its own: the fast
     /// path reads it after storing the fields around it, and a narrower one
     /// may be read through a widened load that waits on those stores).
-    pub(super) next_id: u32,
+    pub(in crate::gro) next_id: u32,
     // Lines 2-4: what the next full-size segment must look like.
-    pub(super) tmpl: Template,
+    pub(in crate::gro) tmpl: Template,
     // Line 4: what a restart writes (`Gro::start_at`).
-    pub(super) base: Base,
+    pub(in crate::gro) base: Base,
     /// The head's seq, urgent pointer and flags: with `hconst`, the merged
     /// header's sum without reading it again.
-    pub(super) head_seq: u32,
+    pub(in crate::gro) head_seq: u32,
     /// The furthest any packet of the flow this entry held, or any segment
     /// it passed unheld at its ghost, ended (mod 2^32, as far as the ghost
     /// remembers): with the held packet behind it, no gap ahead of it is
     /// worth waiting for.
-    pub(super) high: u32,
+    pub(in crate::gro) high: u32,
     /// Every packet of the flow this entry held started where the one
     /// before it ended: what the flow sent before the held data was all
     /// delivered, as far as GRO saw (the reorder window's test for a
     /// retransmission of delivered data).
-    pub(super) gapless: bool,
-    pub(super) head_flags: u8,
+    pub(in crate::gro) gapless: bool,
+    pub(in crate::gro) head_flags: u8,
     /// PSH and FIN, if a merged segment carried them.
-    pub(super) flags_or: u8,
+    pub(in crate::gro) flags_or: u8,
     /// The head's sums and template are made (`Gro::finish_head`): a
     /// flow new to the table makes them only once a second segment
     /// comes, so a one-segment flow never pays for them.
-    pub(super) finished: bool,
+    pub(in crate::gro) finished: bool,
     // The rest: read by the full path's rules and by a flush.
-    pub(super) ack: u32,
-    pub(super) word: u32,
-    pub(super) head_urg: u16,
+    pub(in crate::gro) ack: u32,
+    pub(in crate::gro) word: u32,
+    pub(in crate::gro) head_urg: u16,
     /// TCP header sum without seq, checksum, urgent pointer, PSH/FIN/CWR:
     /// what every mergeable segment's header shares with the head's.
-    pub(super) hconst: u16,
+    pub(in crate::gro) hconst: u16,
     /// The outer IPv4 ID last merged (a tunnelled flow's), and whether
     /// those IDs counted up or stayed.
-    pub(super) o_last_id: u16,
-    pub(super) o_id_mode: IdMode,
-    pub(super) opt_words: u8,
-    pub(super) opts: [u32; 10],
+    pub(in crate::gro) o_last_id: u16,
+    pub(in crate::gro) o_id_mode: IdMode,
+    pub(in crate::gro) opt_words: u8,
+    pub(in crate::gro) opts: [u32; 10],
     /// The tunnel the flow is inside (`tunnel`), if any.
-    pub(super) outer: Option<crate::wire::Outer>,
+    pub(in crate::gro) outer: Option<crate::wire::Outer>,
 }
 
 // The layout described on `Held`, for a packet handle of one pointer (as
@@ -211,7 +211,7 @@ impl<B> Held<B> {
     /// A new packet of the flow this entry held starts at `seq`: keeps
     /// `gapless` and `high` (read before `next_seq` is overwritten).
     #[inline(always)]
-    pub(super) fn follow(&mut self, seq: u32) {
+    pub(in crate::gro) fn follow(&mut self, seq: u32) {
         let back = self.next_seq.wrapping_sub(seq);
         if back < 1 << 31 && back > SAME_STREAM {
             self.gapless = true;
@@ -225,7 +225,7 @@ impl<B> Held<B> {
 
 /// The later of two sequence numbers (modulo 2^32, within 2^31).
 #[inline(always)]
-pub(super) fn later(a: u32, b: u32) -> u32 {
+pub(in crate::gro) fn later(a: u32, b: u32) -> u32 {
     if b.wrapping_sub(a) < 1 << 31 {
         b
     } else {
@@ -265,7 +265,7 @@ impl<B> Core<B> {
     /// `bytes` of payload with checksum contribution `c` (shifted as their
     /// offset in the payload wants).
     #[inline(always)]
-    pub(super) fn grow(&mut self, segs: u16, frags: u16, bytes: u32, c: Contrib) {
+    pub(in crate::gro) fn grow(&mut self, segs: u16, frags: u16, bytes: u32, c: Contrib) {
         self.psum = self.psum.add(c);
         self.payload_len += bytes;
         self.ip_len += bytes;
@@ -282,7 +282,7 @@ impl<B: GroBuf> Core<B> {
     /// segment limit counts); a segment merged later counts only the
     /// buffers its payload is in (`Seg::frags`), its header being cut off.
     #[inline(always)]
-    pub(super) fn begin(&mut self, head: &B, ip_len: u32, c: Contrib, id: u16) {
+    pub(in crate::gro) fn begin(&mut self, head: &B, ip_len: u32, c: Contrib, id: u16) {
         self.segs = 1;
         self.frags = head.segs();
         self.ip_len = ip_len;
@@ -296,7 +296,14 @@ impl<B: GroBuf> Core<B> {
     /// `frags` buffers, IPv4 ID `id`, its payload's checksum contribution
     /// `psum`.
     #[inline(always)]
-    pub(super) fn append(&mut self, pkt: B, payload: u32, frags: u16, id: u16, psum: Contrib) {
+    pub(in crate::gro) fn append(
+        &mut self,
+        pkt: B,
+        payload: u32,
+        frags: u16,
+        id: u16,
+        psum: Contrib,
+    ) {
         if let Some(held) = self.pkt.as_mut() {
             held.append(pkt, self.t.payload as usize);
         }
@@ -314,7 +321,7 @@ impl<B: GroBuf> Held<B> {
     /// `seq`, IPv4 ID `id`, checksum contribution `c`, a tunnel's outer
     /// header taken care of), and moves on what the next one must carry.
     #[inline(always)]
-    pub(super) fn take_next(&mut self, pkt: B, seq: u32, c: Contrib, id: u16) {
+    pub(in crate::gro) fn take_next(&mut self, pkt: B, seq: u32, c: Contrib, id: u16) {
         if let Some(held) = self.core.pkt.as_mut() {
             held.append_one(pkt, self.core.t.payload as usize);
         }
@@ -328,7 +335,7 @@ impl<B: GroBuf> Held<B> {
     /// the IPv4 ID of the last of them, which was the one expected (the
     /// next, or the same once fixed).
     #[inline(always)]
-    pub(super) fn count_run(&mut self, n: u16, c: Contrib, next_seq: u32, last_id: u16) {
+    pub(in crate::gro) fn count_run(&mut self, n: u16, c: Contrib, next_seq: u32, last_id: u16) {
         self.core.grow(n, n, self.core.mss * n as u32, c);
         self.next_seq = next_seq;
         // (`last_id` is not read here: a load of it may be widened over the
@@ -347,7 +354,7 @@ impl<B: GroBuf> Held<B> {
     /// byte? (Read from the held packet, whose first buffer holds every
     /// header: `Tcp::parse` checked it.)
     #[inline(always)]
-    pub(super) fn same_ext(&self, ext: &[u8]) -> bool {
+    pub(in crate::gro) fn same_ext(&self, ext: &[u8]) -> bool {
         let (at, end) = (
             self.core.t.l3 as usize + ipv6::HEADER_LEN,
             self.core.t.l4 as usize,
@@ -366,7 +373,7 @@ impl<B: GroBuf> Held<B> {
     /// A frame shorter than the bytes a compare reads (a payload of a few
     /// bytes) is the full path's.
     #[inline(always)]
-    pub(super) fn template_match(
+    pub(in crate::gro) fn template_match(
         &self,
         pkt: &B,
         seq: Option<u32>,
@@ -399,7 +406,7 @@ impl<B: GroBuf> Held<B> {
     /// options (`Masks::bare`), which `same_options` judges: the sum it
     /// gives holds only if they are the last head's.
     #[inline(always)]
-    pub(super) fn bare_match(
+    pub(in crate::gro) fn bare_match(
         &self,
         pkt: &B,
         csum: FastCsum,
@@ -411,7 +418,7 @@ impl<B: GroBuf> Held<B> {
     /// Whether `pkt`, which `bare_match` took, carries the TCP options its
     /// flow's head has (`options_equal`).
     #[inline(always)]
-    pub(super) fn same_options(&self, pkt: &B) -> bool {
+    pub(in crate::gro) fn same_options(&self, pkt: &B) -> bool {
         let t = &self.core.t;
         self.options_equal(&pkt.head()[t.l4 as usize + tcp::MIN_LEN..t.payload as usize])
     }
@@ -419,7 +426,7 @@ impl<B: GroBuf> Held<B> {
     /// Whether TCP options `opts` are the head's (Linux's rule, as the
     /// rules' words hold them: `opts_equal`).
     #[inline(always)]
-    pub(super) fn options_equal(&self, opts: &[u8]) -> bool {
+    pub(in crate::gro) fn options_equal(&self, opts: &[u8]) -> bool {
         opts_equal(&self.opts[..self.opt_words as usize], opts)
     }
 
@@ -427,7 +434,7 @@ impl<B: GroBuf> Held<B> {
     /// them: a cheap sign that a segment its template turned away is of
     /// this flow all the same (`refused` then judges it whole).
     #[inline(always)]
-    pub(super) fn same_ports(&self, head: &[u8]) -> bool {
+    pub(in crate::gro) fn same_ports(&self, head: &[u8]) -> bool {
         let at = field::at(self.core.t.l4 as usize, tcp::PORTS);
         head.get(at.clone()) == self.tmpl.bytes.get(at)
     }
@@ -439,7 +446,7 @@ impl<B: GroBuf> Held<B> {
     /// options add to a sum against the last head's. Returns that
     /// difference (one's complement), which a head judged before adds.
     #[inline(always)]
-    pub(super) fn take_options(&mut self, head: &[u8]) -> u16 {
+    pub(in crate::gro) fn take_options(&mut self, head: &[u8]) -> u16 {
         let t = &self.core.t;
         let at = t.l4 as usize + tcp::MIN_LEN..t.payload as usize;
         // The same length as the last head's: the template took the data
@@ -462,7 +469,7 @@ impl<B: GroBuf> Held<B> {
     /// `N` bytes (`Template::width`), with its layout's `mask`: what a run
     /// of segments checks each by, the template's fields read once.
     #[inline(always)]
-    pub(super) fn match_in<const N: usize>(
+    pub(in crate::gro) fn match_in<const N: usize>(
         &self,
         pkt: &B,
         mask: &[u8; TMPL_LEN],

@@ -1,7 +1,7 @@
 //! The header templates the fast path compares a segment with, and the
 //! per-layout masks they share.
 
-use super::*;
+use crate::gro::*;
 use crate::wire::Outer;
 
 /// The header the next in-order, full-size segment of a held flow must
@@ -20,11 +20,11 @@ use crate::wire::Outer;
 /// checks, a full-size segment's outer UDP checksum is the same as the
 /// head's); the outer ID is checked on its own, as the inner one is.
 #[repr(C, align(8))]
-pub(super) struct Template {
+pub(in crate::gro) struct Template {
     /// What it expects besides the bytes.
-    pub(super) x: Expect,
+    pub(in crate::gro) x: Expect,
     /// The head's header, its `HEAD_ONLY` flags cleared.
-    pub(super) bytes: [u8; TMPL_LEN],
+    pub(in crate::gro) bytes: [u8; TMPL_LEN],
 }
 
 /// What a template expects of a segment besides its header bytes: where
@@ -33,38 +33,38 @@ pub(super) struct Template {
 /// another header (a head's own, `pair`).
 #[repr(C, align(8))]
 #[derive(Clone, Copy)]
-pub(super) struct Expect {
+pub(in crate::gro) struct Expect {
     /// Off when the layout does not fit, has no mask, or lost its mask.
-    pub(super) on: bool,
+    pub(in crate::gro) on: bool,
     /// 8-byte words the header spans.
-    pub(super) words: u8,
+    pub(in crate::gro) words: u8,
     /// Offsets (the header lies within `TMPL_LEN` bytes): seq, IPv4 ID and
     /// header checksum (0: IPv6; the checksum 0 also when trusting). While
     /// `on`, each of them and the TCP header's fields up to its checksum
     /// lie inside the first `words * 8` bytes (`build` checks it): the fast
     /// path reads them without bounds checks.
-    pub(super) seq_at: u8,
-    pub(super) id_at: u8,
-    pub(super) ip_csum_at: u8,
+    pub(in crate::gro) seq_at: u8,
+    pub(in crate::gro) id_at: u8,
+    pub(in crate::gro) ip_csum_at: u8,
     /// The mask of this header layout, in `Masks`.
-    pub(super) mask: u8,
+    pub(in crate::gro) mask: u8,
     /// A tunnel's outer IPv4 ID and header checksum offsets, as the inner
     /// ones (0: no tunnel, or IPv6 outside).
-    pub(super) outer_id_at: u8,
-    pub(super) outer_csum_at: u8,
+    pub(in crate::gro) outer_id_at: u8,
+    pub(in crate::gro) outer_csum_at: u8,
     /// The head's frame length: only full-size segments take the fast path
     /// (one buffer each: 64 KiB at most).
-    pub(super) frame_len: u16,
+    pub(in crate::gro) frame_len: u16,
     /// The flow is inside a tunnel: what a NIC's L4 checksum flag is about
     /// then depends on the NIC, so it is not taken for the inner checksum.
-    pub(super) tunnel: bool,
+    pub(in crate::gro) tunnel: bool,
     /// IPv4 header sum without ID and checksum (`csum::ipv4_sum_without`).
-    pub(super) ip_sum: u16,
+    pub(in crate::gro) ip_sum: u16,
     /// The same for the outer IPv4 header.
-    pub(super) outer_ip_sum: u16,
+    pub(in crate::gro) outer_ip_sum: u16,
     /// Checksum contribution of a full-size segment's header and
     /// pseudo-header, without its seq and checksum field (see `Contrib`).
-    pub(super) k: u64,
+    pub(in crate::gro) k: u64,
 }
 
 impl std::ops::Deref for Template {
@@ -83,18 +83,18 @@ impl std::ops::DerefMut for Template {
 }
 
 /// Bytes of header a template covers (QinQ + IPv6 + TCP with options fit).
-pub(super) const TMPL_LEN: usize = 128;
+pub(in crate::gro) const TMPL_LEN: usize = 128;
 /// Bytes the compares of the common headers cover: Ethernet + IPv4 + TCP
 /// with timestamps is 66 bytes (74 with two VLAN tags), Ethernet + IPv6 +
 /// TCP with timestamps 86 (94 with two tags).
-pub(super) const SHORT_CMP: usize = 80;
-pub(super) const FIXED_CMP: usize = 96;
+pub(in crate::gro) const SHORT_CMP: usize = 80;
+pub(in crate::gro) const FIXED_CMP: usize = 96;
 
 /// How many of a segment's first bytes a template's compare reads: its
 /// header, rounded up to one of three sizes, so that every compare is of a
 /// size known when it is compiled (a few vector instructions).
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Width {
+pub(in crate::gro) enum Width {
     /// `SHORT_CMP`: IPv4 headers with timestamps.
     Short,
     /// `FIXED_CMP`: IPv6 headers with timestamps.
@@ -104,26 +104,26 @@ pub(super) enum Width {
 }
 
 /// What a template is built from besides the head's header.
-pub(super) struct TmplArgs {
+pub(in crate::gro) struct TmplArgs {
     /// The IPv4 header's sum (0 for IPv6).
-    pub(super) ip_hdr: u16,
+    pub(in crate::gro) ip_hdr: u16,
     /// The tunnel the flow is inside.
-    pub(super) outer: Option<crate::wire::Outer>,
-    pub(super) pbase: u16,
-    pub(super) hconst: u16,
-    pub(super) tcp_len: u32,
-    pub(super) frame_len: usize,
+    pub(in crate::gro) outer: Option<crate::wire::Outer>,
+    pub(in crate::gro) pbase: u16,
+    pub(in crate::gro) hconst: u16,
+    pub(in crate::gro) tcp_len: u32,
+    pub(in crate::gro) frame_len: usize,
 }
 
 /// A header in a first buffer shorter than a template (rare): copied as is.
 #[cold]
 #[inline(never)]
-pub(super) fn short_copy(bytes: &mut [u8; TMPL_LEN], hdr: &[u8]) {
+pub(in crate::gro) fn short_copy(bytes: &mut [u8; TMPL_LEN], hdr: &[u8]) {
     bytes[..hdr.len()].copy_from_slice(hdr);
 }
 
 impl Template {
-    pub(super) fn off() -> Template {
+    pub(in crate::gro) fn off() -> Template {
         Template {
             x: Expect::off(),
             bytes: [0; TMPL_LEN],
@@ -132,7 +132,7 @@ impl Template {
 
     /// Makes this the template of a flow whose head is `f`'s segment, in
     /// place, under mask `mask` (`Masks::of`); off without one.
-    pub(super) fn build(&mut self, f: &Fields, seg: &Seg, a: TmplArgs, mask: Option<u8>) {
+    pub(in crate::gro) fn build(&mut self, f: &Fields, seg: &Seg, a: TmplArgs, mask: Option<u8>) {
         self.x.build(f, seg, a, mask);
         if !self.on {
             return;
@@ -162,11 +162,11 @@ impl Expect {
     /// `id` and total length `total`: its header is the head's this was
     /// made from but for those two fields and the checksum.
     #[inline(always)]
-    pub(super) fn ip_base(&self, id: u16, total: u16) -> u16 {
+    pub(in crate::gro) fn ip_base(&self, id: u16, total: u16) -> u16 {
         csum::sub(csum::add(self.ip_sum, id), total)
     }
 
-    pub(super) fn off() -> Expect {
+    pub(in crate::gro) fn off() -> Expect {
         Expect {
             mask: 0,
             words: 0,
@@ -189,7 +189,7 @@ impl Expect {
     /// callers: a pair's (no tunnel, a mask in hand) then skips the
     /// tunnel's fields and passes nothing through memory.
     #[inline(always)]
-    pub(super) fn build(&mut self, f: &Fields, seg: &Seg, a: TmplArgs, mask: Option<u8>) {
+    pub(in crate::gro) fn build(&mut self, f: &Fields, seg: &Seg, a: TmplArgs, mask: Option<u8>) {
         let tm = self;
         let t = f.layout();
         tm.on = false;
@@ -242,7 +242,7 @@ impl Expect {
 
     /// The header bytes a compare of this template reads.
     #[inline(always)]
-    pub(super) fn width(&self) -> Width {
+    pub(in crate::gro) fn width(&self) -> Width {
         let len = self.words as usize * 8;
         if len <= SHORT_CMP {
             Width::Short
@@ -262,7 +262,7 @@ impl Expect {
     /// turns into a few vector instructions (the mask is zero past the
     /// header), and field reads that need no bounds check.
     #[inline(always)]
-    pub(super) fn accepts<const N: usize>(
+    pub(in crate::gro) fn accepts<const N: usize>(
         &self,
         h: &[u8; N],
         r: &[u8; N],
@@ -317,7 +317,7 @@ impl Expect {
     /// The outer IPv4 ID of `b`, a segment of this template's tunnel (None
     /// outside one, or with IPv6 outside).
     #[inline(always)]
-    pub(super) fn outer_id(&self, b: &[u8]) -> Option<u16> {
+    pub(in crate::gro) fn outer_id(&self, b: &[u8]) -> Option<u16> {
         let at = self.outer_id_at as usize;
         (at != 0).then(|| u16::from_be_bytes([b[at], b[at + 1]]))
     }
@@ -325,7 +325,7 @@ impl Expect {
     /// Does `b`, a segment matching this template whose outer IPv4 ID is
     /// `id`, carry (verifying) the outer header checksum that goes with it?
     #[inline(always)]
-    pub(super) fn outer_csum_ok(&self, b: &[u8], id: u16) -> bool {
+    pub(in crate::gro) fn outer_csum_ok(&self, b: &[u8], id: u16) -> bool {
         let at = self.outer_csum_at as usize;
         at == 0
             || u16::from_be_bytes([b[at], b[at + 1]])
@@ -335,11 +335,11 @@ impl Expect {
 
 /// What a segment that matched a template carries besides what the
 /// template fixes.
-pub(super) struct Seen {
-    pub(super) seq: u32,
+pub(in crate::gro) struct Seen {
+    pub(in crate::gro) seq: u32,
     /// Its TCP checksum field.
-    pub(super) csum: u16,
-    pub(super) psh: bool,
+    pub(in crate::gro) csum: u16,
+    pub(in crate::gro) psh: bool,
 }
 
 /// The `W` bytes at `at` of `h`.
@@ -355,42 +355,42 @@ unsafe fn read<const N: usize, const W: usize>(h: &[u8; N], at: usize) -> [u8; W
 }
 
 /// A header layout: the segment's offsets and IP version, and its tunnel's.
-pub(super) type LayoutKey = (u16, u16, u16, bool, Option<Outer>);
+pub(in crate::gro) type LayoutKey = (u16, u16, u16, bool, Option<Outer>);
 
 /// Header layouts a queue's templates may have at once; a new one takes
 /// the mask of the layout least recently given to a new head, if that was
 /// at least `MASK_AGE` heads ago.
-pub(super) const MASKS: usize = 16;
+pub(in crate::gro) const MASKS: usize = 16;
 /// New heads a mask must have gone unused before another layout takes it:
 /// taking one walks the table (its templates go off), so under a flood of
 /// layouts that walk stays a small share of the heads.
-pub(super) const MASK_AGE: u64 = 4096;
+pub(in crate::gro) const MASK_AGE: u64 = 4096;
 
 /// The compare masks of templates, one per header layout (offsets, IP
 /// version, tunnel): all ones over the header but the bits the rules let
 /// vary that the fast path checks on its own (`VARIES`: seq, TCP checksum,
 /// IPv4 IDs and checksums, PSH), zero past it. Shared by every flow of the layout, so a compare reads the flow's own
 /// bytes and a mask that stays in cache, and a new template writes none.
-pub(super) struct Masks {
-    pub(super) store: Box<MaskStore>,
-    pub(super) layouts: [LayoutKey; MASKS],
-    pub(super) n: usize,
+pub(in crate::gro) struct Masks {
+    pub(in crate::gro) store: Box<MaskStore>,
+    pub(in crate::gro) layouts: [LayoutKey; MASKS],
+    pub(in crate::gro) n: usize,
 }
 
 /// What `Masks` keeps out of line: the masks, and what only a new head
 /// reads (so the fields the fast path reads beside them stay where they are).
-pub(super) struct MaskStore {
-    pub(super) masks: [[u8; TMPL_LEN]; MASKS],
+pub(in crate::gro) struct MaskStore {
+    pub(in crate::gro) masks: [[u8; TMPL_LEN]; MASKS],
     /// Each mask with the TCP options cleared too: what a flow's new head
     /// must share with its last one (`Held::bare_match`).
-    pub(super) bare: [[u8; TMPL_LEN]; MASKS],
+    pub(in crate::gro) bare: [[u8; TMPL_LEN]; MASKS],
     /// When each mask was last given to a new head (a count of heads).
-    pub(super) used: [u64; MASKS],
-    pub(super) heads: u64,
+    pub(in crate::gro) used: [u64; MASKS],
+    pub(in crate::gro) heads: u64,
     /// Each known layout as `plain_key` packs it, `NOT_PLAIN` for one in a
     /// tunnel: a plain head's layout found by a compare of words
     /// (`Masks::known_plain`).
-    pub(super) plain: [u64; MASKS],
+    pub(in crate::gro) plain: [u64; MASKS],
 }
 
 /// A `plain` entry no plain layout packs to (`plain_key` leaves the top
@@ -422,13 +422,13 @@ impl Default for Masks {
 
 impl Masks {
     #[inline(always)]
-    pub(super) fn get(&self, i: u8) -> &[u8; TMPL_LEN] {
+    pub(in crate::gro) fn get(&self, i: u8) -> &[u8; TMPL_LEN] {
         &self.store.masks[i as usize]
     }
 
     /// Mask `i` without the TCP options.
     #[inline(always)]
-    pub(super) fn bare(&self, i: u8) -> &[u8; TMPL_LEN] {
+    pub(in crate::gro) fn bare(&self, i: u8) -> &[u8; TMPL_LEN] {
         &self.store.bare[i as usize]
     }
 
@@ -440,7 +440,7 @@ impl Masks {
     /// (no template) for a header longer than a template, and while every
     /// mask was used in the last `MASK_AGE` heads.
     #[inline]
-    pub(super) fn of(&mut self, t: &Tcp, outer: Option<Outer>) -> Option<(u8, bool)> {
+    pub(in crate::gro) fn of(&mut self, t: &Tcp, outer: Option<Outer>) -> Option<(u8, bool)> {
         if t.payload as usize > TMPL_LEN {
             return None;
         }
@@ -497,7 +497,7 @@ impl Masks {
     /// by a compare of words and noted as `of` notes it; None if it is
     /// not known (`of` then makes or refuses one).
     #[inline(always)]
-    pub(super) fn known_plain(&mut self, t: &Tcp) -> Option<u8> {
+    pub(in crate::gro) fn known_plain(&mut self, t: &Tcp) -> Option<u8> {
         let st = &mut *self.store;
         let key = plain_key(t);
         let i = st.plain[..self.n].iter().position(|&k| k == key)?;
@@ -511,12 +511,12 @@ impl Masks {
 /// the sequence number and IPv4 ID it must carry (None: any), how its
 /// checksum is taken, and where its payload starts and how long a
 /// full-size one is.
-pub(super) struct Judged {
-    pub(super) seq: Option<u32>,
-    pub(super) id: Option<u16>,
-    pub(super) csum: FastCsum,
-    pub(super) payload: usize,
-    pub(super) mss: usize,
+pub(in crate::gro) struct Judged {
+    pub(in crate::gro) seq: Option<u32>,
+    pub(in crate::gro) id: Option<u16>,
+    pub(in crate::gro) csum: FastCsum,
+    pub(in crate::gro) payload: usize,
+    pub(in crate::gro) mss: usize,
 }
 
 impl Expect {
@@ -525,7 +525,7 @@ impl Expect {
     /// sequence number, its payload's checksum contribution and whether it
     /// carries PSH, unless it is verified and bad (None then too).
     #[inline(always)]
-    pub(super) fn judge<B: GroBuf>(
+    pub(in crate::gro) fn judge<B: GroBuf>(
         &self,
         pkt: &B,
         r: &[u8],
@@ -543,7 +543,7 @@ impl Expect {
     /// sum but its payload's: the template's own part (`k`), its sequence
     /// number `seq`, its TCP checksum field `csum` and its PSH flag `psh`.
     #[inline(always)]
-    pub(super) fn header_part(&self, seq: u32, csum: u16, psh: bool) -> u64 {
+    pub(in crate::gro) fn header_part(&self, seq: u32, csum: u16, psh: bool) -> u64 {
         // The seq added whole: a 32-bit word sums as its two 16-bit halves
         // do, since 2^16 is 1 modulo 0xffff.
         self.k + seq as u64 + csum as u64 + psh as u64 * PSH as u64
@@ -551,7 +551,7 @@ impl Expect {
 
     /// `judge` with a compare of `N` bytes (`width`).
     #[inline(always)]
-    pub(super) fn judge_in<B: GroBuf, const N: usize>(
+    pub(in crate::gro) fn judge_in<B: GroBuf, const N: usize>(
         &self,
         pkt: &B,
         r: &[u8],

@@ -2,7 +2,7 @@
 //! went to, checked against its template and merged, or started again in
 //! the slot its flow left; another flow's found with the previous layout.
 
-use super::*;
+use crate::gro::*;
 
 /// A segment judged as its flow's next head by the flow's template
 /// (`Gro::judge_head`).
@@ -20,13 +20,13 @@ struct Head {
 /// of the flow in slot `from` (its entry's layout and tunnel). Small, so
 /// that it stays in registers while the fast path tries the slot found.
 #[derive(Clone, Copy)]
-pub(super) struct Lookup {
-    pub(super) from: u16,
-    pub(super) hash: u32,
+pub(in crate::gro) struct Lookup {
+    pub(in crate::gro) from: u16,
+    pub(in crate::gro) hash: u32,
     /// The first slot, live or a ghost, indexed under `hash`: the flow's
     /// own when a merge into it succeeds (its template covers every byte
     /// of the key); else `Lookup::slot` checks its key.
-    pub(super) found: Option<u16>,
+    pub(in crate::gro) found: Option<u16>,
 }
 
 impl Lookup {
@@ -34,7 +34,7 @@ impl Lookup {
     /// live or a ghost, if any (keys are unique in the table): `found`,
     /// unless another key shares its hash.
     #[inline(always)]
-    pub(super) fn slot<B>(&self, table: &Table<Held<B>>, key: &FlowKey) -> Option<u16> {
+    pub(in crate::gro) fn slot<B>(&self, table: &Table<Held<B>>, key: &FlowKey) -> Option<u16> {
         match self.found {
             Some(s) if table.entry(s).core.key == *key => Some(s),
             Some(_) => table.find(self.hash, |h| h.core.key == *key),
@@ -53,7 +53,7 @@ impl<B: GroBuf> Gro<B> {
     /// headers); either way the full path decides, reusing the lookup when
     /// its parse agrees with the guess.
     #[inline(always)]
-    pub(super) fn lookup_by_layout(&self, pkt: &B, s: u16) -> Option<Lookup> {
+    pub(in crate::gro) fn lookup_by_layout(&self, pkt: &B, s: u16) -> Option<Lookup> {
         // Read from the entry, not from a copy stored at each new head:
         // reading back a recent store of a different width would stall.
         let t = self.table.entry(s).core.t;
@@ -77,7 +77,7 @@ impl<B: GroBuf> Gro<B> {
     /// on PSH; or, when the held packet is full, flush it and start the next
     /// one with this segment.
     #[inline(always)]
-    pub(super) fn fast_merge(
+    pub(in crate::gro) fn fast_merge(
         &mut self,
         s: u16,
         pkt: B,
@@ -143,7 +143,7 @@ impl<B: GroBuf> Gro<B> {
     /// (the ID alone, a short or PSH segment's size, a bad checksum) is the
     /// full path's. Out of line: once per packet ended so.
     #[inline(never)]
-    pub(super) fn refused(
+    pub(in crate::gro) fn refused(
         &mut self,
         s: u16,
         pkt: B,
@@ -271,7 +271,7 @@ impl<B: GroBuf> Gro<B> {
     /// on its own), nor while the reorder window is on (its bookkeeping is
     /// per segment).
     #[inline(always)]
-    pub(super) fn merge_run(
+    pub(in crate::gro) fn merge_run(
         &mut self,
         s: u16,
         rest: &mut std::vec::Drain<'_, B>,
@@ -368,7 +368,7 @@ impl<B: GroBuf> Gro<B> {
     /// for its TCP options is taken as the full path's `hold_new` would
     /// take it (`head_at`).
     #[inline]
-    pub(super) fn restart(
+    pub(in crate::gro) fn restart(
         &mut self,
         s: u16,
         pkt: B,
