@@ -39,11 +39,11 @@
 //! window that lets segments ahead of a gap wait for it); `packet`, a
 //! flow's held packet (`held`; `head`: its sums and template, made once a
 //! second segment comes, and merges; `sums`: checksum state and the merged
-//! headers; `template`: the fast path's compare and its masks); `flow`
-//! (`key` and `table`: flow identity and the bounded table); `flush` (what
-//! leaves and when); `config` (settings), `buf` (what GRO needs of a
-//! buffer), `stats` (counters and reasons),
-//! `big` (BIG TCP's sizes), `udp` (UDP GRO).
+//! headers; `template`: the fast path's compare, and the masks of each
+//! header layout that a queue's templates share); `flow` (`key` and
+//! `table`: flow identity and the bounded table); `flush` (what leaves and
+//! when); `config` (settings), `buf` (what GRO needs of a buffer), `stats`
+//! (counters and reasons), `big` (BIG TCP's sizes), `udp` (UDP GRO).
 
 pub mod big;
 pub mod buf;

@@ -281,7 +281,7 @@ mod tests {
     }
 
     #[test]
-    fn a_big_endian_capture_reads_as_a_little_endian_one() {
+    fn reads_a_big_endian_capture() {
         let mut h = Vec::new();
         h.extend_from_slice(&MAGIC_US.to_be_bytes());
         h.extend_from_slice(&[

@@ -6,6 +6,7 @@
 //! header and VNI) and the inner MACs in place of the MACs: GRO compares the
 //! outer headers byte for byte before a merge, so a digest that collides
 //! can cost merges, never merge two flows.
+
 use crate::wire::field::{self, eth, ipv4, ipv6, tcp, udp};
 use crate::wire::{Fields, Outer};
 
@@ -170,7 +171,7 @@ impl FlowKey {
             } else {
                 0
             },
-            ports: field::read32(head, t.l4 as usize, tcp::PORTS),
+            ports: field::read32(head, t.l4 as usize, udp::PORTS),
             addrs,
             tunnel: false,
         })
