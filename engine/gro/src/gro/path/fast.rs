@@ -268,8 +268,9 @@ impl<B: GroBuf> Gro<B> {
     /// on): `ended_in_run` takes it as `refused` would, and a run into
     /// that packet follows. Anything else stays in `rest` for `receive`.
     /// Not for a flow inside a tunnel over IPv4 (its outer ID is followed
-    /// on its own), nor while the reorder window is on (its bookkeeping is
-    /// per segment).
+    /// on its own). With the reorder window on, not for a flow it works on
+    /// (its template is off), and a run stops at a segment ahead of a gap
+    /// and takes no new head (`takes_heads`).
     #[inline(always)]
     pub(in crate::gro) fn merge_run(
         &mut self,

@@ -236,9 +236,9 @@ impl<B: GroBuf> Gro<B> {
             }
         }
         // Runs of one flow (what bulk traffic's bursts hold) go through
-        // `merge_run` after their first segment, unless segments may wait
-        // ahead of a gap.
-        let runs = self.reorder.is_none();
+        // `merge_run` after their first segment. With the reorder window
+        // on too: a flow it works on has its template off, and a run
+        // stops at a segment ahead of a gap.
         // A poll taken whole, without the reorder window: a head may take
         // the next packet with it at once (`try_pair`).
         let pairs = whole && self.reorder.is_none();
@@ -249,7 +249,7 @@ impl<B: GroBuf> Gro<B> {
             }
             let next = if pairs { Some(&mut rest) } else { None };
             self.receive_before(p, next, now, out);
-            if let Some(s) = self.first.filter(|_| runs) {
+            if let Some(s) = self.first {
                 self.merge_run(s, &mut rest, out);
             }
         }

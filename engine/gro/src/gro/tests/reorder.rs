@@ -517,9 +517,21 @@ fn rng(seed: &mut u64) -> u64 {
     *seed
 }
 
+/// How `run` gives GRO its input.
+#[derive(Clone, Copy, PartialEq)]
+enum Take {
+    /// Segment by segment (`receive`).
+    Segments,
+    /// The same, with the fast path off.
+    FullPathOnly,
+    /// Each burst whole (`receive_poll`: a burst's runs of one flow merge
+    /// in a loop of their own).
+    Polls,
+}
+
 /// Feeds `input` in the case's bursts, one clock tick a poll, the window's
 /// wait given up after `c.wait` polls; everything out at the end.
-fn run(c: &Case, input: Vec<VecBuf>, full_path_only: bool) -> (Gro<VecBuf>, Vec<VecBuf>) {
+fn run(c: &Case, input: Vec<VecBuf>, take: Take) -> (Gro<VecBuf>, Vec<VecBuf>) {
     let mut g = gro(GroConfig {
         reorder: ReorderWindow {
             segments: c.reorder,
@@ -529,13 +541,19 @@ fn run(c: &Case, input: Vec<VecBuf>, full_path_only: bool) -> (Gro<VecBuf>, Vec<
         flows: c.table,
         ..GroConfig::default()
     });
-    g.full_path_only = full_path_only;
+    g.full_path_only = take == Take::FullPathOnly;
     let mut out = Vec::new();
     let mut it = input.into_iter().peekable();
     let mut poll = 0u64;
     while it.peek().is_some() {
         poll += 1;
-        for p in it.by_ref().take(c.bursts[poll as usize % c.bursts.len()]) {
+        let n = c.bursts[poll as usize % c.bursts.len()];
+        if take == Take::Polls {
+            let mut burst: Vec<VecBuf> = it.by_ref().take(n).collect();
+            g.receive_poll(&mut burst, poll, &mut |b| out.push(b));
+            assert!(g.held() <= c.table, "more held than --gro-flows");
+        }
+        for p in it.by_ref().take(if take == Take::Polls { 0 } else { n }) {
             g.receive(p, poll, &mut |b| out.push(b));
             assert!(g.held() <= c.table, "more held than --gro-flows");
         }
@@ -593,14 +611,16 @@ proptest! {
             seen_in.entry(flow_of[&s.ids[0]]).or_default().push(seq_len(s));
         }
         let n_in = input.len();
-        let (g, out) = run(&c, input.clone(), false);
-        // The fast path decides as the full path does, window and all.
-        let (full, b) = run(&c, input, true);
+        let (g, out) = run(&c, input.clone(), Take::Segments);
+        let packets = |v: &[VecBuf]| v.iter().map(|o| (o.ids.clone(), o.bytes())).collect::<Vec<_>>();
+        // The fast path decides as the full path does, window and all; so
+        // does a poll taken whole, its runs merged in a loop.
+        let (full, b) = run(&c, input.clone(), Take::FullPathOnly);
         prop_assert_eq!(g.stats(), full.stats());
-        prop_assert_eq!(
-            out.iter().map(|o| (o.ids.clone(), o.bytes())).collect::<Vec<_>>(),
-            b.iter().map(|o| (o.ids.clone(), o.bytes())).collect::<Vec<_>>()
-        );
+        prop_assert_eq!(packets(&out), packets(&b));
+        let (polls, p) = run(&c, input, Take::Polls);
+        prop_assert_eq!(g.stats(), polls.stats());
+        prop_assert_eq!(packets(&out), packets(&p));
         prop_assert_eq!(g.held(), 0);
         let mut ids: Vec<u64> = out.iter().flat_map(|o| o.ids.clone()).collect();
         ids.sort_unstable();
