@@ -462,6 +462,11 @@ struct Case {
     bursts: Vec<usize>,
     /// Polls a segment may wait.
     wait: u64,
+    /// The timestamp ticks every this many segments of a flow (0: never),
+    /// as in a slow flow: a late segment carries its older one.
+    tick: u32,
+    /// Checksums trusted (else verified in software).
+    trust: bool,
     max_frags: u16,
     table: usize,
     seed: u64,
@@ -477,6 +482,7 @@ fn case() -> impl Strategy<Value = Case> {
         1u16..=MAX_REORDER,
         proptest::collection::vec(1usize..40, 1..8),
         0u64..4,
+        (prop_oneof![Just(0u32), 1u32..6], any::<bool>()),
         prop_oneof![Just(17u16), 2u16..=64],
         prop_oneof![Just(64usize), 1usize..4],
         any::<u64>(),
@@ -491,6 +497,7 @@ fn case() -> impl Strategy<Value = Case> {
                 reorder,
                 bursts,
                 wait,
+                (tick, trust),
                 max_frags,
                 table,
                 seed,
@@ -503,6 +510,8 @@ fn case() -> impl Strategy<Value = Case> {
                 reorder,
                 bursts,
                 wait,
+                tick,
+                trust,
                 max_frags,
                 table,
                 seed,
@@ -539,6 +548,11 @@ fn run(c: &Case, input: Vec<VecBuf>, take: Take) -> (Gro<VecBuf>, Vec<VecBuf>) {
         },
         max_frags: c.max_frags,
         flows: c.table,
+        csum: if c.trust {
+            CsumMode::Trust
+        } else {
+            CsumMode::Verify
+        },
         ..GroConfig::default()
     });
     g.full_path_only = take == Take::FullPathOnly;
@@ -579,7 +593,10 @@ proptest! {
         let mut queues: Vec<Vec<VecBuf>> = Vec::new();
         let mut flow_of = HashMap::new();
         for (i, f) in flows.iter_mut().enumerate() {
-            let mut q: Vec<VecBuf> = (0..c.segs).map(|_| f.next(MSS)).collect();
+            let ts = |k: usize| 5000 + k as u32 / c.tick.max(1) * (c.tick != 0) as u32;
+            let mut q: Vec<VecBuf> = (0..c.segs)
+                .map(|k| f.next_with(MSS, |s| s.tsval = ts(k)))
+                .collect();
             if c.loss_one_in > 0 {
                 q.retain(|_| !rng(&mut seed).is_multiple_of(c.loss_one_in as u64));
             }
