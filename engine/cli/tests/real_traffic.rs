@@ -240,31 +240,7 @@ impl Drop for Work {
 
 /// Classic pcap frames (either byte order, micro- or nanosecond magic).
 fn pcap_frames(path: &Path) -> Vec<Vec<u8>> {
-    let d = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert!(d.len() >= 24, "{}: not a pcap file", path.display());
-    let m = u32::from_le_bytes(d[0..4].try_into().unwrap());
-    let le = match m {
-        0xa1b2_c3d4 | 0xa1b2_3c4d => true,
-        0xd4c3_b2a1 | 0x4d3c_b2a1 => false,
-        _ => panic!("{}: not a classic pcap file", path.display()),
-    };
-    let u32_at = |o: usize| {
-        let b: [u8; 4] = d[o..o + 4].try_into().unwrap();
-        if le {
-            u32::from_le_bytes(b)
-        } else {
-            u32::from_be_bytes(b)
-        }
-    };
-    let (mut off, mut v) = (24, Vec::new());
-    while off + 16 <= d.len() {
-        let incl = u32_at(off + 8) as usize;
-        off += 16;
-        assert!(off + incl <= d.len(), "{}: cut short", path.display());
-        v.push(d[off..off + incl].to_vec());
-        off += incl;
-    }
-    v
+    grorx::pcap::read_all(path).unwrap_or_else(|e| panic!("{e}"))
 }
 
 // ---------------------------------------------------------------- checks
