@@ -141,7 +141,9 @@ impl<B: GroBuf> Gro<B> {
     /// live (`next_in_slot`), from the verdict already made (the template
     /// is the same). Anything else
     /// (the ID alone, a short or PSH segment's size, a bad checksum) is the
-    /// full path's. Out of line: once per packet ended so.
+    /// full path's; so, with the reorder window on, is a gap (the window's
+    /// to judge) and a head with PSH (passed unheld, it moves its flow's
+    /// ghost on: `Held::high`). Out of line: once per packet ended so.
     #[inline(never)]
     pub(in crate::gro) fn refused(
         &mut self,
@@ -162,10 +164,15 @@ impl<B: GroBuf> Gro<B> {
     #[inline(always)]
     fn refused_verdict(&self, s: u16, pkt: &B, csum: FastCsum) -> Option<(Flush, Head)> {
         let h = self.table.try_get(s).filter(|h| h.finished)?;
-        if !self.takes_heads(h.tmpl.tunnel) {
+        if h.tmpl.tunnel {
             return None;
         }
         let head = self.judge_head(h, pkt, csum)?;
+        if self.reorder.is_some() && (head.seq != h.next_seq || head.psh) {
+            // With the window on, the options alone (its flow has nothing
+            // waiting: its template is on).
+            return None;
+        }
         // The rules' other refusals such a head may meet (its ID, the
         // limits) come later in their order: these two name the flush.
         const _: () = {
@@ -181,14 +188,15 @@ impl<B: GroBuf> Gro<B> {
 
     /// `pkt` judged as the next head of the flow `h` holds or held, by its
     /// template: all but the TCP options (`Held::bare_match`), then they on
-    /// their own. New ones are taken only where `takes_heads` lets them be
-    /// and with a checksum not summed (the sum judged holds for the old
-    /// ones). None: not such a head (the full path's to judge).
+    /// their own. New ones are taken outside tunnels only (verifying, the
+    /// full path checks the outer UDP checksum first), and with a checksum
+    /// not summed (the sum judged holds for the old ones). None: not such a
+    /// head (the full path's to judge).
     #[inline(always)]
     fn judge_head(&self, h: &Held<B>, pkt: &B, csum: FastCsum) -> Option<Head> {
         let (seq, c, psh) = h.bare_match(pkt, csum, &self.masks)?;
         let new_options = !h.same_options(pkt);
-        if new_options && (!self.takes_heads(h.tmpl.tunnel) || csum.sums(false)) {
+        if new_options && (h.tmpl.tunnel || csum.sums(false)) {
             return None;
         }
         Some(Head {
@@ -269,8 +277,8 @@ impl<B: GroBuf> Gro<B> {
     /// that packet follows. Anything else stays in `rest` for `receive`.
     /// Not for a flow inside a tunnel over IPv4 (its outer ID is followed
     /// on its own). With the reorder window on, not for a flow it works on
-    /// (its template is off), and a run stops at a segment ahead of a gap
-    /// and takes no new head (`takes_heads`).
+    /// (its template is off), and a run stops at a segment ahead of a gap,
+    /// which the window judges (`refused_verdict`).
     #[inline(always)]
     pub(in crate::gro) fn merge_run(
         &mut self,
@@ -380,7 +388,7 @@ impl<B: GroBuf> Gro<B> {
             return Some(pkt);
         };
         // A new head: any sequence number, any ID; its timestamps may have
-        // moved on. Inside a tunnel (never with new options: `takes_heads`)
+        // moved on. Inside a tunnel (never with new options: `judge_head`)
         // its outer ID follows.
         let Some(head) = self.judge_head(h, &pkt, csum) else {
             return Some(pkt);
@@ -388,7 +396,7 @@ impl<B: GroBuf> Gro<B> {
         if h.tmpl.outer_id_at != 0 && !h.outer_follows(pkt.head(), false) {
             return Some(pkt);
         }
-        if head.psh && !self.takes_heads(h.tmpl.tunnel) {
+        if head.psh && !self.passes_psh_heads(h.tmpl.tunnel) {
             return Some(pkt);
         }
         self.head_at(s, pkt, head, false, out)
@@ -442,15 +450,13 @@ impl<B: GroBuf> Gro<B> {
         }
     }
 
-    /// Whether `restart` takes, as the full path's `hold_new` would, a PSH
-    /// segment at its flow's ghost (passed unheld) and a head whose options
-    /// moved on, for a flow inside a tunnel or not (`tunnel`). Not inside a
-    /// tunnel (verifying, the full path checks the outer UDP checksum
-    /// first), nor with the reorder window on (a segment
-    /// passed unheld moves its flow's ghost on, segments waiting may have
-    /// to go first, and a head they wait for keeps its template off).
+    /// Whether `restart` passes, as the full path's `hold_new` would, a PSH
+    /// segment at its flow's ghost, for a flow inside a tunnel or not
+    /// (`tunnel`). Not inside a tunnel (verifying, the full path checks the
+    /// outer UDP checksum first), nor with the reorder window on (a segment
+    /// passed unheld moves its flow's ghost on: `Held::high`).
     #[inline(always)]
-    fn takes_heads(&self, tunnel: bool) -> bool {
+    fn passes_psh_heads(&self, tunnel: bool) -> bool {
         !tunnel && self.reorder.is_none()
     }
 

@@ -465,6 +465,9 @@ struct Case {
     /// The timestamp ticks every this many segments of a flow (0: never),
     /// as in a slow flow: a late segment carries its older one.
     tick: u32,
+    /// One segment in this many has PSH (0: none), as at the end of a
+    /// sender's write.
+    psh_one_in: u32,
     /// Checksums trusted (else verified in software).
     trust: bool,
     max_frags: u16,
@@ -482,7 +485,11 @@ fn case() -> impl Strategy<Value = Case> {
         1u16..=MAX_REORDER,
         proptest::collection::vec(1usize..40, 1..8),
         0u64..4,
-        (prop_oneof![Just(0u32), 1u32..6], any::<bool>()),
+        (
+            prop_oneof![Just(0u32), 1u32..6],
+            any::<bool>(),
+            prop_oneof![Just(0u32), 2u32..16],
+        ),
         prop_oneof![Just(17u16), 2u16..=64],
         prop_oneof![Just(64usize), 1usize..4],
         any::<u64>(),
@@ -497,7 +504,7 @@ fn case() -> impl Strategy<Value = Case> {
                 reorder,
                 bursts,
                 wait,
-                (tick, trust),
+                (tick, trust, psh_one_in),
                 max_frags,
                 table,
                 seed,
@@ -512,6 +519,7 @@ fn case() -> impl Strategy<Value = Case> {
                 wait,
                 tick,
                 trust,
+                psh_one_in,
                 max_frags,
                 table,
                 seed,
@@ -581,11 +589,12 @@ fn run(c: &Case, input: Vec<VecBuf>, take: Take) -> (Gro<VecBuf>, Vec<VecBuf>) {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
-    /// Flows with local reordering and losses, in random bursts, the clock
-    /// one tick a poll: every segment comes out once; every packet is one
-    /// flow's bytes at their sequence numbers (nothing merged across a
-    /// gap), valid and within the limits; no flow comes out more reordered
-    /// than it went in; nothing is held at the end.
+    /// Flows with local reordering, losses, PSH now and then and timestamps
+    /// that tick, in random bursts, the clock one tick a poll: every
+    /// segment comes out once; every packet is one flow's bytes at their
+    /// sequence numbers (nothing merged across a gap), valid and within the
+    /// limits; no flow comes out more reordered than it went in; nothing is
+    /// held at the end.
     #[test]
     fn reordered_streams_survive_the_window(c in case()) {
         let mut seed = c.seed | 1;
@@ -595,7 +604,16 @@ proptest! {
         for (i, f) in flows.iter_mut().enumerate() {
             let ts = |k: usize| 5000 + k as u32 / c.tick.max(1) * (c.tick != 0) as u32;
             let mut q: Vec<VecBuf> = (0..c.segs)
-                .map(|k| f.next_with(MSS, |s| s.tsval = ts(k)))
+                .map(|k| {
+                    let psh = c.psh_one_in != 0
+                        && rng(&mut seed).is_multiple_of(c.psh_one_in as u64);
+                    f.next_with(MSS, |s| {
+                        s.tsval = ts(k);
+                        if psh {
+                            s.flags |= TCP_PSH;
+                        }
+                    })
+                })
                 .collect();
             if c.loss_one_in > 0 {
                 q.retain(|_| !rng(&mut seed).is_multiple_of(c.loss_one_in as u64));
