@@ -50,7 +50,7 @@ impl<B: GroBuf> Gro<B> {
         // The fast path never touches a flow whose segments wait ahead
         // of a gap (the reorder window's).
         if waiting {
-            h.tmpl.on = false;
+            h.tmpl.pause();
         }
         h.finished = true;
         h.core.pkt = Some(pkt);
@@ -69,7 +69,7 @@ impl<B: GroBuf> Gro<B> {
         if taken {
             self.table.for_each_entry(|e| {
                 if e.tmpl.mask == m {
-                    e.tmpl.on = false;
+                    e.tmpl.off();
                 }
             });
         }

@@ -239,7 +239,7 @@ impl<B> Default for Held<B> {
             core: Core::default(),
             next_seq: 0,
             next_id: 0,
-            tmpl: Template::off(),
+            tmpl: Template::empty(),
             base: Base::default(),
             head_seq: 0,
             high: 0,

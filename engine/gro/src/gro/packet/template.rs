@@ -58,6 +58,9 @@ pub(in crate::gro) struct Expect {
     /// The flow is inside a tunnel: what a NIC's L4 checksum flag is about
     /// then depends on the NIC, so it is not taken for the inner checksum.
     pub(in crate::gro) tunnel: bool,
+    /// Off only while segments of its flow wait ahead of a gap (the
+    /// reorder window's): on again once none waits (`resume`).
+    pub(in crate::gro) paused: bool,
     /// IPv4 header sum without ID and checksum (`csum::ipv4_sum_without`).
     pub(in crate::gro) ip_sum: u16,
     /// The same for the outer IPv4 header.
@@ -123,9 +126,9 @@ pub(in crate::gro) fn short_copy(bytes: &mut [u8; TMPL_LEN], hdr: &[u8]) {
 }
 
 impl Template {
-    pub(in crate::gro) fn off() -> Template {
+    pub(in crate::gro) fn empty() -> Template {
         Template {
-            x: Expect::off(),
+            x: Expect::empty(),
             bytes: [0; TMPL_LEN],
         }
     }
@@ -166,12 +169,36 @@ impl Expect {
         csum::sub(csum::add(self.ip_sum, id), total)
     }
 
-    pub(in crate::gro) fn off() -> Expect {
+    /// Off while segments of its flow wait ahead of a gap, so that the
+    /// fast path never meets the window; `resume` turns it on again if it
+    /// was on.
+    #[inline(always)]
+    pub(in crate::gro) fn pause(&mut self) {
+        self.paused = self.on;
+        self.on = false;
+    }
+
+    /// On again, if it was on when its flow's segments began to wait.
+    #[inline(always)]
+    pub(in crate::gro) fn resume(&mut self) {
+        self.on |= self.paused;
+        self.paused = false;
+    }
+
+    /// Off until it is built again.
+    #[inline(always)]
+    pub(in crate::gro) fn off(&mut self) {
+        self.on = false;
+        self.paused = false;
+    }
+
+    pub(in crate::gro) fn empty() -> Expect {
         Expect {
             mask: 0,
             words: 0,
             frame_len: 0,
             tunnel: false,
+            paused: false,
             seq_at: 0,
             id_at: 0,
             ip_csum_at: 0,
@@ -192,7 +219,7 @@ impl Expect {
     pub(in crate::gro) fn build(&mut self, f: &Fields, seg: &Seg, a: TmplArgs, mask: Option<u8>) {
         let tm = self;
         let t = f.layout();
-        tm.on = false;
+        tm.off();
         let Some(m) = mask else { return };
         let Ok(frame_len) = u16::try_from(a.frame_len) else {
             return;

@@ -473,7 +473,7 @@ fn start_head<B: GroBuf>(
     h.flags_or = 0;
     h.core.t = t;
     h.base.since = now;
-    h.tmpl.on = false;
+    h.tmpl.off();
     h.finished = false;
     h.core.pkt = Some(pkt);
 }

@@ -173,7 +173,7 @@ impl<B: GroBuf> Gro<B> {
     ) -> Option<Contrib> {
         let t = f.layout();
         let mask = self.plain_mask_for(&t)?;
-        let mut x = Expect::off();
+        let mut x = Expect::empty();
         let args = TmplArgs {
             ip_hdr: if t.ipv6 {
                 0

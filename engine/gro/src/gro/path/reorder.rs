@@ -18,9 +18,12 @@
 //! Waiting segments live beside the table, `reorder` places per entry, in
 //! sequence order; segments let go are queued (`pending`) and go through
 //! GRO again before the flow's next segment, on the full path: a flow with
-//! segments waiting or let go has its template off, so the fast path never
-//! meets the window and pays nothing for it. Everything is allocated when
-//! GRO is built; with the window off, none of it is.
+//! segments waiting or let go has its template off (paused), so the fast
+//! path never meets the window and pays nothing for it. Once the gap fills,
+//! each waiting segment is its held packet's next one, in sequence order:
+//! it takes the fast path when the flow's template was on, and the template
+//! is on again once none waits. Everything is allocated when GRO is built;
+//! with the window off, none of it is.
 
 use crate::gro::*;
 
@@ -200,8 +203,8 @@ impl<B: GroBuf> Gro<B> {
             self.ahead_flows += 1;
             // The fast path never touches a flow the window works on: its
             // segments go the full path (which settles the window) until
-            // its next packet builds a template again.
-            self.table.get_mut(s).tmpl.on = false;
+            // none waits.
+            self.table.get_mut(s).tmpl.pause();
         }
         self.stats.reorder_held += 1;
     }
@@ -226,6 +229,9 @@ impl<B: GroBuf> Gro<B> {
         r.count[s as usize] -= 1;
         if n == 1 {
             self.ahead_flows -= 1;
+            // Nothing of the flow waits: its template (if it had one) is
+            // good for its held packet still.
+            self.table.get_mut(s).tmpl.resume();
         }
         a
     }
@@ -247,7 +253,7 @@ impl<B: GroBuf> Gro<B> {
         r.count[s as usize] = 0;
         self.ahead_flows -= 1;
         // Its next segment takes the full path, which takes these first.
-        self.table.get_mut(s).tmpl.on = false;
+        self.table.get_mut(s).tmpl.off();
         // To the queue's front, in sequence order: what is queued already
         // of this flow was let go before and taken again after these (it
         // is later in sequence); other flows' order does not matter.
@@ -343,9 +349,12 @@ impl<B: GroBuf> Gro<B> {
             if let Some(s) = self.last {
                 if let Some(a) = self.take_filled(s) {
                     self.stats.reorder_filled += 1;
-                    let hints = a.pkt.rx_hints();
+                    let Some(pkt) = self.filled_fast(s, a.pkt, a.arrived, verify, out) else {
+                        continue;
+                    };
+                    let hints = pkt.rx_hints();
                     let was = std::mem::replace(&mut self.from_window, true);
-                    self.receive_slow(a.pkt, a.arrived, verify, hints, None, None, out);
+                    self.receive_slow(pkt, a.arrived, verify, hints, None, None, out);
                     self.from_window = was;
                     continue;
                 }
@@ -366,6 +375,48 @@ impl<B: GroBuf> Gro<B> {
             self.receive_slow(a.pkt, a.arrived, verify, hints, None, None, out);
             (self.no_wait, self.from_window) = was;
         }
+    }
+
+    /// A segment that waited in the flow in `s` (live), taken now that the
+    /// gap before it filled (`take_filled`), on the fast path when the
+    /// flow's template was on as it began to wait: it is taken in sequence
+    /// order, so it is the held packet's next segment as any other (the
+    /// window has nothing to judge), and what the full path would make of
+    /// it the fast path makes too, or gives it back. The template stays
+    /// paused while more of the flow waits. It is taken at the time it
+    /// arrived, as the full path takes it.
+    #[inline(always)]
+    fn filled_fast(
+        &mut self,
+        s: u16,
+        pkt: B,
+        arrived: u64,
+        verify: bool,
+        out: &mut impl FnMut(B),
+    ) -> Option<B> {
+        #[cfg(test)]
+        if self.full_path_only {
+            return Some(pkt);
+        }
+        let Some(csum) = FastCsum::of(pkt.rx_hints(), verify) else {
+            return Some(pkt);
+        };
+        let tm = &mut self.table.get_mut(s).tmpl;
+        if !(tm.on || tm.paused) {
+            return Some(pkt);
+        }
+        tm.resume();
+        let now = std::mem::replace(&mut self.now, arrived);
+        let left = self.fast_merge(s, pkt, csum, out);
+        self.now = now;
+        if self.has_waiting(s) {
+            self.table.get_mut(s).tmpl.pause();
+        }
+        if left.is_none() {
+            // Where the full path's merge or new head leaves it.
+            self.went_to(s);
+        }
+        left
     }
 
     /// Gives up the wait of every flow whose oldest waiting segment arrived
