@@ -415,6 +415,26 @@ impl<B: GroBuf> Held<B> {
         self.judge_under(pkt, None, None, csum, masks.bare(self.tmpl.mask))
     }
 
+    /// The sequence number of `pkt` if it is a segment of this flow that
+    /// may wait ahead of a gap (the reorder window's): `bare_match`, with
+    /// the template on or paused (other segments of the flow wait), and
+    /// its TCP checksum not judged (that is done when it is taken again).
+    #[inline(always)]
+    pub(in crate::gro) fn ahead_match(
+        &self,
+        pkt: &B,
+        csum: FastCsum,
+        masks: &Masks,
+    ) -> Option<u32> {
+        let tm = &self.tmpl;
+        if !(tm.on || tm.paused) {
+            return None;
+        }
+        let of = self.judged(None, None, csum.unsummed());
+        let (seq, _, _) = tm.x.judge(pkt, &tm.bytes, masks.bare(tm.mask), &of)?;
+        Some(seq)
+    }
+
     /// Whether `pkt`, which `bare_match` took, carries the TCP options its
     /// flow's head has (`options_equal`).
     #[inline(always)]

@@ -163,6 +163,16 @@ impl FastCsum {
         }
     }
 
+    /// The same, its TCP checksum left to be judged later (a segment that
+    /// waits ahead of a gap is judged whole when it is taken again).
+    #[inline(always)]
+    pub(in crate::gro) fn unsummed(self) -> FastCsum {
+        FastCsum {
+            verify: false,
+            l4: self.l4,
+        }
+    }
+
     /// Whether a segment of a flow inside a tunnel or not (`tunnel`) has its
     /// payload summed and its checksum checked.
     #[inline(always)]

@@ -112,14 +112,23 @@ impl<B: GroBuf> Gro<B> {
     /// merge (`ext`: its IPv6 extension headers).
     #[cold]
     pub(in crate::gro) fn window(&self, s: u16, seg: &Seg, ext: &[u8]) -> Window {
+        let same_ext = self.table.get(s).same_ext(ext);
+        self.window_for(s, (seg.seq, seg.payload), seg.flags, same_ext)
+    }
+
+    /// `window` for a segment at `seq` of `len` bytes, with TCP flags
+    /// `flags`, whose IPv6 extension headers are (`same_ext`) or are not
+    /// those of the flow's held packet.
+    #[inline(always)]
+    fn window_for(&self, s: u16, (seq, len): (u32, u32), flags: u8, same_ext: bool) -> Window {
         let Some(r) = self.reorder.as_deref() else {
             return Window::No;
         };
-        if self.no_wait || seg.payload == 0 {
+        if self.no_wait || len == 0 {
             return Window::No;
         }
         let h = self.table.get(s);
-        let end = seg.end();
+        let end = seq.wrapping_add(len);
         // At or before the held packet's first byte (modulo 2^31), in a flow
         // that has had no gap and has nothing waiting: delivered already.
         // (Where a gap was, it may be the gap's data; past what waits, it
@@ -134,11 +143,7 @@ impl<B: GroBuf> Gro<B> {
         // a segment that had waited): in sequence right after the one and
         // right before the other. Only the whole gap: a part of it passed
         // early could be followed by the rest after the held packet leaves.
-        if seg.seq == h.high
-            && end == h.head_seq
-            && seg.flags & (NEVER_MERGED | FIN) == 0
-            && h.same_ext(ext)
-        {
+        if seq == h.high && end == h.head_seq && flags & (NEVER_MERGED | FIN) == 0 && same_ext {
             return Window::BeforeHeld;
         }
         // The gap starts where the held packet ends; or, for a packet that
@@ -147,14 +152,14 @@ impl<B: GroBuf> Gro<B> {
         // beyond waits for it.
         let behind = h.next_seq.wrapping_sub(h.high) >= 1 << 31;
         let gap = if behind { h.high } else { h.next_seq };
-        let past = seg.seq.wrapping_sub(gap);
+        let past = seq.wrapping_sub(gap);
         let n = r.waiting(s);
         let places = &r.ahead[s as usize * r.per..][..n];
         // Bytes of a waiting segment again (a copy, or a retransmission cut
         // at other boundaries): put in sequence order, one of the two would
         // step back over the other.
         let off = |x: u32| x.wrapping_sub(gap);
-        let overlaps = |a: &Ahead<B>| off(seg.seq) < off(a.end) && off(a.seq) < off(end);
+        let overlaps = |a: &Ahead<B>| off(seq) < off(a.end) && off(a.seq) < off(end);
         if behind && past == 0 {
             // Running into what waits (which arrived first): the wait is
             // given up, what waited leaves before this one.
@@ -169,7 +174,7 @@ impl<B: GroBuf> Gro<B> {
         // the held packet (other options, ACK, flags) still waits: once the
         // gap fills, it starts the next packet in sequence order. SYN, RST
         // and URG do not: they leave at once, after the flow's data.
-        if past == 0 || past >= 1 << 31 || seg.flags & NEVER_MERGED != 0 || !h.same_ext(ext) {
+        if past == 0 || past >= 1 << 31 || flags & NEVER_MERGED != 0 || !same_ext {
             return Window::No;
         }
         // Past what the window could bridge (`reorder` places, one of them
@@ -179,6 +184,29 @@ impl<B: GroBuf> Gro<B> {
             return if n == 0 { Window::No } else { Window::Full };
         }
         Window::Wait
+    }
+
+    /// `pkt`, a segment its flow's packet in slot `s` turned away on the
+    /// fast path (`Gro::refused`), put in the window if it is one that
+    /// waits there: as the full path would (`with_held`), from the header
+    /// its template judged (the held packet's but for seq, ID, options and
+    /// PSH; full-size; no SYN, RST, URG nor FIN), without its parse and
+    /// lookup. Gives it back otherwise. Not inside a tunnel (verifying, the
+    /// full path checks the outer UDP checksum first).
+    #[inline(never)]
+    pub(in crate::gro) fn waits_fast(&mut self, s: u16, pkt: B, csum: FastCsum) -> Option<B> {
+        let Some(h) = self.table.try_get(s).filter(|h| !h.tmpl.tunnel) else {
+            return Some(pkt);
+        };
+        let Some(seq) = h.ahead_match(&pkt, csum, &self.masks) else {
+            return Some(pkt);
+        };
+        let len = h.core.mss;
+        if seq == h.next_seq || !matches!(self.window_for(s, (seq, len), 0, true), Window::Wait) {
+            return Some(pkt);
+        }
+        self.wait_ahead(s, pkt, seq, len, self.now);
+        None
     }
 
     /// Puts `pkt` (sequence number `seq`) in the window of the flow in
