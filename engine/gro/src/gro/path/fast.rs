@@ -154,7 +154,7 @@ impl<B: GroBuf> Gro<B> {
     ) -> Option<B> {
         match self.refused_verdict(s, &pkt, csum) {
             Some(v) => self.ended_by(s, pkt, v, out),
-            None if self.reorder.is_some() => self.waits_fast(s, pkt, csum),
+            None if self.reorder.is_some() => self.window_fast(s, pkt, csum, out),
             None => Some(pkt),
         }
     }

@@ -187,14 +187,24 @@ impl<B: GroBuf> Gro<B> {
     }
 
     /// `pkt`, a segment its flow's packet in slot `s` turned away on the
-    /// fast path (`Gro::refused`), put in the window if it is one that
-    /// waits there: as the full path would (`with_held`), from the header
-    /// its template judged (the held packet's but for seq, ID, options and
-    /// PSH; full-size; no SYN, RST, URG nor FIN), without its parse and
-    /// lookup. Gives it back otherwise. Not inside a tunnel (verifying, the
-    /// full path checks the outer UDP checksum first).
+    /// fast path (`Gro::refused`; not a new head), taken as the full path
+    /// would take it (`with_held`) when it is one of two kinds, from the
+    /// header its template judged (the held packet's but for seq, ID,
+    /// options and PSH; full-size; no SYN, RST, URG nor FIN), without its
+    /// parse and lookup: ahead of a gap, it waits if the window says so;
+    /// the flow's next byte while segments of the flow wait (its template
+    /// paused), it is the gap's filler: merged on the fast path, and what
+    /// waited follows (`settle`). Gives it back otherwise. Not inside a
+    /// tunnel (verifying, the full path checks the outer UDP checksum
+    /// first).
     #[inline(never)]
-    pub(in crate::gro) fn waits_fast(&mut self, s: u16, pkt: B, csum: FastCsum) -> Option<B> {
+    pub(in crate::gro) fn window_fast(
+        &mut self,
+        s: u16,
+        pkt: B,
+        csum: FastCsum,
+        out: &mut impl FnMut(B),
+    ) -> Option<B> {
         let Some(h) = self.table.try_get(s).filter(|h| !h.tmpl.tunnel) else {
             return Some(pkt);
         };
@@ -202,7 +212,19 @@ impl<B: GroBuf> Gro<B> {
             return Some(pkt);
         };
         let len = h.core.mss;
-        if seq == h.next_seq || !matches!(self.window_for(s, (seq, len), 0, true), Window::Wait) {
+        if seq == h.next_seq {
+            // One that runs into what waits gives the wait up: the full
+            // path's.
+            if !h.tmpl.paused || self.overlaps_waiting(s, seq, len) {
+                return Some(pkt);
+            }
+            let left = self.merge_paused(s, pkt, csum, out);
+            if left.is_none() && self.reorder_busy() {
+                self.settle(out);
+            }
+            return left;
+        }
+        if !matches!(self.window_for(s, (seq, len), 0, true), Window::Wait) {
             return Some(pkt);
         }
         self.wait_ahead(s, pkt, seq, len, self.now);
@@ -429,14 +451,30 @@ impl<B: GroBuf> Gro<B> {
         let Some(csum) = FastCsum::of(pkt.rx_hints(), verify) else {
             return Some(pkt);
         };
-        let tm = &mut self.table.get_mut(s).tmpl;
+        let tm = &self.table.get(s).tmpl;
         if !(tm.on || tm.paused) {
             return Some(pkt);
         }
-        tm.resume();
         let now = std::mem::replace(&mut self.now, arrived);
-        let left = self.fast_merge(s, pkt, csum, out);
+        let left = self.merge_paused(s, pkt, csum, out);
         self.now = now;
+        left
+    }
+
+    /// `pkt` taken on the fast path into the flow in `s`, live, whose
+    /// template is on or paused (segments of the flow wait ahead of a
+    /// gap): on for this segment, paused again while any waits. Gives the
+    /// packet back where the fast path does.
+    #[inline(always)]
+    fn merge_paused(
+        &mut self,
+        s: u16,
+        pkt: B,
+        csum: FastCsum,
+        out: &mut impl FnMut(B),
+    ) -> Option<B> {
+        self.table.get_mut(s).tmpl.resume();
+        let left = self.fast_merge(s, pkt, csum, out);
         if self.has_waiting(s) {
             self.table.get_mut(s).tmpl.pause();
         }
