@@ -141,8 +141,9 @@ impl<B: GroBuf> Gro<B> {
     /// live (`next_in_slot`), from the verdict already made (the template
     /// is the same). Anything else
     /// (the ID alone, a short or PSH segment's size, a bad checksum) is the
-    /// full path's; so, with the reorder window on, is a gap (the window's
-    /// to judge) and a head with PSH (passed unheld, it moves its flow's
+    /// full path's. With the reorder window on, a gap is the window's to
+    /// judge (`window_fast`, which also takes the filler of a gap), and a
+    /// head with PSH the full path's (passed unheld, it moves its flow's
     /// ghost on: `Held::high`). Out of line: once per packet ended so.
     #[inline(never)]
     pub(in crate::gro) fn refused(
