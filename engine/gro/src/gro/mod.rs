@@ -285,8 +285,9 @@ impl<B: GroBuf> Gro<B> {
                 }
             }
             // Without a template (a flow new to the table, one the reorder
-            // window works on) the flow's segments cannot take the fast
-            // path: straight to the lookup.
+            // window works on) the flow's segments cannot merge at the
+            // first try: straight to the lookup (where `refused` hands
+            // the window what it can take from there).
             let tried = self.first.filter(|&s| self.table.entry(s).tmpl.on);
             // Whether `refused` judged the segment at `tried` already.
             let mut judged = false;

@@ -47,8 +47,8 @@ impl<B: GroBuf> Gro<B> {
             },
             mask,
         );
-        // The fast path never touches a flow whose segments wait ahead
-        // of a gap (the reorder window's).
+        // The fast path never merges into a flow whose segments wait
+        // ahead of a gap but through the reorder window's own ways.
         if waiting {
             h.tmpl.pause();
         }

@@ -170,8 +170,8 @@ impl Expect {
     }
 
     /// Off while segments of its flow wait ahead of a gap, so that the
-    /// fast path never meets the window; `resume` turns it on again if it
-    /// was on.
+    /// fast path's merges and runs never meet the window; `resume` turns it
+    /// on again if it was on.
     #[inline(always)]
     pub(in crate::gro) fn pause(&mut self) {
         self.paused = self.on;

@@ -280,7 +280,7 @@ impl<B: GroBuf> Gro<B> {
     /// Not for a flow inside a tunnel over IPv4 (its outer ID is followed
     /// on its own). With the reorder window on, not for a flow it works on
     /// (its template is off), and a run stops at a segment ahead of a gap,
-    /// which the window judges (`refused_verdict`).
+    /// which the window judges (`refused` hands it to `window_fast`).
     #[inline(always)]
     pub(in crate::gro) fn merge_run(
         &mut self,

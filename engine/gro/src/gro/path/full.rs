@@ -7,12 +7,14 @@ use crate::gro::*;
 use crate::wire::Outer;
 
 impl<B: GroBuf> Gro<B> {
-    /// The full path from the wire. The reorder window works on it alone
-    /// (a flow with segments waiting, or let go, has its template off, so
-    /// the fast path never touches it): what the window let go or can now
-    /// merge is taken before this segment (it arrived first) and after it
-    /// (this one may have filled a gap). Two tests on the full path; the
-    /// window's work itself is out of line.
+    /// The full path from the wire. A flow with segments waiting, or let
+    /// go, has its template paused or off, so the fast path's merges and
+    /// runs never touch it; the window's own ways onto the fast path
+    /// (`window_fast`, and `settle`'s for what it takes again) settle as
+    /// this does. What the window let go or can now merge is taken before
+    /// this segment (it arrived first) and after it (this one may have
+    /// filled a gap). Two tests on the full path; the window's work itself
+    /// is out of line.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(in crate::gro) fn slow(

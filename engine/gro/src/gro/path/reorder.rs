@@ -18,12 +18,15 @@
 //! Waiting segments live beside the table, `reorder` places per entry, in
 //! sequence order; segments let go are queued (`pending`) and go through
 //! GRO again before the flow's next segment, on the full path: a flow with
-//! segments waiting or let go has its template off (paused), so the fast
-//! path never meets the window and pays nothing for it. Once the gap fills,
-//! each waiting segment is its held packet's next one, in sequence order:
-//! it takes the fast path when the flow's template was on, and the template
-//! is on again once none waits. Everything is allocated when GRO is built;
-//! with the window off, none of it is.
+//! segments waiting or let go has its template paused or off, so the fast
+//! path's merges and runs never meet the window and pay nothing for it.
+//! What the fast path does hand the window, it takes as the full path
+//! would: a segment its template judged ahead of a gap waits, the gap's
+//! filler merges, and once the gap fills each waiting segment, its held
+//! packet's next one in sequence order, merges there too where the flow
+//! had a template (`window_fast`, `filled_fast`); the template is on again
+//! once none waits. Everything is allocated when GRO is built; with the
+//! window off, none of it is.
 
 use crate::gro::*;
 
@@ -251,9 +254,9 @@ impl<B: GroBuf> Gro<B> {
         r.count[s as usize] += 1;
         if n == 0 {
             self.ahead_flows += 1;
-            // The fast path never touches a flow the window works on: its
-            // segments go the full path (which settles the window) until
-            // none waits.
+            // The fast path's merges and runs never touch a flow the window
+            // works on (its segments go through `window_fast` or the full
+            // path, which settle the window) until none waits.
             self.table.get_mut(s).tmpl.pause();
         }
         self.stats.reorder_held += 1;
