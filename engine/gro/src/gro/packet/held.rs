@@ -394,12 +394,25 @@ impl<B: GroBuf> Held<B> {
         csum: FastCsum,
         mask: &[u8; TMPL_LEN],
     ) -> Option<(u32, Contrib, bool)> {
-        let tm = &self.tmpl;
-        if !tm.on {
+        if !self.tmpl.on {
             return None;
         }
+        self.judge_built(pkt, seq, id, csum, mask)
+    }
+
+    /// `judge_under` by a template built for this flow's packet, on or not
+    /// (paused while segments of the flow wait ahead of a gap).
+    #[inline(always)]
+    fn judge_built(
+        &self,
+        pkt: &B,
+        seq: Option<u32>,
+        id: Option<u16>,
+        csum: FastCsum,
+        mask: &[u8; TMPL_LEN],
+    ) -> Option<(u32, Contrib, bool)> {
         let of = self.judged(seq, id, csum);
-        tm.x.judge(pkt, &tm.bytes, mask, &of)
+        self.tmpl.x.judge(pkt, &self.tmpl.bytes, mask, &of)
     }
 
     /// `template_match` for a new head (any seq, any ID) but for its TCP
@@ -430,8 +443,8 @@ impl<B: GroBuf> Held<B> {
         if !(tm.on || tm.paused) {
             return None;
         }
-        let of = self.judged(None, None, csum.unsummed());
-        let (seq, _, _) = tm.x.judge(pkt, &tm.bytes, masks.bare(tm.mask), &of)?;
+        let bare = masks.bare(tm.mask);
+        let (seq, _, _) = self.judge_built(pkt, None, None, csum.unsummed(), bare)?;
         Some(seq)
     }
 
