@@ -16,10 +16,12 @@
 //! same flow and layout always shares its bucket, so no merge is lost, and
 //! leaving earlier keeps every flow's order.
 //!
-//! The buckets are filled only when the previous poll had packets that
-//! left alone (held and flushed as one segment with nothing of their flow
-//! met, or passed alone): bulk traffic, whose packets merge or are ended
-//! by their own flow's next segment, never pays for them.
+//! The buckets are filled only when at least one in sixteen packets of
+//! the previous poll left alone (held and flushed as one segment with
+//! nothing of their flow met, or passed alone): bulk traffic, whose
+//! packets merge or are ended by their own flow's next segment, never pays
+//! for them, nor a flow whose poll ends with the first segment of its next
+//! packet.
 
 use crate::gro::*;
 
@@ -29,6 +31,11 @@ pub const LOOK_MAX: usize = 256;
 /// Buckets: 2^10, so that a burst of 32 packets of as many flows seldom
 /// puts two in one.
 const BUCKET_BITS: u32 = 10;
+
+/// A poll is looked ahead in when at least one in this many packets of
+/// the last left alone: the buckets cost each packet of a poll about what
+/// one in sixteen leaving alone saves (its entry, head and flush).
+const ALONE_SHARE: u32 = 16;
 
 /// Where a flow's addresses and ports sit (the IP and TCP header offsets).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -78,6 +85,8 @@ pub(in crate::gro) struct Look {
     next_at: At,
     /// Packets that left alone since the last burst began.
     alone: u32,
+    /// Packets in the last burst taken whole.
+    polled: u32,
     /// Packets of the burst taken so far.
     pos: usize,
     /// The bucket of the packet being taken.
@@ -95,6 +104,7 @@ impl Default for Look {
             at: At::default(),
             next_at: At::default(),
             alone: 0,
+            polled: 0,
             pos: 0,
             cur: 0,
             bucket: [0; LOOK_MAX],
@@ -188,12 +198,14 @@ impl<B: GroBuf> Gro<B> {
         self.leaves_alone(&t)
     }
 
-    /// Whether `receive_poll` would look ahead in the next poll (the last
-    /// one had packets that left alone; no reorder window). When it would
-    /// not, it takes each packet as `receive` does.
+    /// Whether `receive_poll` would look ahead in the next poll (at least
+    /// one in `ALONE_SHARE` of the last one's packets left alone; no
+    /// reorder window). When it would not, it takes each packet as
+    /// `receive` does.
     #[inline(always)]
     pub fn looks_ahead(&self) -> bool {
-        self.look.alone != 0 && self.reorder.is_none()
+        let look = &self.look;
+        look.alone != 0 && look.alone * ALONE_SHARE >= look.polled && self.reorder.is_none()
     }
 
     /// Takes one poll's packets, in arrival order, as `receive` takes each
@@ -224,6 +236,7 @@ impl<B: GroBuf> Gro<B> {
             let look = &mut self.look;
             look.on = on;
             look.alone = 0;
+            look.polled = burst.len() as u32;
             look.pos = 0;
             look.at = look.next_at;
         }

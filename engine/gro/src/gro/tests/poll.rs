@@ -101,6 +101,28 @@ fn held_as_new(g: &mut Gro<VecBuf>, id: u32) {
 }
 
 #[test]
+fn the_look_ahead_needs_one_packet_in_sixteen_of_the_last_poll_left_alone() {
+    // A bulk flow's poll of 30 segments (two packets at the frag limit),
+    // and after them the first segments of `singles` other flows, each
+    // left at the poll's end as one segment.
+    let looks_after = |singles: u32| {
+        let mut g = gro(GroConfig::default());
+        let mut a = Flow::new(1, false);
+        let mut burst: Vec<VecBuf> = (0..30).map(|_| a.next(MSS)).collect();
+        burst.extend((0..singles).map(|i| Flow::new(10 + i, false).next(MSS)));
+        let n = burst.len();
+        assert_eq!(poll(&mut g, burst).len(), 1, "a's first packet, full");
+        let left = end(&mut g);
+        assert_eq!(left.len(), 1 + singles as usize);
+        assert_eq!(left.iter().map(|p| p.ids.len()).sum::<usize>(), n - 17);
+        g.looks_ahead()
+    };
+    assert!(!looks_after(1), "1 of 31 left alone: not worth the buckets");
+    assert!(looks_after(2), "2 of 32");
+    assert!(looks_after(3), "3 of 33");
+}
+
+#[test]
 fn one_segment_packets_that_their_own_flow_ended_leave_the_look_ahead_off() {
     // A bulk flow whose timestamps move on at each of its first segments:
     // each leaves as a packet of one, ended by the next. Looking ahead
