@@ -41,21 +41,15 @@ pub fn eal() -> (&'static Eal, MutexGuard<'static, ()>) {
 
 /// Writes frames to a classic pcap file.
 pub fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>]) {
-    let mut out = Vec::new();
-    out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-    out.extend_from_slice(&2u16.to_le_bytes());
-    out.extend_from_slice(&4u16.to_le_bytes());
-    out.extend_from_slice(&[0u8; 8]);
-    out.extend_from_slice(&262_144u32.to_le_bytes());
-    out.extend_from_slice(&1u32.to_le_bytes());
+    let file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut w = grorx::pcap::Writer::new(file).unwrap();
     for (i, f) in frames.iter().enumerate() {
-        out.extend_from_slice(&(i as u32 / 1000).to_le_bytes());
-        out.extend_from_slice(&((i as u32 % 1000) * 1000).to_le_bytes());
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        out.extend_from_slice(f);
+        // A millisecond apart.
+        let ts_ns = i as u64 * 1_000_000;
+        w.packet(ts_ns, f.len() as u32, std::iter::once(f.as_slice()))
+            .unwrap();
     }
-    std::fs::write(path, out).unwrap();
+    std::io::Write::flush(w.get_mut()).unwrap();
 }
 
 /// A frame as a chain of mbufs from `p`, one per part (each part fits one).
