@@ -149,7 +149,9 @@ impl Look {
     /// with its layout.
     #[inline(always)]
     pub(in crate::gro) fn left_alone(&mut self, t: &Tcp) {
-        self.alone += 1;
+        // Not reset while bursts are taken packet by packet (held across
+        // polls): it may count for long.
+        self.alone = self.alone.saturating_add(1);
         self.next_at = At::of(t);
     }
 
@@ -205,7 +207,8 @@ impl<B: GroBuf> Gro<B> {
     #[inline(always)]
     pub fn looks_ahead(&self) -> bool {
         let look = &self.look;
-        look.alone != 0 && look.alone * ALONE_SHARE >= look.polled && self.reorder.is_none()
+        let share = look.polled.div_ceil(ALONE_SHARE).max(1);
+        look.alone >= share && self.reorder.is_none()
     }
 
     /// Takes one poll's packets, in arrival order, as `receive` takes each
@@ -268,5 +271,23 @@ impl<B: GroBuf> Gro<B> {
         }
         // Every bucket is back to 0: nothing to clear.
         self.look.on = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_count_of_packets_left_alone_stops_at_its_largest() {
+        // Bursts taken packet by packet never reset it.
+        let mut look = Look {
+            alone: u32::MAX - 1,
+            ..Look::default()
+        };
+        for _ in 0..2 {
+            look.left_alone(&Tcp::default());
+        }
+        assert_eq!(look.alone, u32::MAX);
     }
 }
