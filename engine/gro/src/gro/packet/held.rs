@@ -400,8 +400,8 @@ impl<B: GroBuf> Held<B> {
         self.judge_built(pkt, seq, id, csum, mask)
     }
 
-    /// `judge_under` by a template built for this flow's packet, on or not
-    /// (paused while segments of the flow wait ahead of a gap).
+    /// `judge_under` by a template built for this flow's packet, on or
+    /// paused (`Expect::built`), which the caller checked.
     #[inline(always)]
     fn judge_built(
         &self,
@@ -439,11 +439,10 @@ impl<B: GroBuf> Held<B> {
         csum: FastCsum,
         masks: &Masks,
     ) -> Option<u32> {
-        let tm = &self.tmpl;
-        if !(tm.on || tm.paused) {
+        if !self.tmpl.built() {
             return None;
         }
-        let bare = masks.bare(tm.mask);
+        let bare = masks.bare(self.tmpl.mask);
         let (seq, _, _) = self.judge_built(pkt, None, None, csum.unsummed(), bare)?;
         Some(seq)
     }

@@ -185,6 +185,13 @@ impl Expect {
         self.paused = false;
     }
 
+    /// Built for its flow's packet: on, or paused while segments of the
+    /// flow wait ahead of a gap (what it judges still holds).
+    #[inline(always)]
+    pub(in crate::gro) fn built(&self) -> bool {
+        self.on || self.paused
+    }
+
     /// Off until it is built again.
     #[inline(always)]
     pub(in crate::gro) fn off(&mut self) {

@@ -454,8 +454,7 @@ impl<B: GroBuf> Gro<B> {
         let Some(csum) = FastCsum::of(pkt.rx_hints(), verify) else {
             return Some(pkt);
         };
-        let tm = &self.table.get(s).tmpl;
-        if !(tm.on || tm.paused) {
+        if !self.table.get(s).tmpl.built() {
             return Some(pkt);
         }
         let now = std::mem::replace(&mut self.now, arrived);
